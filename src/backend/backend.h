@@ -1,0 +1,134 @@
+// The backend interface: everything the forward pass asks of a device. The CPU
+// backend is the reference; the GPU backend implements the same calls with one
+// kernel source for HIP (gfx906) and CUDA. All pointers handed to ops are the
+// backend's own memory (from alloc / upload_weight); activations are float32,
+// row-major [rows][n]. Ops are issued in order; results are visible to later
+// ops and, after synchronize(), to download().
+#pragma once
+#include <cstddef>
+#include <cstdint>
+#include <memory>
+#include <string>
+
+#include "quant/types.h"
+
+namespace vega {
+
+namespace gguf { struct TensorInfo; }
+
+// A weight tensor resident on a backend. Matrices: W [n_out][n_in] in rows of
+// `type`; vectors (norms, biases): n_out == 1, F32.
+struct Weight {
+    GgmlType type = GgmlType::F32;
+    int64_t n_in = 0;    // row length (ne[0])
+    int64_t n_out = 0;   // number of rows (ne[1])
+    size_t row_bytes = 0;
+    const void* data = nullptr;
+    const char* name = "";  // points into the model's tensor table
+    explicit operator bool() const { return data != nullptr; }
+};
+
+// Token metadata of one batch, in backend memory. Token i sits at position
+// pos[i] of sequence seq[i]; it attends to positions 0..pos[i] of its sequence.
+struct BatchView {
+    int n_tokens = 0;
+    const int32_t* tokens = nullptr;
+    const int32_t* pos = nullptr;
+    const int32_t* seq = nullptr;
+    int n_kv_max = 0;  // host-side upper bound of max(pos)+1 over the batch (grid sizing)
+};
+
+struct KvCacheDesc {
+    int n_layer = 0;
+    int n_seq = 1;      // independent sequences, each with n_ctx cells
+    int n_ctx = 0;
+    int n_kv_head = 0;
+    int head_dim = 0;
+    GgmlType type = GgmlType::F16;  // F16 or F32
+};
+
+// Opaque per-backend KV cache: K and V per layer laid out [seq][kv_head][ctx][head_dim].
+class KvCache {
+public:
+    virtual ~KvCache() = default;
+    const KvCacheDesc& desc() const { return desc_; }
+    virtual size_t bytes() const = 0;
+
+protected:
+    KvCacheDesc desc_;
+};
+
+struct RopeParams {
+    int n_rot = 0;              // rotated dims per head (<= head_dim), pairs (2i,2i+1) or (i, i+n_rot/2)
+    float freq_base = 10000.f;
+    float freq_scale = 1.f;     // linear position scaling (1 = none)
+    bool neox = false;          // NEOX style: rotate (i, i + n_rot/2)
+    const float* freq_factors = nullptr;  // optional [n_rot/2] divisors of theta (llama3 rope_freqs)
+};
+
+class Backend {
+public:
+    virtual ~Backend() = default;
+    virtual std::string name() const = 0;        // e.g. "cpu (2 threads, avx2)"
+
+    // ---- memory ----
+    // Throws vega::Error naming `what`, bytes needed and bytes available when out of memory.
+    virtual void* alloc(size_t bytes, const char* what) = 0;
+    virtual void release(void* p) = 0;
+    virtual void upload(void* dst, const void* src, size_t bytes) = 0;
+    virtual void download(void* dst, const void* src, size_t bytes) = 0;
+    virtual void synchronize() = 0;
+    // Makes a GGUF tensor available to ops. The CPU keeps pointing into the mapping.
+    virtual Weight upload_weight(const gguf::TensorInfo& t) = 0;
+    // Sizes internal scratch (activation quantization etc.) for matmuls of up to
+    // max_rows rows of at most max_n_in inputs. Called once at context creation.
+    virtual void reserve(int max_rows, int64_t max_n_in) = 0;
+    virtual std::unique_ptr<KvCache> create_kv_cache(const KvCacheDesc& d) = 0;
+
+    // ---- ops ----
+    // out[i][:] = dequantized row tokens[i] of the embedding table.
+    virtual void embed(const Weight& table, const int32_t* tokens, int n_tokens, float* out) = 0;
+    // y = x / rms(x) * w, per row.
+    virtual void rms_norm(const float* x, const Weight& w, float* y, int rows, int n, float eps) = 0;
+
+    // Sets the input of the following matmuls to x [rows][n] (quantized once here
+    // for the integer-dot paths, then reused by every matmul until the next call).
+    virtual void matmul_input(const float* x, int rows, int64_t n) = 0;
+    // Same, with x replaced by rms_norm(x) * w first (fused on the GPU).
+    virtual void matmul_input_rms_norm(const float* x, const Weight& w, float eps, int rows, int64_t n) = 0;
+    // y [rows][W.n_out] = input [rows][W.n_in] @ W^T.
+    virtual void matmul(const Weight& w, float* y) = 0;
+    // h = silu(input @ Wg^T) * (input @ Wu^T); g_tmp/u_tmp are [rows][n_out] scratch a backend may use.
+    virtual void matmul_swiglu(const Weight& gate, const Weight& up, float* g_tmp, float* u_tmp, float* h,
+                               int rows);
+
+    virtual void add_bias(float* y, const Weight& b, int rows, int n) = 0;
+    virtual void add(float* x, const float* y, int64_t n) = 0;                  // x += y
+    virtual void swiglu(const float* g, const float* u, float* h, int64_t n) = 0;  // h = silu(g) * u
+    // Per-head RMS norm (qwen3 q/k norm): x [rows][n_head][head_dim] *= w [head_dim] / rms.
+    virtual void head_rms_norm(float* x, const Weight& w, int rows, int n_head, int head_dim, float eps) = 0;
+    // Rotary embedding in place on x [rows][n_head][head_dim] at positions batch.pos.
+    virtual void rope(float* x, int n_head, int head_dim, const RopeParams& p, const BatchView& b) = 0;
+
+    // Writes k, v [rows][n_kv_head*head_dim] into the cache at (seq[i], pos[i]).
+    virtual void kv_store(KvCache& c, int layer, const float* k, const float* v, const BatchView& b) = 0;
+    // out [rows][n_head*head_dim] = softmax(q k^T * scale) v over positions 0..pos[i]
+    // of seq[i]; GQA: query head h reads kv head h / (n_head / n_kv_head).
+    virtual void attention(KvCache& c, int layer, const float* q, float* out, int n_head, float scale,
+                           const BatchView& b) = 0;
+
+    // y[j][:] = x[idx[j]][:] (selects the rows that need logits).
+    virtual void gather_rows(const float* x, const int32_t* idx, int n_idx, int64_t n, float* y) = 0;
+    // out[r] = argmax_j logits[r][j] (lowest index wins ties).
+    virtual void argmax(const float* logits, int rows, int64_t n, int32_t* out) = 0;
+};
+
+// Default fused op in terms of the unfused ones.
+inline void Backend::matmul_swiglu(const Weight& gate, const Weight& up, float* g_tmp, float* u_tmp, float* h,
+                                   int rows) {
+    matmul(gate, g_tmp);
+    matmul(up, u_tmp);
+    swiglu(g_tmp, u_tmp, h, int64_t(rows) * gate.n_out);
+}
+
+}  // namespace vega

@@ -1,0 +1,25 @@
+// Locating ../shared/testdata for tests. VEGA_TEST_DATA set: a missing file is a
+// failure. Unset: data tests skip and say why.
+#pragma once
+#include <gtest/gtest.h>
+
+#include <string>
+
+namespace vega::test {
+
+// Directory from VEGA_TEST_DATA, or "" when unset.
+std::string data_dir();
+// Full path of a file under the data dir. Fails the test (fatal) if the data dir
+// is set but the file is missing.
+std::string data_file(const std::string& rel);
+// Reads a whole file as bytes.
+std::string read_file(const std::string& path);
+
+}  // namespace vega::test
+
+// Skips the current test (with the reason printed) when VEGA_TEST_DATA is unset.
+#define VEGA_REQUIRE_TEST_DATA()                                                          \
+    do {                                                                                  \
+        if (::vega::test::data_dir().empty())                                             \
+            GTEST_SKIP() << "VEGA_TEST_DATA is not set; data-driven test skipped";        \
+    } while (0)
