@@ -3,6 +3,7 @@
 // problem and the byte offset; nothing is allocated from an unchecked count.
 #pragma once
 #include <cstdint>
+#include <functional>
 #include <memory>
 #include <optional>
 #include <string>
@@ -121,6 +122,12 @@ public:
     void set_value(const std::string& key, const Value& v);  // any value, arrays nested
     // ne[0] is the row length. `data` must hold exactly the tensor's bytes; it is copied.
     void add_tensor(const std::string& name, GgmlType type, std::vector<int64_t> ne, const void* data, size_t n_bytes);
+    // Streaming variant for files larger than memory (e.g. `vega synth` of a 7B model):
+    // nothing is stored now; when the file is serialised, fill(dst) must write exactly
+    // n_bytes into dst. Tensors are filled one at a time in insertion order, and write()
+    // streams each to disk before filling the next, so at most one tensor is in memory.
+    void add_tensor_lazy(const std::string& name, GgmlType type, std::vector<int64_t> ne, size_t n_bytes,
+                         std::function<void(uint8_t* dst)> fill);
     void set_alignment(uint32_t a);  // also written as general.alignment
     void set_version(uint32_t v);    // 2 or 3 (default 3)
     // Serialises to memory / to a file (written to PATH.tmp then renamed).
@@ -133,7 +140,11 @@ private:
         GgmlType type;
         std::vector<int64_t> ne;
         std::vector<uint8_t> data;
+        uint64_t n_bytes = 0;                    // == data.size() unless lazy
+        std::function<void(uint8_t*)> fill;      // set for add_tensor_lazy tensors
     };
+    void check_new_tensor(const std::string& name, GgmlType type, const std::vector<int64_t>& ne, size_t n_bytes) const;
+    std::vector<uint8_t> header_bytes(uint64_t* align) const;  // everything before the tensor data, padded
     uint32_t version_ = 3;
     uint32_t alignment_ = 32;
     std::vector<KeyValue> kv_;
