@@ -1,0 +1,34 @@
+// Internals of vega_quant shared between its .cpp files and its tests: error
+// helpers and the two kernel sets (portable scalar, AVX2+FMA+F16C).
+#pragma once
+#include <cstdint>
+#include <string>
+
+#include "quant/types.h"
+
+namespace vega::quant {
+
+// "Q2_K (id 10)" or "unknown type id 99".
+std::string type_label(GgmlType t);
+// Throws vega::Error "<what>: tensor type X (id N) is not supported".
+[[noreturn]] void fail_unsupported(const char* what, GgmlType t);
+
+namespace detail {
+
+// The portable kernels (dot_scalar.cpp). Same contract as dot_q8 / dot_f32.
+float dot_q8_scalar(GgmlType t, const void* w_row, const BlockQ8Act* a, int64_t n);
+float dot_f32_scalar(GgmlType t, const void* w_row, const float* x, int64_t n);
+
+// The AVX2 kernels (dot_avx2.cpp). Only call when avx2_compiled() and the CPU
+// has AVX2, FMA and F16C (cpu_has_avx2()).
+bool avx2_compiled();
+float dot_q8_avx2(GgmlType t, const void* w_row, const BlockQ8Act* a, int64_t n);
+float dot_f32_avx2(GgmlType t, const void* w_row, const float* x, int64_t n);
+
+// True when this CPU runs AVX2+FMA+F16C code (ignores VEGA_NO_AVX2).
+bool cpu_has_avx2();
+// The choice dot_q8/dot_f32 made (once, at first use): true = AVX2 kernels.
+bool using_avx2();
+
+}  // namespace detail
+}  // namespace vega::quant
