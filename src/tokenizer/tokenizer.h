@@ -37,6 +37,13 @@ public:
     virtual bool add_bos() const = 0;
     virtual bool is_eog(int32_t id) const = 0;  // end of generation (eos, eot, ...)
     virtual const std::string& token_text(int32_t id) const = 0;  // raw vocab string
+
+    // Additions (with defaults so that other implementations need not change):
+    virtual int32_t eot() const { return -1; }    // end-of-turn id, -1 if none
+    virtual bool add_eos() const { return false; }
+    // The token's type after llama.cpp's fix-ups (tokens named like <|eot_id|> become Control).
+    virtual TokenAttr token_attr(int32_t id) const { return TokenAttr::Normal; }
+    virtual std::string kind() const { return {}; }  // "spm" or "bpe (<pre>)", for logs
 };
 
 // Streams token pieces as valid UTF-8: bytes of an incomplete code point are held

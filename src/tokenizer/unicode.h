@@ -1,0 +1,38 @@
+// UTF-8 helpers with llama.cpp's lenient rules, and GPT-2's byte <-> unicode map
+// used by byte-level BPE vocabularies (every byte is written as one printable
+// code point, e.g. ' ' -> 'Ġ' U+0120, '\n' -> 'Ċ' U+010A).
+#pragma once
+#include <cstddef>
+#include <cstdint>
+#include <string>
+#include <string_view>
+#include <vector>
+
+namespace vega::tok {
+
+// Length of the UTF-8 sequence that starts with `lead`, judged by its high nibble
+// only: continuation and invalid bytes count as 1 (the symbol splitting of both
+// SentencePiece and BPE merges in llama.cpp works this way).
+inline size_t utf8_len(uint8_t lead) {
+    static constexpr uint8_t kLen[16] = {1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 2, 2, 3, 4};
+    return kLen[lead >> 4];
+}
+
+// Code points of `s`. Overlong forms and surrogates are decoded as written; a byte
+// that cannot start a complete sequence becomes U+FFFD and decoding resumes at
+// the next byte.
+std::vector<uint32_t> decode_utf8(std::string_view s);
+
+// Appends the UTF-8 form of `cpt` (1..4 bytes; values above 0x10FFFF still use the
+// 4-byte pattern so that decode_utf8 -> encode round-trips every input).
+void append_utf8(std::string& out, uint32_t cpt);
+
+// GPT-2 byte-level encoding: the code point that stands for byte `b`, and back
+// (-1 when `cpt` stands for no byte).
+uint32_t byte_to_cpt(uint8_t b);
+int cpt_to_byte(uint32_t cpt);
+
+// Bytes -> their byte-level BPE spelling (UTF-8 of the mapped code points).
+std::string byte_encode(std::string_view bytes);
+
+}  // namespace vega::tok
