@@ -121,6 +121,19 @@ public:
     virtual void gather_rows(const float* x, const int32_t* idx, int n_idx, int64_t n, float* y) = 0;
     // out[r] = argmax_j logits[r][j] (lowest index wins ties).
     virtual void argmax(const float* logits, int rows, int64_t n, int32_t* out) = 0;
+
+    // ---- graph capture (optional; the GPU backend records CUDA/HIP graphs) ----
+    // Ops issued between capture_begin() and capture_end() are recorded, not run;
+    // replay(id) runs the recorded sequence. What the ops read from backend memory
+    // (batch tokens/pos/seq, the KV cache, activations) may change between replays;
+    // host-side arguments (row counts, pointers) are frozen. Attention recorded in
+    // a graph covers the cache's whole n_ctx (empty splits exit at once), so one
+    // graph serves every position. No upload/download/synchronize while capturing.
+    virtual bool supports_capture() const { return false; }
+    virtual void capture_begin() {}
+    virtual int capture_end() { return -1; }  // graph id
+    virtual void replay(int graph) {}
+    virtual void release_graph(int graph) {}
 };
 
 // Default fused op in terms of the unfused ones.

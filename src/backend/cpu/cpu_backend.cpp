@@ -1,0 +1,330 @@
+// The CPU backend: the reference implementation of every op, multithreaded.
+// Weights stay in the GGUF mapping; quantized matmuls quantize their input once
+// to q8 blocks (BlockQ8Act) and use the integer dot kernels of src/quant.
+#include <algorithm>
+#include <cmath>
+#include <cstdlib>
+#include <cstring>
+#include <vector>
+
+#include "backend/backend_factory.h"
+#include "backend/cpu/thread_pool.h"
+#include "core/error.h"
+#include "core/half.h"
+#include "gguf/gguf.h"
+#include "quant/quant.h"
+
+namespace vega {
+
+namespace {
+
+// K/V for all layers, [layer][seq][kv_head][ctx][head_dim], f16 bits or f32.
+class CpuKvCache : public KvCache {
+public:
+    explicit CpuKvCache(const KvCacheDesc& d) {
+        desc_ = d;
+        per_layer_ = size_t(d.n_seq) * d.n_kv_head * d.n_ctx * d.head_dim;
+        elem_ = d.type == GgmlType::F16 ? 2 : 4;
+        k_.assign(per_layer_ * d.n_layer * elem_, 0);
+        v_.assign(per_layer_ * d.n_layer * elem_, 0);
+    }
+    size_t bytes() const override { return k_.size() + v_.size(); }
+    // Start of row (layer, seq, head, pos).
+    size_t row(int layer, int seq, int head, int pos) const {
+        const KvCacheDesc& d = desc_;
+        return (size_t(layer) * per_layer_ + ((size_t(seq) * d.n_kv_head + head) * d.n_ctx + pos) * d.head_dim);
+    }
+    uint8_t* k() { return k_.data(); }
+    uint8_t* v() { return v_.data(); }
+    size_t elem() const { return elem_; }
+
+private:
+    size_t per_layer_ = 0, elem_ = 2;
+    std::vector<uint8_t> k_, v_;
+};
+
+inline float load_kv(const uint8_t* base, size_t idx, bool f16) {
+    if (f16) {
+        uint16_t h;
+        std::memcpy(&h, base + idx * 2, 2);
+        return f16_to_f32(h);
+    }
+    float f;
+    std::memcpy(&f, base + idx * 4, 4);
+    return f;
+}
+
+class CpuBackend final : public Backend {
+public:
+    explicit CpuBackend(int n_threads) : pool_(n_threads) {}
+
+    std::string name() const override {
+        return "cpu (" + std::to_string(pool_.size()) + " threads" + (cpu_has_avx2() ? ", avx2)" : ")");
+    }
+
+    void* alloc(size_t bytes, const char* what) override {
+        void* p = std::aligned_alloc(64, std::max<size_t>(64, (bytes + 63) / 64 * 64));
+        if (!p) fail("out of host memory allocating {} ({} bytes)", what, bytes);
+        return p;
+    }
+    void release(void* p) override { std::free(p); }
+    void upload(void* dst, const void* src, size_t bytes) override { std::memcpy(dst, src, bytes); }
+    void download(void* dst, const void* src, size_t bytes) override { std::memcpy(dst, src, bytes); }
+    void synchronize() override {}
+
+    Weight upload_weight(const gguf::TensorInfo& t) override {
+        Weight w;
+        w.type = t.type;
+        w.n_in = t.ne[0];
+        w.n_out = t.n_elements() / std::max<int64_t>(1, t.ne[0]);
+        w.row_bytes = quant::row_bytes(t.type, t.ne[0]);
+        w.data = t.data;
+        return w;
+    }
+
+    void reserve(int max_rows, int64_t max_n_in) override {
+        max_rows_ = max_rows;
+        max_n_in_ = max_n_in;
+        in_norm_.assign(size_t(max_rows) * max_n_in, 0.f);
+        in_rounded_.assign(size_t(max_rows) * max_n_in, 0.f);
+        in_q8_.resize(size_t(max_rows) * ((max_n_in + QK_ACT - 1) / QK_ACT));
+    }
+
+    std::unique_ptr<KvCache> create_kv_cache(const KvCacheDesc& d) override {
+        return std::make_unique<CpuKvCache>(d);
+    }
+
+    void embed(const Weight& table, const int32_t* tokens, int n_tokens, float* out) override {
+        pool_.parallel_for(n_tokens, 1, [&](int64_t b, int64_t e, int) {
+            for (int64_t i = b; i < e; ++i) {
+                const uint8_t* row = static_cast<const uint8_t*>(table.data) + size_t(tokens[i]) * table.row_bytes;
+                quant::dequantize_row(table.type, row, out + i * table.n_in, table.n_in);
+            }
+        });
+    }
+
+    void rms_norm(const float* x, const Weight& w, float* y, int rows, int n, float eps) override {
+        const float* wd = static_cast<const float*>(w.data);
+        pool_.parallel_for(rows, 1, [&](int64_t b, int64_t e, int) {
+            for (int64_t r = b; r < e; ++r) norm_row(x + r * n, wd, y + r * n, n, eps);
+        });
+    }
+
+    void matmul_input(const float* x, int rows, int64_t n) override {
+        check_input(rows, n);
+        in_ = x;
+        in_rows_ = rows;
+        in_n_ = n;
+        in_quantized_ = false;
+        in_rounded_type_ = GgmlType::F32;
+    }
+
+    void matmul_input_rms_norm(const float* x, const Weight& w, float eps, int rows, int64_t n) override {
+        check_input(rows, n);
+        rms_norm(x, w, in_norm_.data(), rows, int(n), eps);
+        matmul_input(in_norm_.data(), rows, n);
+    }
+
+    void matmul(const Weight& w, float* y) override {
+        if (w.n_in != in_n_) fail("matmul: weight '{}' expects {} inputs, got {}", w.name, w.n_in, in_n_);
+        const int rows = in_rows_;
+        const int64_t n = in_n_, n_out = w.n_out;
+        const uint8_t* wd = static_cast<const uint8_t*>(w.data);
+        if (quant::uses_q8_activations(w.type)) {
+            quantize_input();
+            const size_t nb = size_t(n / QK_ACT);
+            pool_.parallel_for(n_out, 16, [&](int64_t b, int64_t e, int) {
+                for (int64_t o = b; o < e; ++o) {
+                    const uint8_t* wr = wd + size_t(o) * w.row_bytes;
+                    for (int r = 0; r < rows; ++r)
+                        y[size_t(r) * n_out + o] = quant::dot_q8(w.type, wr, in_q8_.data() + r * nb, n);
+                }
+            });
+        } else {
+            const float* x = input_rounded_to(w.type);
+            pool_.parallel_for(n_out, 16, [&](int64_t b, int64_t e, int) {
+                for (int64_t o = b; o < e; ++o) {
+                    const uint8_t* wr = wd + size_t(o) * w.row_bytes;
+                    for (int r = 0; r < rows; ++r)
+                        y[size_t(r) * n_out + o] = quant::dot_f32(w.type, wr, x + size_t(r) * n, n);
+                }
+            });
+        }
+    }
+
+    void add_bias(float* y, const Weight& b, int rows, int n) override {
+        const float* bd = static_cast<const float*>(b.data);
+        for (int r = 0; r < rows; ++r)
+            for (int i = 0; i < n; ++i) y[size_t(r) * n + i] += bd[i];
+    }
+
+    void add(float* x, const float* y, int64_t n) override {
+        for (int64_t i = 0; i < n; ++i) x[i] += y[i];
+    }
+
+    void swiglu(const float* g, const float* u, float* h, int64_t n) override {
+        pool_.parallel_for(n, 4096, [&](int64_t b, int64_t e, int) {
+            for (int64_t i = b; i < e; ++i) h[i] = g[i] / (1.0f + std::exp(-g[i])) * u[i];
+        });
+    }
+
+    void head_rms_norm(float* x, const Weight& w, int rows, int n_head, int head_dim, float eps) override {
+        const float* wd = static_cast<const float*>(w.data);
+        for (int64_t r = 0; r < int64_t(rows) * n_head; ++r) norm_row(x + r * head_dim, wd, x + r * head_dim, head_dim, eps);
+    }
+
+    void rope(float* x, int n_head, int head_dim, const RopeParams& p, const BatchView& b) override {
+        const int half = p.n_rot / 2;
+        for (int t = 0; t < b.n_tokens; ++t) {
+            const double pos = double(b.pos[t]) * p.freq_scale;
+            for (int i = 0; i < half; ++i) {
+                double theta = pos * std::pow(double(p.freq_base), -2.0 * i / p.n_rot);
+                if (p.freq_factors) theta /= p.freq_factors[i];
+                const float c = float(std::cos(theta)), s = float(std::sin(theta));
+                for (int h = 0; h < n_head; ++h) {
+                    float* v = x + (size_t(t) * n_head + h) * head_dim;
+                    const int i0 = p.neox ? i : 2 * i, i1 = p.neox ? i + half : 2 * i + 1;
+                    const float a = v[i0], bb = v[i1];
+                    v[i0] = a * c - bb * s;
+                    v[i1] = a * s + bb * c;
+                }
+            }
+        }
+    }
+
+    void kv_store(KvCache& c, int layer, const float* k, const float* v, const BatchView& b) override {
+        auto& kc = static_cast<CpuKvCache&>(c);
+        const KvCacheDesc& d = kc.desc();
+        const bool f16 = d.type == GgmlType::F16;
+        for (int t = 0; t < b.n_tokens; ++t) {
+            for (int h = 0; h < d.n_kv_head; ++h) {
+                const size_t dst = kc.row(layer, b.seq[t], h, b.pos[t]);
+                const float* ks = k + (size_t(t) * d.n_kv_head + h) * d.head_dim;
+                const float* vs = v + (size_t(t) * d.n_kv_head + h) * d.head_dim;
+                for (int i = 0; i < d.head_dim; ++i) {
+                    if (f16) {
+                        const uint16_t kh = f32_to_f16(ks[i]), vh = f32_to_f16(vs[i]);
+                        std::memcpy(kc.k() + (dst + i) * 2, &kh, 2);
+                        std::memcpy(kc.v() + (dst + i) * 2, &vh, 2);
+                    } else {
+                        std::memcpy(kc.k() + (dst + i) * 4, &ks[i], 4);
+                        std::memcpy(kc.v() + (dst + i) * 4, &vs[i], 4);
+                    }
+                }
+            }
+        }
+    }
+
+    void attention(KvCache& c, int layer, const float* q, float* out, int n_head, float scale,
+                   const BatchView& b) override {
+        auto& kc = static_cast<CpuKvCache&>(c);
+        const KvCacheDesc& d = kc.desc();
+        const bool f16 = d.type == GgmlType::F16;
+        const int hd = d.head_dim, group = n_head / d.n_kv_head;
+        scores_.resize(size_t(pool_.size()) * d.n_ctx);
+        pool_.parallel_for(int64_t(b.n_tokens) * n_head, 1, [&](int64_t beg, int64_t end, int thread) {
+            float* s = scores_.data() + size_t(thread) * d.n_ctx;
+            for (int64_t th = beg; th < end; ++th) {
+                const int t = int(th / n_head), h = int(th % n_head), kvh = h / group;
+                const int n_kv = b.pos[t] + 1;
+                const float* qh = q + (size_t(t) * n_head + h) * hd;
+                const size_t base = kc.row(layer, b.seq[t], kvh, 0);
+                float mx = -INFINITY;
+                for (int j = 0; j < n_kv; ++j) {
+                    float acc = 0.f;
+                    const size_t r = base + size_t(j) * hd;
+                    for (int i = 0; i < hd; ++i) acc += qh[i] * load_kv(kc.k(), r + i, f16);
+                    s[j] = acc * scale;
+                    mx = std::max(mx, s[j]);
+                }
+                double sum = 0;
+                for (int j = 0; j < n_kv; ++j) {
+                    s[j] = std::exp(s[j] - mx);
+                    sum += s[j];
+                }
+                const float inv = float(1.0 / sum);
+                float* o = out + (size_t(t) * n_head + h) * hd;
+                std::fill(o, o + hd, 0.f);
+                for (int j = 0; j < n_kv; ++j) {
+                    const float pj = s[j] * inv;
+                    const size_t r = base + size_t(j) * hd;
+                    for (int i = 0; i < hd; ++i) o[i] += pj * load_kv(kc.v(), r + i, f16);
+                }
+            }
+        });
+    }
+
+    void gather_rows(const float* x, const int32_t* idx, int n_idx, int64_t n, float* y) override {
+        for (int j = 0; j < n_idx; ++j) std::memmove(y + size_t(j) * n, x + size_t(idx[j]) * n, size_t(n) * sizeof(float));
+    }
+
+    void argmax(const float* logits, int rows, int64_t n, int32_t* out) override {
+        for (int r = 0; r < rows; ++r) {
+            const float* l = logits + size_t(r) * n;
+            out[r] = int32_t(std::max_element(l, l + n) - l);  // first maximum: lowest index wins
+        }
+    }
+
+private:
+    static bool cpu_has_avx2() {
+#if defined(__x86_64__)
+        return __builtin_cpu_supports("avx2") && __builtin_cpu_supports("fma");
+#else
+        return false;
+#endif
+    }
+
+    static void norm_row(const float* x, const float* w, float* y, int n, float eps) {
+        double ss = 0;
+        for (int i = 0; i < n; ++i) ss += double(x[i]) * x[i];
+        const float s = float(1.0 / std::sqrt(ss / n + eps));
+        for (int i = 0; i < n; ++i) y[i] = x[i] * s * w[i];
+    }
+
+    void check_input(int rows, int64_t n) const {
+        if (rows > max_rows_ || n > max_n_in_)
+            fail("matmul input [{}][{}] exceeds the reserved scratch [{}][{}]", rows, n, max_rows_, max_n_in_);
+    }
+
+    void quantize_input() {
+        if (in_quantized_) return;
+        const size_t nb = size_t(in_n_ / QK_ACT);
+        pool_.parallel_for(in_rows_, 1, [&](int64_t b, int64_t e, int) {
+            for (int64_t r = b; r < e; ++r) quant::quantize_act_row(in_ + r * in_n_, in_q8_.data() + r * nb, in_n_);
+        });
+        in_quantized_ = true;
+    }
+
+    // F16/BF16 weights take their input rounded to the weight's type (as llama.cpp
+    // does before its f16/bf16 dot products); F32 weights take it as is.
+    const float* input_rounded_to(GgmlType t) {
+        if (t == GgmlType::F32) return in_;
+        if (in_rounded_type_ != t) {
+            const int64_t n = int64_t(in_rows_) * in_n_;
+            float* dst = in_rounded_.data();
+            for (int64_t i = 0; i < n; ++i)
+                dst[i] = t == GgmlType::F16 ? f16_to_f32(f32_to_f16(in_[i])) : bf16_to_f32(f32_to_bf16(in_[i]));
+            in_rounded_type_ = t;
+        }
+        return in_rounded_.data();
+    }
+
+    ThreadPool pool_;
+    std::vector<float> in_rounded_;
+    GgmlType in_rounded_type_ = GgmlType::F32;
+    int max_rows_ = 0;
+    int64_t max_n_in_ = 0;
+    std::vector<float> in_norm_;
+    std::vector<BlockQ8Act> in_q8_;
+    std::vector<float> scores_;
+    const float* in_ = nullptr;
+    int in_rows_ = 0;
+    int64_t in_n_ = 0;
+    bool in_quantized_ = false;
+};
+
+}  // namespace
+
+std::unique_ptr<Backend> make_cpu_backend(int n_threads) { return std::make_unique<CpuBackend>(n_threads); }
+
+}  // namespace vega

@@ -1,0 +1,43 @@
+// A fixed pool of worker threads for data-parallel loops. parallel_for splits
+// [0, n) into chunks handed out through an atomic counter; the calling thread
+// works too. Workers spin briefly before sleeping, since per-token ops come in
+// quick succession during decode.
+#pragma once
+#include <atomic>
+#include <condition_variable>
+#include <cstdint>
+#include <functional>
+#include <mutex>
+#include <thread>
+#include <vector>
+
+namespace vega {
+
+class ThreadPool {
+public:
+    explicit ThreadPool(int n_threads);  // total threads including the caller; <= 0: hardware
+    ~ThreadPool();
+    ThreadPool(const ThreadPool&) = delete;
+    ThreadPool& operator=(const ThreadPool&) = delete;
+
+    int size() const { return n_threads_; }
+    // Calls fn(begin, end, thread_index) over [0, n) in chunks of at least `grain`.
+    void parallel_for(int64_t n, int64_t grain, const std::function<void(int64_t, int64_t, int)>& fn);
+
+private:
+    void worker(int index);
+    void run_chunks(int index);
+
+    int n_threads_;
+    std::vector<std::thread> threads_;
+    std::mutex mu_;
+    std::condition_variable cv_;
+    std::atomic<uint64_t> generation_{0};
+    std::atomic<int> active_{0};
+    std::atomic<int64_t> next_{0};
+    bool stop_ = false;
+    int64_t n_ = 0, chunk_ = 1;
+    const std::function<void(int64_t, int64_t, int)>* fn_ = nullptr;
+};
+
+}  // namespace vega

@@ -1,0 +1,238 @@
+// vega bench: llama-bench-style prompt processing (pp) and token generation
+// (tg) tests. Each test runs -r times after one warm-up; the table shows mean
+// ± standard deviation in tokens/s and the weight bandwidth that rate implies
+// (bytes of the weights read per forward call x calls/s), also as a share of
+// the device-to-device copy bandwidth measured at start-up.
+//
+// tg on a backend that records graphs replays one captured decode step (the
+// forward pass and the device argmax) per token: only token ids cross the bus.
+#include <cmath>
+#include <cstdio>
+#include <random>
+#include <string>
+#include <vector>
+
+#include <nlohmann/json.hpp>
+
+#include "cli/commands.h"
+#include "cli/common.h"
+#include "core/error.h"
+#include "model/forward.h"
+#ifdef VEGA_HAVE_GPU
+#include "backend/gpu/gpu_backend.h"
+#endif
+
+namespace vega::cli {
+
+namespace {
+
+struct BenchOptions {
+    ModelOptions m;
+    std::vector<int> n_prompt{512};
+    std::vector<int> n_gen{128};
+    int reps = 5;
+    std::string output = "md";
+    bool no_graph = false;
+    uint64_t seed = 1234;
+};
+
+struct Stats {
+    double mean = 0, sd = 0;
+};
+Stats stats(const std::vector<double>& v) {
+    Stats s;
+    if (v.empty()) return s;
+    for (double x : v) s.mean += x;
+    s.mean /= double(v.size());
+    if (v.size() > 1) {
+        for (double x : v) s.sd += (x - s.mean) * (x - s.mean);
+        s.sd = std::sqrt(s.sd / double(v.size() - 1));
+    }
+    return s;
+}
+
+// One captured decode step (1 token, logits of that token, device argmax),
+// replayed per generated token. Owns its cache and buffers.
+class GraphDecoder {
+public:
+    GraphDecoder(const Model& m, Backend& be, int n_ctx) : be_(be), n_vocab_(m.hparams().n_vocab) {
+        const HParams& hp = m.hparams();
+        KvCacheDesc d;
+        d.n_layer = hp.n_layer, d.n_seq = 1, d.n_ctx = n_ctx, d.n_kv_head = hp.n_head_kv, d.head_dim = hp.head_dim;
+        cache_ = be.create_kv_cache(d);
+        fwd_ = std::make_unique<Forward>(m, be, *cache_, 1);
+        buf_ = static_cast<int32_t*>(be.alloc(5 * sizeof(int32_t), "decode step ids"));
+        logits_ = static_cast<float*>(be.alloc(size_t(n_vocab_) * sizeof(float), "decode step logits"));
+        const int32_t init[5] = {0, 0, 0, 0, 0};
+        be.upload(buf_, init, sizeof(init));
+        be.synchronize();
+        BatchView b;
+        b.n_tokens = 1, b.tokens = buf_, b.pos = buf_ + 1, b.seq = buf_ + 2, b.n_kv_max = n_ctx;
+        be.capture_begin();
+        fwd_->run(b, buf_ + 3, 1, logits_);
+        be.argmax(logits_, 1, n_vocab_, buf_ + 4);
+        graph_ = be.capture_end();
+    }
+    ~GraphDecoder() {
+        be_.release_graph(graph_);
+        be_.release(buf_);
+        be_.release(logits_);
+    }
+    int32_t step(int32_t token, int32_t pos) {
+        const int32_t tp[2] = {token, pos};
+        be_.upload(buf_, tp, sizeof(tp));
+        be_.replay(graph_);
+        int32_t next = 0;
+        be_.download(&next, buf_ + 4, sizeof(next));
+        return next;
+    }
+
+private:
+    Backend& be_;
+    int n_vocab_;
+    std::unique_ptr<KvCache> cache_;
+    std::unique_ptr<Forward> fwd_;
+    int32_t* buf_ = nullptr;  // token, pos, seq, out_idx, argmax
+    float* logits_ = nullptr;
+    int graph_ = -1;
+};
+
+int gpu_index(const std::string& device) {
+    if (device == "auto" || device == "gpu") return 0;
+    return std::atoi(device.c_str());
+}
+
+struct Row {
+    std::string test;
+    int n;
+    std::vector<double> tps;
+    double bytes_per_call;  // weight bytes read per forward call
+    int calls;              // forward calls per test
+};
+
+void bench(const BenchOptions& o) {
+    int max_p = 0, max_g = 0;
+    for (int p : o.n_prompt) max_p = std::max(max_p, p);
+    for (int g : o.n_gen) max_g = std::max(max_g, g);
+    ModelOptions mo = o.m;
+    if (mo.ctx <= 0) mo.ctx = std::max(max_p + 1, max_g + 1);
+    mo.batch = std::max(mo.batch, max_p);
+    const bool quiet = o.output == "json";
+    Loaded l = load(mo, !quiet);
+    Backend& be = *l.backend;
+    const Model& model = *l.model;
+    Session& s = *l.session;
+    const bool is_gpu = be.name().rfind("gpu", 0) == 0;
+
+    double copy_gbs = 0;
+#ifdef VEGA_HAVE_GPU
+    if (is_gpu) copy_gbs = gpu_copy_bandwidth_gbs(gpu_index(mo.device));
+#endif
+    if (!quiet) {
+        std::fprintf(stderr, "vega: backend %s\n", be.name().c_str());
+        if (copy_gbs > 0) std::fprintf(stderr, "vega: device-to-device copy bandwidth %.0f GB/s (read + write)\n", copy_gbs);
+    }
+
+    // Weight bytes one forward call reads: every matrix once; the embedding table
+    // contributes one row per token (negligible) unless it is also the output.
+    double wbytes = double(model.weight_bytes());
+    if (const auto* te = model.file().tensor("token_embd.weight"); te && !model.hparams().tied_output)
+        wbytes -= double(te->n_bytes);
+    double n_params = 0;
+    for (const auto& t : model.file().tensors()) n_params += double(t.n_elements());
+
+    std::mt19937 rng(uint32_t(o.seed));
+    std::uniform_int_distribution<int32_t> tok(3, model.hparams().n_vocab - 1);
+    std::vector<Row> rows;
+
+    for (int p : o.n_prompt) {
+        if (p <= 0) continue;
+        std::vector<BatchToken> b(static_cast<size_t>(p));
+        for (int i = 0; i < p; ++i) b[size_t(i)] = {tok(rng), i, 0, i + 1 == p};
+        Row r{"pp" + std::to_string(p), p, {}, wbytes * std::ceil(double(p) / double(s.params().n_batch)), 1};
+        s.decode(b);  // warm-up
+        for (int rep = 0; rep < o.reps; ++rep) {
+            const double t0 = now_seconds();
+            s.decode(b);
+            r.tps.push_back(double(p) / (now_seconds() - t0));
+        }
+        rows.push_back(r);
+    }
+
+    std::unique_ptr<GraphDecoder> gd;
+    const bool graphs = be.supports_capture() && !o.no_graph;
+    for (int g : o.n_gen) {
+        if (g <= 0) continue;
+        if (graphs && !gd) gd = std::make_unique<GraphDecoder>(model, be, mo.ctx);
+        Row r{"tg" + std::to_string(g), g, {}, wbytes, g};
+        auto run_once = [&] {
+            int32_t t = tok(rng);
+            for (int i = 0; i < g; ++i) {
+                if (gd) {
+                    t = gd->step(t, i);
+                } else {
+                    std::vector<BatchToken> one{{t, i, 0, true}};
+                    t = s.decode_greedy(one).back();
+                }
+            }
+        };
+        run_once();  // warm-up
+        for (int rep = 0; rep < o.reps; ++rep) {
+            const double t0 = now_seconds();
+            run_once();
+            r.tps.push_back(double(g) / (now_seconds() - t0));
+        }
+        rows.push_back(r);
+    }
+
+    const std::string backend = be.name() + (gd ? " [graph]" : "");
+    if (o.output == "json") {
+        nlohmann::json out = nlohmann::json::array();
+        for (const Row& r : rows) {
+            const Stats st = stats(r.tps);
+            const double gbs = r.bytes_per_call * r.calls / r.n * st.mean / 1e9;
+            out.push_back({{"model", model.describe()},
+                           {"model_size", model.weight_bytes()},
+                           {"model_n_params", n_params},
+                           {"backend", backend},
+                           {"test", r.test},
+                           {"n_tokens", r.n},
+                           {"reps", r.tps.size()},
+                           {"avg_ts", st.mean},
+                           {"stddev_ts", st.sd},
+                           {"samples_ts", r.tps},
+                           {"weight_gbs", gbs},
+                           {"copy_bw_gbs", copy_gbs},
+                           {"bw_share", copy_gbs > 0 ? gbs / copy_gbs : 0.0}});
+        }
+        std::printf("%s\n", out.dump(2).c_str());
+        return;
+    }
+    std::printf("| model | size | params | backend | test | t/s | weight GB/s | %% of copy BW |\n");
+    std::printf("| --- | ---: | ---: | --- | --- | ---: | ---: | ---: |\n");
+    for (const Row& r : rows) {
+        const Stats st = stats(r.tps);
+        const double gbs = r.bytes_per_call * r.calls / r.n * st.mean / 1e9;
+        std::printf("| %s | %.2f GiB | %.2f B | %s | %s | %.2f ± %.2f | %.0f | %s |\n", model.describe().c_str(),
+                    double(model.weight_bytes()) / double(1ull << 30), n_params / 1e9, backend.c_str(), r.test.c_str(),
+                    st.mean, st.sd, gbs, copy_gbs > 0 ? fmt::format("{:.1f}%", 100.0 * gbs / copy_gbs).c_str() : "-");
+    }
+}
+
+}  // namespace
+
+void register_bench(CLI::App& app) {
+    auto* o = new BenchOptions;  // lives as long as the app
+    auto* cmd = app.add_subcommand("bench", "llama-bench-style prompt (pp) and generation (tg) throughput");
+    add_model_options(*cmd, o->m);
+    cmd->add_option("-p,--n-prompt", o->n_prompt, "prompt lengths to test (0 = none)")->capture_default_str();
+    cmd->add_option("-n,--n-gen", o->n_gen, "generation lengths to test (0 = none)")->capture_default_str();
+    cmd->add_option("-r,--repetitions", o->reps, "timed repetitions per test")->capture_default_str();
+    cmd->add_option("-o,--output", o->output, "md or json")->check(CLI::IsMember({"md", "json"}))->capture_default_str();
+    cmd->add_flag("--json", [o](int64_t) { o->output = "json"; }, "same as -o json");
+    cmd->add_flag("--no-graph", o->no_graph, "tg through Session::decode_greedy instead of a replayed graph");
+    cmd->add_option("--seed", o->seed, "seed of the random prompt tokens")->capture_default_str();
+    cmd->callback([o] { bench(*o); });
+}
+
+}  // namespace vega::cli

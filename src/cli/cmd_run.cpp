@@ -1,0 +1,136 @@
+// vega run: generate text from a prompt, streaming it to stdout; timings on stderr.
+#include <cstdio>
+#include <fstream>
+#include <string>
+#include <vector>
+
+#include "cli/commands.h"
+#include "cli/common.h"
+#include "core/error.h"
+#include "engine/sampler.h"
+
+namespace vega::cli {
+
+namespace {
+
+struct RunOptions {
+    ModelOptions m;
+    std::string prompt;
+    std::string prompt_file;
+    int n_predict = 128;
+    SamplerParams sp;
+    bool ignore_eos = false;
+    bool special = false;
+    std::string ids_out;
+    bool quiet = false;
+};
+
+std::string join_ids(const std::vector<int32_t>& ids) {
+    std::string s;
+    for (size_t i = 0; i < ids.size(); ++i) s += (i ? " " : "") + std::to_string(ids[i]);
+    return s;
+}
+
+void run(const RunOptions& o) {
+    std::string prompt = o.prompt;
+    if (!o.prompt_file.empty()) {
+        std::ifstream f(o.prompt_file, std::ios::binary);
+        if (!f) fail("cannot read prompt file '{}'", o.prompt_file);
+        prompt.assign(std::istreambuf_iterator<char>(f), std::istreambuf_iterator<char>());
+    }
+    Loaded l = load(o.m, !o.quiet);
+    const Tokenizer& tok = l.model->tokenizer();
+    Session& s = *l.session;
+    std::vector<int32_t> prompt_ids = tok.encode(prompt, /*add_special=*/true, o.special);
+    if (prompt_ids.empty()) fail("the prompt is empty and the vocabulary adds no BOS token");
+    const int n_ctx = s.params().n_ctx;
+    if (int(prompt_ids.size()) + o.n_predict > n_ctx)
+        fail("prompt ({} tokens) + -n {} exceeds the context size {} (use -c)", prompt_ids.size(), o.n_predict, n_ctx);
+
+    Sampler sampler(o.sp, s.n_vocab());
+    for (int32_t t : prompt_ids) sampler.accept(t);
+    const bool greedy = sampler.is_greedy() && o.sp.repeat_penalty == 1.0f && o.sp.frequency_penalty == 0.f &&
+                        o.sp.presence_penalty == 0.f;
+
+    std::vector<int32_t> generated;
+    Utf8Stream out;
+    std::fputs(prompt.c_str(), stdout);
+    std::fflush(stdout);
+
+    // Prompt: one batch (split by n_batch), logits of the last token only.
+    const double t_prompt0 = now_seconds();
+    int32_t next;
+    if (greedy) {
+        std::vector<BatchToken> b(prompt_ids.size());
+        for (size_t i = 0; i < prompt_ids.size(); ++i) b[i] = {prompt_ids[i], int32_t(i), 0, i + 1 == prompt_ids.size()};
+        next = s.decode_greedy(b).back();
+    } else {
+        next = sampler.sample(s.eval(prompt_ids, 0).data());
+    }
+    const double t_prompt = now_seconds() - t_prompt0;
+
+    const double t_gen0 = now_seconds();
+    int pos = int(prompt_ids.size());
+    std::vector<BatchToken> one(1);
+    for (int i = 0; i < o.n_predict; ++i) {
+        generated.push_back(next);
+        sampler.accept(next);
+        if (!o.ignore_eos && tok.is_eog(next)) break;
+        std::string piece = tok.token_to_piece(next);
+        // With no prompt text the first piece's word-boundary space is an artifact (as in llama_detokenize).
+        if (i == 0 && prompt.empty() && !piece.empty() && piece[0] == ' ') piece.erase(0, 1);
+        std::fputs(out.push(piece).c_str(), stdout);
+        std::fflush(stdout);
+        if (i + 1 == o.n_predict) break;
+        one[0] = {next, pos++, 0, true};
+        next = greedy ? s.decode_greedy(one)[0] : sampler.sample(s.decode(one).data());
+    }
+    std::fputs(out.flush().c_str(), stdout);
+    std::fputs("\n", stdout);
+    std::fflush(stdout);
+    const double t_gen = now_seconds() - t_gen0;
+
+    if (!o.ids_out.empty()) {
+        std::ofstream f(o.ids_out, std::ios::binary);
+        if (!f) fail("cannot write '{}'", o.ids_out);
+        f << join_ids(prompt_ids) << "\n" << join_ids(generated) << "\n";
+    }
+    if (!o.quiet) {
+        // The first generated token comes from the prompt pass; the rest from decode steps.
+        const int n_steps = std::max<int>(0, int(generated.size()) - 1);
+        std::fprintf(stderr, "\nvega: load %.2f s | prompt %zu tokens, %.2f tokens/s | generation %d tokens, %.2f tokens/s\n",
+                     l.load_seconds, prompt_ids.size(), double(prompt_ids.size()) / t_prompt, n_steps,
+                     n_steps > 0 ? double(n_steps) / t_gen : 0.0);
+    }
+}
+
+}  // namespace
+
+void register_run(CLI::App& app) {
+    auto o = std::make_shared<RunOptions>();
+    CLI::App* cmd = app.add_subcommand("run", "generate text from a prompt");
+    add_model_options(*cmd, o->m);
+    auto* p = cmd->add_option("-p,--prompt", o->prompt, "prompt text");
+    auto* pf = cmd->add_option("-f,--file", o->prompt_file, "read the prompt from a file");
+    p->excludes(pf);
+    cmd->add_option("-n,--n-predict", o->n_predict, "tokens to generate")->capture_default_str()->check(CLI::PositiveNumber);
+    cmd->add_option("--temp", o->sp.temperature, "temperature (0 = greedy)")->capture_default_str();
+    cmd->add_option("--top-k", o->sp.top_k, "top-k (0 = off)")->capture_default_str();
+    cmd->add_option("--top-p", o->sp.top_p, "top-p (1 = off)")->capture_default_str();
+    cmd->add_option("--min-p", o->sp.min_p, "min-p (0 = off)")->capture_default_str();
+    cmd->add_option("--repeat-penalty", o->sp.repeat_penalty, "repetition penalty (1 = off)")->capture_default_str();
+    cmd->add_option("--repeat-last-n", o->sp.repeat_last_n, "tokens the penalties look back")->capture_default_str();
+    cmd->add_option("--frequency-penalty", o->sp.frequency_penalty, "frequency penalty")->capture_default_str();
+    cmd->add_option("--presence-penalty", o->sp.presence_penalty, "presence penalty")->capture_default_str();
+    cmd->add_option("--seed", o->sp.seed, "sampling seed (0 = random)")->capture_default_str();
+    cmd->add_flag("--ignore-eos", o->ignore_eos, "keep generating after end-of-generation tokens");
+    cmd->add_flag("--special", o->special, "parse special-token text in the prompt");
+    cmd->add_option("--ids-out", o->ids_out, "write prompt ids and generated ids (two lines) to this file");
+    cmd->add_flag("-q,--quiet", o->quiet, "no progress or timing on stderr");
+    cmd->callback([o] {
+        if (o->prompt.empty() && o->prompt_file.empty()) o->prompt = "";
+        run(*o);
+    });
+}
+
+}  // namespace vega::cli

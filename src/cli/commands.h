@@ -1,0 +1,15 @@
+// Each `vega` subcommand registers itself on the CLI11 app; main() runs the one chosen.
+#pragma once
+#include <CLI/CLI.hpp>
+
+namespace vega::cli {
+
+void register_run(CLI::App& app);
+void register_eval(CLI::App& app);
+void register_perplexity(CLI::App& app);
+void register_inspect(CLI::App& app);
+void register_tokenize(CLI::App& app);
+void register_synth(CLI::App& app);
+void register_bench(CLI::App& app);
+
+}  // namespace vega::cli

@@ -1,0 +1,56 @@
+#include "cli/common.h"
+
+#include <chrono>
+#include <cstdio>
+
+#include "backend/backend_factory.h"
+#include "core/error.h"
+
+namespace vega::cli {
+
+void add_model_options(CLI::App& cmd, ModelOptions& o, bool ctx_option) {
+    cmd.add_option("-m,--model", o.model_path, "GGUF model file")->required()->check(CLI::ExistingFile);
+    cmd.add_option("-t,--threads", o.threads, "CPU threads (default: all cores)");
+    cmd.add_option("--device", o.device, "cpu, gpu, a GPU index, or auto (GPU when present)")
+        ->capture_default_str();
+    if (ctx_option) cmd.add_option("-c,--ctx-size", o.ctx, "context size in tokens (default: model's, at most 4096)");
+    cmd.add_option("-b,--batch-size", o.batch, "most tokens per forward call")->capture_default_str();
+    cmd.add_option("--kv-type", o.kv_type, "KV cache type: f16 or f32")->capture_default_str();
+}
+
+GgmlType parse_kv_type(const std::string& s) {
+    if (s == "f16") return GgmlType::F16;
+    if (s == "f32") return GgmlType::F32;
+    fail("unknown --kv-type '{}' (use f16 or f32)", s);
+}
+
+double now_seconds() {
+    using namespace std::chrono;
+    return duration<double>(steady_clock::now().time_since_epoch()).count();
+}
+
+Loaded load(const ModelOptions& o, bool verbose, int n_seq) {
+    Loaded l;
+    const double t0 = now_seconds();
+    l.backend = create_backend(o.device, o.threads);
+    if (verbose) std::fprintf(stderr, "vega: backend %s\n", l.backend->name().c_str());
+    int last = -1;
+    l.model = Model::load(o.model_path, *l.backend, [&](float f) {
+        const int pct = int(f * 100);
+        if (verbose && pct / 10 != last / 10) {
+            std::fprintf(stderr, "\rvega: loading %s %3d%%", o.model_path.c_str(), pct);
+            last = pct;
+        }
+    });
+    if (verbose) std::fprintf(stderr, "\rvega: loaded %s: %s\n", o.model_path.c_str(), l.model->describe().c_str());
+    ContextParams cp;
+    cp.n_ctx = o.ctx;
+    cp.n_batch = o.batch;
+    cp.n_seq = n_seq;
+    cp.kv_type = parse_kv_type(o.kv_type);
+    l.session = std::make_unique<Session>(*l.model, *l.backend, cp);
+    l.load_seconds = now_seconds() - t0;
+    return l;
+}
+
+}  // namespace vega::cli

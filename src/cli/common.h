@@ -1,0 +1,40 @@
+// Options and set-up shared by the subcommands that run a model.
+#pragma once
+#include <CLI/CLI.hpp>
+
+#include <memory>
+#include <string>
+
+#include "backend/backend.h"
+#include "engine/session.h"
+#include "model/model.h"
+
+namespace vega::cli {
+
+struct ModelOptions {
+    std::string model_path;
+    std::string device = "auto";
+    int threads = 0;
+    int ctx = 0;
+    int batch = 512;
+    std::string kv_type = "f16";
+};
+
+// Adds -m/--model, -t/--threads, --device, -c/--ctx-size, -b/--batch-size, --kv-type.
+void add_model_options(CLI::App& cmd, ModelOptions& o, bool ctx_option = true);
+
+// A model loaded on its backend with one session.
+struct Loaded {
+    std::unique_ptr<Backend> backend;
+    std::unique_ptr<Model> model;
+    std::unique_ptr<Session> session;
+    double load_seconds = 0;
+};
+
+// Creates the backend, loads the model (progress on stderr when verbose) and a session.
+Loaded load(const ModelOptions& o, bool verbose, int n_seq = 1);
+
+GgmlType parse_kv_type(const std::string& s);
+double now_seconds();
+
+}  // namespace vega::cli

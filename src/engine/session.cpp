@@ -1,0 +1,169 @@
+#include "engine/session.h"
+
+#include <algorithm>
+
+#include "core/error.h"
+#include "model/forward.h"
+
+namespace vega {
+
+struct Session::Impl {
+    Backend& be;
+    std::unique_ptr<KvCache> cache;
+    std::unique_ptr<Forward> fwd;
+    int n_batch = 0;
+    int n_vocab = 0;
+    // Backend buffers for one chunk's metadata and logits.
+    int32_t *d_tokens = nullptr, *d_pos = nullptr, *d_seq = nullptr, *d_out_idx = nullptr, *d_argmax = nullptr;
+    float* d_logits = nullptr;
+    // Host staging, sized once.
+    std::vector<int32_t> h_tokens, h_pos, h_seq, h_out_idx, h_argmax;
+    std::vector<float> logits;
+    std::vector<int32_t> greedy;
+    std::vector<BatchToken> one_seq;
+
+    explicit Impl(Backend& b) : be(b) {}
+    ~Impl() {
+        fwd.reset();
+        for (void* p : {(void*)d_tokens, (void*)d_pos, (void*)d_seq, (void*)d_out_idx, (void*)d_argmax, (void*)d_logits})
+            if (p) be.release(p);
+    }
+};
+
+Session::Session(const Model& model, Backend& backend, const ContextParams& p)
+    : model_(model), be_(backend), p_(p), impl_(std::make_unique<Impl>(backend)) {
+    const HParams& hp = model.hparams();
+    if (p_.n_ctx <= 0) p_.n_ctx = std::min(hp.n_ctx_train, 4096);
+    if (p_.n_batch <= 0) fail("n_batch must be positive (got {})", p_.n_batch);
+    if (p_.n_seq <= 0) fail("n_seq must be positive (got {})", p_.n_seq);
+    if (p_.kv_type != GgmlType::F16 && p_.kv_type != GgmlType::F32) fail("KV cache type must be f16 or f32");
+    p_.n_batch = std::min(p_.n_batch, p_.n_ctx * p_.n_seq);
+
+    KvCacheDesc d;
+    d.n_layer = hp.n_layer;
+    d.n_seq = p_.n_seq;
+    d.n_ctx = p_.n_ctx;
+    d.n_kv_head = hp.n_head_kv;
+    d.head_dim = hp.head_dim;
+    d.type = p_.kv_type;
+    Impl& I = *impl_;
+    I.cache = backend.create_kv_cache(d);
+    I.n_batch = p_.n_batch;
+    I.n_vocab = hp.n_vocab;
+    I.fwd = std::make_unique<Forward>(model, backend, *I.cache, I.n_batch);
+    const size_t B = size_t(I.n_batch);
+    auto ibuf = [&](const char* what) { return static_cast<int32_t*>(backend.alloc(B * sizeof(int32_t), what)); };
+    I.d_tokens = ibuf("batch tokens");
+    I.d_pos = ibuf("batch positions");
+    I.d_seq = ibuf("batch sequence ids");
+    I.d_out_idx = ibuf("batch output rows");
+    I.d_argmax = ibuf("argmax output");
+    I.d_logits = static_cast<float*>(backend.alloc(B * size_t(I.n_vocab) * sizeof(float), "logits"));
+    I.h_tokens.resize(B);
+    I.h_pos.resize(B);
+    I.h_seq.resize(B);
+    I.h_out_idx.resize(B);
+    I.h_argmax.resize(B);
+}
+
+Session::~Session() = default;
+
+namespace {
+
+// Validates and stages one chunk; returns the number of rows that want logits.
+int stage_chunk(const std::vector<BatchToken>& batch, size_t begin, size_t end, const ContextParams& p, int n_vocab,
+                std::vector<int32_t>& tok, std::vector<int32_t>& pos, std::vector<int32_t>& seq,
+                std::vector<int32_t>& out_idx, int& n_kv_max) {
+    int n_out = 0;
+    n_kv_max = 0;
+    for (size_t i = begin; i < end; ++i) {
+        const BatchToken& t = batch[i];
+        if (t.token < 0 || t.token >= n_vocab) fail("token id {} is out of range [0, {})", t.token, n_vocab);
+        if (t.pos < 0 || t.pos >= p.n_ctx)
+            fail("position {} is beyond the context size {} (use a larger -c/--ctx-size)", t.pos, p.n_ctx);
+        if (t.seq < 0 || t.seq >= p.n_seq) fail("sequence id {} is out of range [0, {})", t.seq, p.n_seq);
+        const size_t j = i - begin;
+        tok[j] = t.token;
+        pos[j] = t.pos;
+        seq[j] = t.seq;
+        n_kv_max = std::max(n_kv_max, t.pos + 1);
+        if (t.want_logits) out_idx[n_out++] = int32_t(j);
+    }
+    return n_out;
+}
+
+}  // namespace
+
+const std::vector<float>& Session::decode(const std::vector<BatchToken>& batch) {
+    Impl& I = *impl_;
+    size_t n_wanted = 0;
+    for (const auto& t : batch) n_wanted += t.want_logits;
+    I.logits.resize(n_wanted * size_t(I.n_vocab));
+    size_t written = 0;
+    for (size_t begin = 0; begin < batch.size(); begin += size_t(I.n_batch)) {
+        const size_t end = std::min(batch.size(), begin + size_t(I.n_batch));
+        const int n = int(end - begin);
+        BatchView bv;
+        const int n_out = stage_chunk(batch, begin, end, p_, I.n_vocab, I.h_tokens, I.h_pos, I.h_seq, I.h_out_idx,
+                                      bv.n_kv_max);
+        be_.upload(I.d_tokens, I.h_tokens.data(), size_t(n) * 4);
+        be_.upload(I.d_pos, I.h_pos.data(), size_t(n) * 4);
+        be_.upload(I.d_seq, I.h_seq.data(), size_t(n) * 4);
+        be_.upload(I.d_out_idx, I.h_out_idx.data(), size_t(std::max(n_out, 1)) * 4);
+        bv.n_tokens = n;
+        bv.tokens = I.d_tokens;
+        bv.pos = I.d_pos;
+        bv.seq = I.d_seq;
+        if (n_out == 0) {  // still fill the cache; logits of one row are computed and dropped
+            I.h_out_idx[0] = 0;
+            be_.upload(I.d_out_idx, I.h_out_idx.data(), 4);
+            I.fwd->run(bv, I.d_out_idx, 1, I.d_logits);
+            continue;
+        }
+        I.fwd->run(bv, I.d_out_idx, n_out, I.d_logits);
+        be_.download(I.logits.data() + written * size_t(I.n_vocab), I.d_logits,
+                     size_t(n_out) * size_t(I.n_vocab) * sizeof(float));
+        written += size_t(n_out);
+    }
+    be_.synchronize();
+    return I.logits;
+}
+
+const std::vector<int32_t>& Session::decode_greedy(const std::vector<BatchToken>& batch) {
+    Impl& I = *impl_;
+    I.greedy.clear();
+    for (size_t begin = 0; begin < batch.size(); begin += size_t(I.n_batch)) {
+        const size_t end = std::min(batch.size(), begin + size_t(I.n_batch));
+        const int n = int(end - begin);
+        BatchView bv;
+        int n_out = stage_chunk(batch, begin, end, p_, I.n_vocab, I.h_tokens, I.h_pos, I.h_seq, I.h_out_idx,
+                                bv.n_kv_max);
+        const bool keep = n_out > 0;
+        if (!keep) I.h_out_idx[0] = 0, n_out = 1;
+        be_.upload(I.d_tokens, I.h_tokens.data(), size_t(n) * 4);
+        be_.upload(I.d_pos, I.h_pos.data(), size_t(n) * 4);
+        be_.upload(I.d_seq, I.h_seq.data(), size_t(n) * 4);
+        be_.upload(I.d_out_idx, I.h_out_idx.data(), size_t(n_out) * 4);
+        bv.n_tokens = n;
+        bv.tokens = I.d_tokens;
+        bv.pos = I.d_pos;
+        bv.seq = I.d_seq;
+        I.fwd->run(bv, I.d_out_idx, n_out, I.d_logits);
+        if (!keep) continue;
+        be_.argmax(I.d_logits, n_out, I.n_vocab, I.d_argmax);
+        be_.download(I.h_argmax.data(), I.d_argmax, size_t(n_out) * 4);
+        I.greedy.insert(I.greedy.end(), I.h_argmax.begin(), I.h_argmax.begin() + n_out);
+    }
+    be_.synchronize();
+    return I.greedy;
+}
+
+const std::vector<float>& Session::eval(const std::vector<int32_t>& tokens, int start_pos, int seq, bool all_logits) {
+    Impl& I = *impl_;
+    I.one_seq.resize(tokens.size());
+    for (size_t i = 0; i < tokens.size(); ++i)
+        I.one_seq[i] = {tokens[i], start_pos + int32_t(i), seq, all_logits || i + 1 == tokens.size()};
+    return decode(I.one_seq);
+}
+
+}  // namespace vega

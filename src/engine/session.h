@@ -1,0 +1,56 @@
+// A session runs a model on a backend: it owns the KV cache and all scratch
+// (sized once at creation: nothing is allocated per token) and evaluates
+// batches of tokens, each with its own (sequence, position).
+#pragma once
+#include <cstdint>
+#include <memory>
+#include <vector>
+
+#include "backend/backend.h"
+#include "model/model.h"
+
+namespace vega {
+
+struct ContextParams {
+    int n_ctx = 0;        // cells per sequence; 0 = min(model's training context, 4096)
+    int n_batch = 512;    // most tokens evaluated in one forward call
+    int n_seq = 1;        // independent sequences sharing the cache
+    GgmlType kv_type = GgmlType::F16;
+};
+
+struct BatchToken {
+    int32_t token;
+    int32_t pos;
+    int32_t seq;
+    bool want_logits;
+};
+
+class Session {
+public:
+    Session(const Model& model, Backend& backend, const ContextParams& p);
+    ~Session();
+
+    const ContextParams& params() const { return p_; }
+    int n_vocab() const { return model_.hparams().n_vocab; }
+
+    // Runs the forward pass on `batch` (any size: split into n_batch pieces). The
+    // logits of the tokens with want_logits are returned in batch order,
+    // [n_wanted][n_vocab]. Throws vega::Error on positions beyond n_ctx.
+    const std::vector<float>& decode(const std::vector<BatchToken>& batch);
+    // Same, but only the argmax of each wanted row is returned (computed on the backend).
+    const std::vector<int32_t>& decode_greedy(const std::vector<BatchToken>& batch);
+
+    // Convenience for one sequence: evaluates tokens at positions start.. and returns
+    // the logits of the last token (or of every token when all_logits).
+    const std::vector<float>& eval(const std::vector<int32_t>& tokens, int start_pos, int seq = 0,
+                                   bool all_logits = false);
+
+private:
+    struct Impl;
+    const Model& model_;
+    Backend& be_;
+    ContextParams p_;
+    std::unique_ptr<Impl> impl_;
+};
+
+}  // namespace vega

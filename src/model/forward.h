@@ -1,0 +1,34 @@
+// The forward pass, written once for every supported architecture: the
+// differences (QKV bias, q/k norm, rope style, tied output) are flags and
+// optional weights in the Model. Scratch is allocated on the backend once.
+#pragma once
+#include <cstdint>
+
+#include "backend/backend.h"
+#include "model/model.h"
+
+namespace vega {
+
+class Forward {
+public:
+    Forward(const Model& model, Backend& backend, KvCache& cache, int max_tokens);
+    ~Forward();
+    Forward(const Forward&) = delete;
+    Forward& operator=(const Forward&) = delete;
+
+    // Runs the batch through all layers (writing its K/V into the cache) and
+    // computes logits [n_out][n_vocab] for the batch rows listed in out_idx.
+    // All pointers are backend memory.
+    void run(const BatchView& b, const int32_t* out_idx, int n_out, float* logits);
+
+private:
+    const Model& m_;
+    Backend& be_;
+    KvCache& cache_;
+    int max_tokens_;
+    // Scratch activations, [max_tokens][...] floats.
+    float *x_ = nullptr, *q_ = nullptr, *k_ = nullptr, *v_ = nullptr, *att_ = nullptr, *tmp_ = nullptr;
+    float *g_ = nullptr, *u_ = nullptr, *h_ = nullptr, *xo_ = nullptr;
+};
+
+}  // namespace vega

@@ -1,0 +1,137 @@
+#include "model/model.h"
+
+#include <fmt/format.h>
+
+#include "core/error.h"
+#include "quant/quant.h"
+
+namespace vega {
+
+namespace {
+
+std::string shape_str(const gguf::TensorInfo& t) {
+    std::string s = "[";
+    for (int i = 0; i < t.n_dims; ++i) s += (i ? ", " : "") + std::to_string(t.ne[i]);
+    return s + "]";
+}
+
+// Finds, checks and uploads the weights named by llama.cpp's GGUF convention.
+class WeightLoader {
+public:
+    WeightLoader(const gguf::File& f, Backend& be) : f_(f), be_(be) {}
+
+    // Matrix W [n_out][n_in] (GGUF ne = [n_in, n_out]).
+    Weight matrix(const std::string& name, int64_t n_in, int64_t n_out, bool required = true) {
+        const gguf::TensorInfo* t = f_.tensor(name);
+        if (!t) {
+            if (required) fail("{}: missing tensor '{}'", f_.path(), name);
+            return {};
+        }
+        if (t->n_dims != 2 || t->ne[0] != n_in || t->ne[1] != n_out)
+            fail("{}: tensor '{}' has shape {}, expected [{}, {}]", f_.path(), name, shape_str(*t), n_in, n_out);
+        check_type(*t);
+        if (quant::uses_q8_activations(t->type) && n_in % QK_ACT != 0)
+            fail("{}: tensor '{}' of type {} has rows of {} values, not a multiple of {}", f_.path(), name,
+                 type_traits(t->type).name, n_in, QK_ACT);
+        return upload(*t);
+    }
+
+    // Vector [n] in F32 (norm weights, biases).
+    Weight vector(const std::string& name, int64_t n, bool required = true) {
+        const gguf::TensorInfo* t = f_.tensor(name);
+        if (!t) {
+            if (required) fail("{}: missing tensor '{}'", f_.path(), name);
+            return {};
+        }
+        if (t->n_elements() != n || t->ne[0] != n)
+            fail("{}: tensor '{}' has shape {}, expected [{}]", f_.path(), name, shape_str(*t), n);
+        if (t->type != GgmlType::F32)
+            fail("{}: tensor '{}' has type {}, expected F32", f_.path(), name, type_traits(t->type).name);
+        return upload(*t);
+    }
+
+    size_t bytes() const { return bytes_; }
+
+private:
+    void check_type(const gguf::TensorInfo& t) {
+        const TypeTraits tr = type_traits(t.type);
+        if (!tr.supported)
+            fail("{}: tensor '{}' has type {} which vega does not support yet (supported: F32, F16, BF16, "
+                 "Q4_0, Q4_1, Q5_0, Q5_1, Q8_0, Q4_K, Q5_K, Q6_K)",
+                 f_.path(), t.name, tr.name ? tr.name : "unknown");
+    }
+    Weight upload(const gguf::TensorInfo& t) {
+        bytes_ += t.n_bytes;
+        Weight w = be_.upload_weight(t);
+        w.name = t.name.c_str();
+        return w;
+    }
+
+    const gguf::File& f_;
+    Backend& be_;
+    size_t bytes_ = 0;
+};
+
+}  // namespace
+
+std::unique_ptr<Model> Model::load(const std::string& path, Backend& backend,
+                                   const std::function<void(float)>& progress) {
+    auto m = std::unique_ptr<Model>(new Model());
+    m->file_ = gguf::File::open(path);
+    const gguf::File& f = *m->file_;
+    m->hp_ = HParams::from_gguf(f);
+    HParams& hp = m->hp_;
+    m->tok_ = Tokenizer::from_gguf(f);
+
+    const gguf::TensorInfo* embd = f.tensor("token_embd.weight");
+    if (!embd) fail("{}: missing tensor 'token_embd.weight'", path);
+    hp.n_vocab = int(embd->ne[1]);
+    if (m->tok_->n_vocab() > hp.n_vocab)
+        fail("{}: tokenizer has {} tokens but token_embd.weight has {} rows", path, m->tok_->n_vocab(), hp.n_vocab);
+
+    WeightLoader L(f, backend);
+    ModelWeights& w = m->w_;
+    const int64_t E = hp.n_embd, Dq = int64_t(hp.n_head) * hp.head_dim, Dkv = int64_t(hp.n_head_kv) * hp.head_dim;
+    w.token_embd = L.matrix("token_embd.weight", E, hp.n_vocab);
+    w.output_norm = L.vector("output_norm.weight", E);
+    w.output = L.matrix("output.weight", E, hp.n_vocab, false);
+    hp.tied_output = !w.output;
+    if (hp.tied_output) w.output = w.token_embd;
+    if (f.tensor("rope_freqs.weight")) w.rope_freqs = L.vector("rope_freqs.weight", hp.n_rot / 2);
+
+    const int total = hp.n_layer;
+    for (int i = 0; i < hp.n_layer; ++i) {
+        const std::string p = fmt::format("blk.{}.", i);
+        LayerWeights l;
+        l.attn_norm = L.vector(p + "attn_norm.weight", E);
+        l.wq = L.matrix(p + "attn_q.weight", E, Dq);
+        l.wk = L.matrix(p + "attn_k.weight", E, Dkv);
+        l.wv = L.matrix(p + "attn_v.weight", E, Dkv);
+        l.wo = L.matrix(p + "attn_output.weight", Dq, E);
+        l.bq = L.vector(p + "attn_q.bias", Dq, false);
+        l.bk = L.vector(p + "attn_k.bias", Dkv, false);
+        l.bv = L.vector(p + "attn_v.bias", Dkv, false);
+        if (hp.qk_norm) {
+            l.q_norm = L.vector(p + "attn_q_norm.weight", hp.head_dim);
+            l.k_norm = L.vector(p + "attn_k_norm.weight", hp.head_dim);
+        }
+        l.ffn_norm = L.vector(p + "ffn_norm.weight", E);
+        l.ffn_gate = L.matrix(p + "ffn_gate.weight", E, hp.n_ff);
+        l.ffn_up = L.matrix(p + "ffn_up.weight", E, hp.n_ff);
+        l.ffn_down = L.matrix(p + "ffn_down.weight", hp.n_ff, E);
+        if (l.bq || l.bk || l.bv) hp.qkv_bias = true;
+        w.layers.push_back(l);
+        if (progress) progress(float(i + 1) / float(total));
+    }
+    m->weight_bytes_ = L.bytes();
+    return m;
+}
+
+std::string Model::describe() const {
+    // The most common matrix type names the model ("Q4_0", "Q4_K", ...).
+    std::string type = type_traits(w_.layers.empty() ? w_.token_embd.type : w_.layers[0].ffn_up.type).name;
+    return fmt::format("{} {}L {}d {}h/{}kv ff{} vocab {} {} ({:.2f} MB)", hp_.arch, hp_.n_layer, hp_.n_embd,
+                       hp_.n_head, hp_.n_head_kv, hp_.n_ff, hp_.n_vocab, type, double(weight_bytes_) / 1e6);
+}
+
+}  // namespace vega

@@ -1,0 +1,21 @@
+// Runs the vega binary (the one this build made) and captures its output.
+#pragma once
+#include <string>
+
+namespace vega::test {
+
+struct CmdResult {
+    int exit_code = -1;
+    std::string out;  // stdout
+    std::string err;  // stderr
+};
+
+// args are passed through a shell; quote paths with quote().
+CmdResult run_vega(const std::string& args);
+std::string quote(const std::string& s);
+// A fresh temporary directory for this test process.
+std::string temp_dir();
+// The device the end-to-end tests run on: $VEGA_TEST_DEVICE or "cpu".
+std::string test_device();
+
+}  // namespace vega::test

@@ -1,0 +1,175 @@
+// CPU backend ops against straightforward double-precision computations.
+#include <gtest/gtest.h>
+
+#include <cmath>
+#include <random>
+#include <vector>
+
+#include "backend/backend_factory.h"
+#include "gguf/gguf.h"
+#include "quant/quant.h"
+
+namespace vega {
+namespace {
+
+std::vector<float> randn(size_t n, uint64_t seed, float scale = 1.f) {
+    std::mt19937_64 rng(seed);
+    std::normal_distribution<float> d(0.f, scale);
+    std::vector<float> v(n);
+    for (auto& x : v) x = d(rng);
+    return v;
+}
+
+double nmse(const std::vector<float>& got, const std::vector<double>& ref) {
+    double num = 0, den = 0;
+    for (size_t i = 0; i < ref.size(); ++i) num += (got[i] - ref[i]) * (got[i] - ref[i]), den += ref[i] * ref[i];
+    return num / den;
+}
+
+Weight vector_weight(Backend& be, gguf::TensorInfo& ti, const std::vector<float>& v) {
+    ti.type = GgmlType::F32;
+    ti.n_dims = 1;
+    ti.ne[0] = int64_t(v.size());
+    ti.data = reinterpret_cast<const uint8_t*>(v.data());
+    ti.n_bytes = v.size() * 4;
+    return be.upload_weight(ti);
+}
+
+TEST(CpuOps, HeadRmsNormMatchesDouble) {  // the qwen3 q/k norm step
+    auto be = make_cpu_backend(2);
+    const int rows = 3, n_head = 4, hd = 64;
+    std::vector<float> x = randn(size_t(rows) * n_head * hd, 1, 3.f), w = randn(hd, 2);
+    for (auto& v : w) v += 1.f;
+    gguf::TensorInfo ti;
+    Weight wt = vector_weight(*be, ti, w);
+    std::vector<double> ref(x.size());
+    const float eps = 1e-6f;
+    for (int r = 0; r < rows * n_head; ++r) {
+        double ss = 0;
+        for (int i = 0; i < hd; ++i) ss += double(x[r * hd + i]) * x[r * hd + i];
+        const double s = 1.0 / std::sqrt(ss / hd + eps);
+        for (int i = 0; i < hd; ++i) ref[r * hd + i] = x[r * hd + i] * s * w[i];
+    }
+    be->head_rms_norm(x.data(), wt, rows, n_head, hd, eps);
+    EXPECT_LT(nmse(x, ref), 1e-12);
+}
+
+void check_rope(bool neox) {
+    auto be = make_cpu_backend(1);
+    const int T = 3, n_head = 2, hd = 16, n_rot = 16;
+    std::vector<float> x = randn(size_t(T) * n_head * hd, 3);
+    std::vector<double> ref(x.begin(), x.end());
+    std::vector<int32_t> pos = {0, 7, 300};
+    BatchView b;
+    b.n_tokens = T;
+    b.pos = pos.data();
+    RopeParams p;
+    p.n_rot = n_rot;
+    p.freq_base = 10000.f;
+    p.neox = neox;
+    for (int t = 0; t < T; ++t)
+        for (int h = 0; h < n_head; ++h)
+            for (int i = 0; i < n_rot / 2; ++i) {
+                const double th = pos[t] * std::pow(10000.0, -2.0 * i / n_rot);
+                double* v = &ref[(size_t(t) * n_head + h) * hd];
+                const int a = neox ? i : 2 * i, c = neox ? i + n_rot / 2 : 2 * i + 1;
+                const double x0 = v[a], x1 = v[c];
+                v[a] = x0 * std::cos(th) - x1 * std::sin(th);
+                v[c] = x0 * std::sin(th) + x1 * std::cos(th);
+            }
+    be->rope(x.data(), n_head, hd, p, b);
+    EXPECT_LT(nmse(x, ref), 1e-12);
+    // Position 0 is the identity.
+    for (int i = 0; i < n_head * hd; ++i) EXPECT_FLOAT_EQ(x[i], float(ref[i]));
+}
+
+TEST(CpuOps, RopeNormalMatchesDouble) { check_rope(false); }
+TEST(CpuOps, RopeNeoxMatchesDouble) { check_rope(true); }
+
+TEST(CpuOps, AttentionGqaTwoSequencesMatchesDouble) {
+    for (GgmlType kv : {GgmlType::F32, GgmlType::F16}) {
+        auto be = make_cpu_backend(2);
+        KvCacheDesc d;
+        d.n_layer = 2;
+        d.n_seq = 2;
+        d.n_ctx = 16;
+        d.n_kv_head = 2;
+        d.head_dim = 32;
+        d.type = kv;
+        auto cache = be->create_kv_cache(d);
+        const int n_head = 4, T = 10;  // tokens 0..5 in seq 0 (pos 0..5), 6..9 in seq 1 (pos 0..3)
+        std::vector<int32_t> pos(T), seq(T);
+        for (int t = 0; t < T; ++t) seq[t] = t < 6 ? 0 : 1, pos[t] = t < 6 ? t : t - 6;
+        BatchView b;
+        b.n_tokens = T;
+        b.pos = pos.data();
+        b.seq = seq.data();
+        b.n_kv_max = 6;
+        const int kvdim = d.n_kv_head * d.head_dim, qdim = n_head * d.head_dim;
+        std::vector<float> k = randn(size_t(T) * kvdim, 4), v = randn(size_t(T) * kvdim, 5), q = randn(size_t(T) * qdim, 6);
+        be->kv_store(*cache, 1, k.data(), v.data(), b);
+        std::vector<float> out(size_t(T) * qdim);
+        const float scale = 1.f / std::sqrt(float(d.head_dim));
+        be->attention(*cache, 1, q.data(), out.data(), n_head, scale, b);
+        std::vector<double> ref(out.size());
+        for (int t = 0; t < T; ++t)
+            for (int h = 0; h < n_head; ++h) {
+                const int kvh = h / (n_head / d.n_kv_head);
+                std::vector<double> s;
+                std::vector<int> js;
+                for (int j = 0; j < T; ++j)
+                    if (seq[j] == seq[t] && pos[j] <= pos[t]) {
+                        double acc = 0;
+                        for (int i = 0; i < d.head_dim; ++i)
+                            acc += double(q[(t * n_head + h) * d.head_dim + i]) * k[(j * d.n_kv_head + kvh) * d.head_dim + i];
+                        s.push_back(acc * scale);
+                        js.push_back(j);
+                    }
+                double mx = *std::max_element(s.begin(), s.end()), sum = 0;
+                for (auto& e : s) sum += (e = std::exp(e - mx));
+                for (int i = 0; i < d.head_dim; ++i) {
+                    double o = 0;
+                    for (size_t m = 0; m < js.size(); ++m) o += s[m] / sum * v[(js[m] * d.n_kv_head + kvh) * d.head_dim + i];
+                    ref[(t * n_head + h) * d.head_dim + i] = o;
+                }
+            }
+        EXPECT_LT(nmse(out, ref), kv == GgmlType::F32 ? 1e-12 : 1e-6) << type_traits(kv).name;
+    }
+}
+
+TEST(CpuOps, QuantizedMatmulMatchesDequantizedDouble) {
+    for (GgmlType t : {GgmlType::Q4_0, GgmlType::Q8_0, GgmlType::Q4_K, GgmlType::Q6_K, GgmlType::F16}) {
+        auto be = make_cpu_backend(2);
+        const int n_in = 512, n_out = 40, rows = 3;
+        std::vector<float> wf = randn(size_t(n_in) * n_out, 7, 0.05f), x = randn(size_t(rows) * n_in, 8);
+        const size_t rb = quant::row_bytes(t, n_in);
+        std::vector<uint8_t> wq(rb * n_out);
+        for (int o = 0; o < n_out; ++o) quant::quantize_row(t, wf.data() + size_t(o) * n_in, wq.data() + o * rb, n_in);
+        std::vector<float> wd(wf.size());
+        for (int o = 0; o < n_out; ++o) quant::dequantize_row(t, wq.data() + o * rb, wd.data() + size_t(o) * n_in, n_in);
+        gguf::TensorInfo ti;
+        ti.type = t;
+        ti.n_dims = 2;
+        ti.ne[0] = n_in;
+        ti.ne[1] = n_out;
+        ti.data = wq.data();
+        ti.n_bytes = wq.size();
+        Weight w = be->upload_weight(ti);
+        be->reserve(rows, n_in);
+        std::vector<float> y(size_t(rows) * n_out);
+        be->matmul_input(x.data(), rows, n_in);
+        be->matmul(w, y.data());
+        std::vector<double> ref(y.size());
+        for (int r = 0; r < rows; ++r)
+            for (int o = 0; o < n_out; ++o) {
+                double acc = 0;
+                for (int i = 0; i < n_in; ++i) acc += double(wd[size_t(o) * n_in + i]) * x[size_t(r) * n_in + i];
+                ref[size_t(r) * n_out + o] = acc;
+            }
+        // Activations are quantized to 8 bits for the integer paths: ~1e-4 relative error.
+        EXPECT_LT(nmse(y, ref), t == GgmlType::F16 ? 1e-10 : 1e-3) << type_traits(t).name;
+    }
+}
+
+}  // namespace
+}  // namespace vega
