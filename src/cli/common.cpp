@@ -2,6 +2,7 @@
 
 #include <chrono>
 #include <cstdio>
+#include <unistd.h>
 
 #include "backend/backend_factory.h"
 #include "core/error.h"
@@ -33,16 +34,18 @@ Loaded load(const ModelOptions& o, bool verbose, int n_seq) {
     Loaded l;
     const double t0 = now_seconds();
     l.backend = create_backend(o.device, o.threads);
-    if (verbose) std::fprintf(stderr, "vega: backend %s\n", l.backend->name().c_str());
     int last = -1;
+    const bool tty = isatty(fileno(stderr));  // progress only on a terminal
     l.model = Model::load(o.model_path, *l.backend, [&](float f) {
         const int pct = int(f * 100);
-        if (verbose && pct / 10 != last / 10) {
+        if (verbose && tty && pct / 10 != last / 10) {
             std::fprintf(stderr, "\rvega: loading %s %3d%%", o.model_path.c_str(), pct);
             last = pct;
         }
     });
-    if (verbose) std::fprintf(stderr, "\rvega: loaded %s: %s\n", o.model_path.c_str(), l.model->describe().c_str());
+    if (verbose)
+        std::fprintf(stderr, "\rvega: loaded %s: %s on %s\n", o.model_path.c_str(), l.model->describe().c_str(),
+                     l.backend->name().c_str());
     ContextParams cp;
     cp.n_ctx = o.ctx;
     cp.n_batch = o.batch;

@@ -6,12 +6,24 @@
 #include <atomic>
 #include <condition_variable>
 #include <cstdint>
-#include <functional>
 #include <mutex>
 #include <thread>
 #include <vector>
 
 namespace vega {
+
+// A non-owning reference to a callable (no heap allocation, unlike std::function):
+// parallel_for runs inside the per-token loop, which must not allocate.
+class ChunkFn {
+public:
+    template <typename F>
+    ChunkFn(const F& f) : obj_(&f), call_([](const void* o, int64_t b, int64_t e, int t) { (*static_cast<const F*>(o))(b, e, t); }) {}
+    void operator()(int64_t b, int64_t e, int t) const { call_(obj_, b, e, t); }
+
+private:
+    const void* obj_;
+    void (*call_)(const void*, int64_t, int64_t, int);
+};
 
 class ThreadPool {
 public:
@@ -22,7 +34,7 @@ public:
 
     int size() const { return n_threads_; }
     // Calls fn(begin, end, thread_index) over [0, n) in chunks of at least `grain`.
-    void parallel_for(int64_t n, int64_t grain, const std::function<void(int64_t, int64_t, int)>& fn);
+    void parallel_for(int64_t n, int64_t grain, ChunkFn fn);
 
 private:
     void worker(int index);
@@ -37,7 +49,7 @@ private:
     std::atomic<int64_t> next_{0};
     bool stop_ = false;
     int64_t n_ = 0, chunk_ = 1;
-    const std::function<void(int64_t, int64_t, int)>* fn_ = nullptr;
+    const ChunkFn* fn_ = nullptr;
 };
 
 }  // namespace vega
