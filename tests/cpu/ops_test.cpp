@@ -166,8 +166,9 @@ TEST(CpuOps, QuantizedMatmulMatchesDequantizedDouble) {
                 for (int i = 0; i < n_in; ++i) acc += double(wd[size_t(o) * n_in + i]) * x[size_t(r) * n_in + i];
                 ref[size_t(r) * n_out + o] = acc;
             }
-        // Activations are quantized to 8 bits for the integer paths: ~1e-4 relative error.
-        EXPECT_LT(nmse(y, ref), t == GgmlType::F16 ? 1e-10 : 1e-3) << type_traits(t).name;
+        // Activations are quantized to 8 bits for the integer paths (~1e-4 relative
+        // error) and rounded to f16 for F16 weights (~1e-8), as llama.cpp does.
+        EXPECT_LT(nmse(y, ref), t == GgmlType::F16 ? 1e-6 : 1e-3) << type_traits(t).name;
     }
 }
 
