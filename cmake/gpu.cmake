@@ -1,0 +1,77 @@
+# GPU backend: one kernel source (src/backend/gpu/**/*.cu) built with nvcc
+# (-DVEGA_CUDA=ON, archs VEGA_CUDA_ARCHS, default 90) or hipcc (-DVEGA_HIP=ON,
+# archs VEGA_HIP_ARCHS, default gfx906). CMake's HIP language needs
+# hip-lang-config.cmake, which Debian's HIP 5.2 lacks, so HIP sources are
+# compiled by custom commands into objects. Produces vega_gpu and wires it
+# into vega_engine (VEGA_HAVE_GPU=1).
+if(VEGA_HIP AND VEGA_CUDA)
+  message(FATAL_ERROR "VEGA_HIP and VEGA_CUDA are exclusive: configure two build directories")
+endif()
+
+file(GLOB VEGA_GPU_CU CONFIGURE_DEPENDS ${CMAKE_SOURCE_DIR}/src/backend/gpu/*.cu
+     ${CMAKE_SOURCE_DIR}/src/backend/gpu/kernels/*.cu)
+file(GLOB VEGA_GPU_HEADERS CONFIGURE_DEPENDS ${CMAKE_SOURCE_DIR}/src/backend/gpu/*.h
+     ${CMAKE_SOURCE_DIR}/src/backend/gpu/arch/*.h ${CMAKE_SOURCE_DIR}/src/quant/types.h)
+
+if(VEGA_CUDA)
+  if(NOT CMAKE_CUDA_COMPILER AND EXISTS /usr/local/cuda/bin/nvcc)
+    set(CMAKE_CUDA_COMPILER /usr/local/cuda/bin/nvcc)
+  endif()
+  set(VEGA_CUDA_ARCHS "90" CACHE STRING "CUDA architectures to build (e.g. 80;86;89;90)")
+  enable_language(CUDA)
+  find_package(CUDAToolkit REQUIRED)
+  add_library(vega_gpu_kernels STATIC ${VEGA_GPU_CU})
+  # The top-level -Wall/-Wextra are host-compiler flags nvcc does not take.
+  set_property(TARGET vega_gpu_kernels PROPERTY COMPILE_OPTIONS "")
+  set_target_properties(vega_gpu_kernels PROPERTIES CUDA_ARCHITECTURES "${VEGA_CUDA_ARCHS}" CUDA_STANDARD 17
+                        CUDA_STANDARD_REQUIRED ON POSITION_INDEPENDENT_CODE ON)
+  target_compile_options(vega_gpu_kernels PRIVATE $<$<COMPILE_LANGUAGE:CUDA>:-lineinfo --expt-relaxed-constexpr>)
+  target_include_directories(vega_gpu_kernels PUBLIC ${CMAKE_SOURCE_DIR}/src)
+  target_link_libraries(vega_gpu_kernels PUBLIC CUDA::cudart)
+  set(VEGA_GPU_VENDOR "CUDA ${VEGA_CUDA_ARCHS}")
+else()
+  find_program(VEGA_HIPCC NAMES hipcc REQUIRED)
+  set(VEGA_HIP_ARCHS "gfx906" CACHE STRING "AMD GPU targets to build (e.g. gfx906;gfx908)")
+  find_library(VEGA_AMDHIP64 amdhip64 PATHS /opt/rocm/lib REQUIRED)
+  set(_offload)
+  foreach(a ${VEGA_HIP_ARCHS})
+    list(APPEND _offload --offload-arch=${a})
+  endforeach()
+  set(_objs)
+  foreach(src ${VEGA_GPU_CU})
+    get_filename_component(_n ${src} NAME_WE)
+    set(_obj ${CMAKE_CURRENT_BINARY_DIR}/vega_gpu_hip/${_n}.o)
+    add_custom_command(
+      OUTPUT ${_obj}
+      COMMAND ${CMAKE_COMMAND} -E make_directory ${CMAKE_CURRENT_BINARY_DIR}/vega_gpu_hip
+      COMMAND ${VEGA_HIPCC} -x hip ${_offload} -O3 -std=c++17 -fPIC -Wno-unused-command-line-argument
+              -I${CMAKE_SOURCE_DIR}/src -c ${src} -o ${_obj}
+      DEPENDS ${src} ${VEGA_GPU_HEADERS}
+      COMMENT "hipcc ${_n}.cu (${VEGA_HIP_ARCHS})"
+      VERBATIM)
+    list(APPEND _objs ${_obj})
+  endforeach()
+  set_source_files_properties(${_objs} PROPERTIES EXTERNAL_OBJECT TRUE GENERATED TRUE)
+  add_library(vega_gpu_kernels STATIC ${_objs})
+  set_target_properties(vega_gpu_kernels PROPERTIES LINKER_LANGUAGE CXX)
+  target_include_directories(vega_gpu_kernels PUBLIC ${CMAKE_SOURCE_DIR}/src)
+  target_link_libraries(vega_gpu_kernels PUBLIC ${VEGA_AMDHIP64})
+  set(VEGA_GPU_VENDOR "HIP ${VEGA_HIP_ARCHS}")
+endif()
+
+# Host side: the Backend class and the weight repacking (ordinary C++).
+add_library(vega_gpu STATIC ${CMAKE_SOURCE_DIR}/src/backend/gpu/gpu_backend.cpp
+            ${CMAKE_SOURCE_DIR}/src/backend/gpu/repack.cpp)
+target_include_directories(vega_gpu PUBLIC ${CMAKE_SOURCE_DIR}/src)
+target_link_libraries(vega_gpu PUBLIC vega_gpu_kernels vega_quant vega_gguf fmt::fmt Threads::Threads)
+
+target_link_libraries(vega_engine PUBLIC vega_gpu)
+target_compile_definitions(vega_engine PUBLIC VEGA_HAVE_GPU=1)
+message(STATUS "vega: GPU backend enabled (${VEGA_GPU_VENDOR})")
+
+# Microbenchmarks (probe/): copy bandwidth and per-type matvec bandwidth.
+file(GLOB VEGA_PROBE_SOURCES CONFIGURE_DEPENDS ${CMAKE_SOURCE_DIR}/probe/*.cpp)
+if(VEGA_PROBE_SOURCES)
+  add_executable(vega_probe_gpu ${VEGA_PROBE_SOURCES})
+  target_link_libraries(vega_probe_gpu PRIVATE vega_gpu vega_quant)
+endif()

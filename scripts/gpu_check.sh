@@ -1,0 +1,53 @@
+#!/usr/bin/env bash
+# One-shot GPU check for a machine with an NVIDIA GPU (the H200 device runs):
+# build with CUDA, run the GPU parity tests and the end-to-end reference tests
+# on the GPU, the kernel probe, and vega bench on llama2-7b-shaped synthetic
+# models. Logs go to $OUT (or ./gpu_check_out).
+#   scripts/gpu_check.sh [all|test|bench]     test data: $VEGA_TEST_DATA or .devdata/testdata
+set -u
+MODE=${1:-all}
+OUT=${OUT:-$PWD/gpu_check_out}
+mkdir -p "$OUT"
+export VEGA_TEST_DATA=${VEGA_TEST_DATA:-$PWD/.devdata/testdata}
+B=build-h200
+# Libraries the image may lack (PCRE2, fmt, CLI11, GoogleTest), carried as
+# extracted Debian packages in .devdata/deps (see docs/PERFORMANCE.md).
+if [ -d .devdata/deps/usr ]; then
+  D=$PWD/.devdata/deps
+  export CMAKE_PREFIX_PATH=$D/usr${CMAKE_PREFIX_PATH:+:$CMAKE_PREFIX_PATH}
+  export PKG_CONFIG_PATH=$D/usr/lib/x86_64-linux-gnu/pkgconfig:$D/usr/share/pkgconfig
+  export PKG_CONFIG_SYSROOT_DIR=$D
+  export LD_LIBRARY_PATH=$D/usr/lib/x86_64-linux-gnu${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}
+fi
+J=$(nproc)
+log() { echo "=== $* ($(date +%T))" | tee -a "$OUT/summary.txt"; }
+
+log "configure + build"
+nvidia-smi --query-gpu=name,memory.total,clocks.max.sm --format=csv | tee -a "$OUT/summary.txt"
+cmake -S . -B $B -G Ninja -DCMAKE_BUILD_TYPE=Release -DVEGA_CUDA=ON -DVEGA_ASAN_TESTS=OFF \
+      -DCMAKE_CUDA_COMPILER=${NVCC:-$(command -v nvcc || echo /usr/local/cuda/bin/nvcc)} > "$OUT/configure.log" 2>&1 \
+  || { tail -30 "$OUT/configure.log"; exit 1; }
+cmake --build $B -j"$J" --target vega vega_gpu_parity_tests vega_engine_tests vega_probe_gpu > "$OUT/build.log" 2>&1 \
+  || { grep -E "error|FAILED" "$OUT/build.log" | head -40; exit 1; }
+
+if [ "$MODE" = all ] || [ "$MODE" = test ]; then
+  log "parity tests"
+  timeout 300 $B/tests/gpu/vega_gpu_parity_tests > "$OUT/parity.log" 2>&1; echo "rc=$?" >> "$OUT/parity.log"
+  grep -E "^\[  (PASSED|FAILED|SKIPPED) |Failure|Expected|which is|rc=" "$OUT/parity.log" | head -40 | tee -a "$OUT/summary.txt"
+  log "end-to-end reference tests on the GPU"
+  VEGA_TEST_DEVICE=gpu timeout 300 $B/tests/vega_engine_tests > "$OUT/e2e_gpu.log" 2>&1; echo "rc=$?" >> "$OUT/e2e_gpu.log"
+  grep -E "^\[  (PASSED|FAILED|SKIPPED) |^\[  FAILED|rc=" "$OUT/e2e_gpu.log" | head -40 | tee -a "$OUT/summary.txt"
+fi
+
+if [ "$MODE" = all ] || [ "$MODE" = bench ]; then
+  log "probe"
+  timeout 120 $B/vega_probe_gpu > "$OUT/probe.log" 2>&1; cat "$OUT/probe.log" | tee -a "$OUT/summary.txt"
+  for t in ${BENCH_TYPES:-Q4_0 Q8_0 Q4_K_M}; do
+    m=/tmp/synth-7b-$t.gguf
+    log "synth llama2-7b $t"
+    [ -f $m ] || timeout 300 $B/vega synth --shape llama2-7b --type $t -o $m > "$OUT/synth-$t.log" 2>&1 || { tail -5 "$OUT/synth-$t.log"; continue; }
+    log "bench $t"
+    timeout 300 $B/vega bench -m $m --device gpu -r ${REPS:-3} -p 512 -n 128 2>&1 | tee "$OUT/bench-$t.log" | tee -a "$OUT/summary.txt"
+  done
+fi
+log "done"

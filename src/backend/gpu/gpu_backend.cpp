@@ -1,0 +1,355 @@
+// GpuBackend: device memory, weight upload (repacked once), scratch sized at
+// reserve(), and the op sequence issued on one stream (capturable as a graph).
+// Host code only; the kernels live behind ops.h, the runtime behind runtime.h.
+#include "backend/gpu/gpu_backend.h"
+
+#include <fmt/format.h>
+
+#include <algorithm>
+#include <unordered_map>
+#include <vector>
+
+#include "backend/gpu/ops.h"
+#include "backend/gpu/repack.h"
+#include "backend/gpu/runtime.h"
+#include "core/error.h"
+#include "gguf/gguf.h"
+
+namespace vega {
+namespace gpu {
+
+void gpu_fail(const std::string& msg) { throw Error(msg); }
+
+namespace {
+
+std::string gib(size_t b) { return fmt::format("{:.2f} GiB", double(b) / double(1ull << 30)); }
+
+// Partial results of split attention: a fixed budget, rows processed in chunks.
+constexpr size_t kAttnPartBytes = size_t(64) << 20;
+
+class GpuKvCache final : public KvCache {
+public:
+    GpuKvCache(const KvCacheDesc& d, void* buf, size_t bytes) : buf_(buf), bytes_(bytes) { desc_ = d; }
+    size_t bytes() const override { return bytes_; }
+    void* buf() const { return buf_; }
+    ops::KvLayer layer(int il) const {
+        const size_t esz = desc_.type == GgmlType::F16 ? 2 : 4;
+        const size_t per = size_t(desc_.n_seq) * desc_.n_kv_head * desc_.n_ctx * desc_.head_dim * esz;
+        ops::KvLayer L;
+        L.k = static_cast<uint8_t*>(buf_) + 2 * size_t(il) * per;
+        L.v = static_cast<uint8_t*>(buf_) + (2 * size_t(il) + 1) * per;
+        L.f16 = desc_.type == GgmlType::F16;
+        L.n_seq = desc_.n_seq, L.n_ctx = desc_.n_ctx, L.n_kv_head = desc_.n_kv_head, L.hd = desc_.head_dim;
+        return L;
+    }
+
+private:
+    void* buf_;
+    size_t bytes_;
+};
+
+class GpuBackend final : public Backend {
+public:
+    explicit GpuBackend(int device) : dev_(device) {
+        const int n = rt::device_count();
+        if (device < 0 || device >= n) fail("GPU {} requested but {} GPU device(s) found", device, n);
+        rt::set_device(device);
+        info_ = rt::device_info(device);
+        stream_ = rt::stream_create();
+    }
+    ~GpuBackend() override {
+        for (void* g : graphs_) rt::graph_destroy(g);
+        for (auto& [p, bytes] : owned_) rt::free(p);
+        rt::stream_destroy(stream_);
+    }
+
+    std::string name() const override {
+        return fmt::format("gpu {}: {} ({}, {} CUs, {})", dev_, info_.name, info_.arch, info_.n_sm, gib(info_.total_mem));
+    }
+
+    // ---- memory ----
+    void* alloc(size_t bytes, const char* what) override {
+        void* p = rt::malloc(bytes);
+        if (!p) {
+            size_t free_b = 0, total_b = 0;
+            rt::mem_info(&free_b, &total_b);
+            fail("out of GPU memory allocating {}: {} bytes needed, {} bytes available ({} of {} free on {})", what,
+                 bytes, free_b, gib(free_b), gib(total_b), info_.name);
+        }
+        owned_[p] = bytes;
+        return p;
+    }
+    void release(void* p) override {
+        if (!p) return;
+        flush();
+        owned_.erase(p);
+        mats_.erase(p);
+        rt::free(p);
+    }
+    void upload(void* dst, const void* src, size_t bytes) override {
+        flush();
+        rt::h2d(dst, src, bytes, stream_);
+    }
+    void download(void* dst, const void* src, size_t bytes) override {
+        flush();
+        rt::d2h(dst, src, bytes, stream_);
+    }
+    void synchronize() override {
+        flush();
+        rt::stream_sync(stream_);
+    }
+
+    Weight upload_weight(const gguf::TensorInfo& t) override {
+        const TypeTraits tt = type_traits(t.type);
+        const bool ok_type = tt.supported && (is_repacked(t.type) || is_float_type(t.type));
+        if (!ok_type) fail("tensor '{}': type {} is not supported by the GPU backend", t.name, tt.name ? tt.name : "?");
+        Weight w;
+        w.type = t.type;
+        w.n_in = t.ne[0];
+        w.n_out = t.ne[1] * t.ne[2] * t.ne[3];
+        if (w.n_in % tt.block_size)
+            fail("tensor '{}': row of {} elements is not a multiple of the {} block size {}", t.name, w.n_in, tt.name,
+                 tt.block_size);
+        w.row_bytes = size_t(w.n_in / tt.block_size) * size_t(tt.type_size);
+        w.name = t.name.c_str();
+        const RepackLayout L = repack_layout(t.type, w.n_in, w.n_out);
+        std::string what = "weight " + t.name;
+        uint8_t* d = static_cast<uint8_t*>(alloc(L.total, what.c_str()));
+        if (is_repacked(t.type)) {
+            std::vector<uint8_t> host(L.total, 0);
+            repack_matrix(t.type, t.data, w.n_in, w.n_out, host.data());
+            rt::h2d(d, host.data(), L.total, stream_);
+            rt::stream_sync(stream_);  // host buffer is freed below
+        } else {
+            rt::h2d(d, t.data, size_t(t.n_bytes), stream_);
+        }
+        GpuMat m;
+        m.type = t.type;
+        m.n_in = w.n_in, m.n_out = w.n_out, m.n_chunk = w.n_in / 32;
+        m.qs = d + L.qs;
+        m.qh = d + L.qh;
+        m.sc = d + L.sc;
+        m.sb = d + L.sb;
+        mats_[d] = m;
+        w.data = d;
+        return w;
+    }
+
+    void reserve(int max_rows, int64_t max_n_in) override {
+        if (max_rows <= act_rows_ && max_n_in <= act_n_) return;
+        for (void* p : {(void*)act_x_, (void*)act_q_, (void*)act_ds_}) release(p);
+        act_rows_ = std::max(act_rows_, max_rows);
+        act_n_ = std::max(act_n_, max_n_in);
+        const size_t cells = size_t(act_rows_) * size_t(act_n_);
+        act_x_ = static_cast<float*>(alloc(cells * 4, "matmul input (f32)"));
+        act_q_ = static_cast<int8_t*>(alloc(cells, "matmul input (q8)"));
+        act_ds_ = static_cast<float*>(alloc(cells / 32 * 8 + 8, "matmul input (q8 scales)"));
+        if (!part_) part_ = static_cast<float*>(alloc(kAttnPartBytes, "attention split scratch"));
+    }
+
+    std::unique_ptr<KvCache> create_kv_cache(const KvCacheDesc& d) override {
+        if (d.type != GgmlType::F16 && d.type != GgmlType::F32) fail("GPU KV cache type must be F16 or F32");
+        const size_t esz = d.type == GgmlType::F16 ? 2 : 4;
+        const size_t bytes = 2 * size_t(d.n_layer) * d.n_seq * d.n_kv_head * d.n_ctx * d.head_dim * esz;
+        void* buf = alloc(bytes, "KV cache");
+        rt::memset(buf, 0, bytes, stream_);
+        if (!part_) part_ = static_cast<float*>(alloc(kAttnPartBytes, "attention split scratch"));
+        return std::make_unique<GpuKvCache>(d, buf, bytes);
+    }
+
+    // ---- ops ----
+    void embed(const Weight& table, const int32_t* tokens, int n_tokens, float* out) override {
+        flush();
+        ops::embed(mat(table), tokens, n_tokens, out, stream_);
+        rt::check("embed");
+    }
+    void rms_norm(const float* x, const Weight& w, float* y, int rows, int n, float eps) override {
+        flush();
+        ops::rms_norm(x, f32(w), y, rows, n, eps, stream_);
+        rt::check("rms_norm");
+    }
+    void matmul_input(const float* x, int rows, int64_t n) override {
+        flush();
+        set_input(x, nullptr, nullptr, 0.f, rows, n);
+    }
+    // A residual add still pending on this x is done by the norm kernel itself.
+    void matmul_input_rms_norm(const float* x, const Weight& w, float eps, int rows, int64_t n) override {
+        const float* res = nullptr;
+        if (pend_.x == x && pend_.n == int64_t(rows) * n) res = pend_.y, pend_ = {};
+        flush();
+        set_input(x, res, f32(w), eps, rows, n);
+    }
+    void matmul(const Weight& w, float* y) override {
+        flush();
+        const GpuMat& m = mat(w);
+        check_input(w);
+        ops::matvec(m, act_, y, stream_);
+        rt::check("matmul");
+    }
+    void matmul_swiglu(const Weight& gate, const Weight& up, float* g_tmp, float* u_tmp, float* h, int rows) override {
+        flush();
+        if (gate.type != up.type || gate.n_in != up.n_in || gate.n_out != up.n_out || rows != act_.rows)
+            return Backend::matmul_swiglu(gate, up, g_tmp, u_tmp, h, rows);
+        check_input(gate);
+        ops::matvec_swiglu(mat(gate), mat(up), act_, h, stream_);
+        rt::check("matmul_swiglu");
+    }
+    void add_bias(float* y, const Weight& b, int rows, int n) override {
+        flush();
+        ops::add_bias(y, f32(b), rows, n, stream_);
+        rt::check("add_bias");
+    }
+    // Deferred: fused into the next matmul_input_rms_norm of the same x, else run
+    // before whatever op comes next (flush()).
+    void add(float* x, const float* y, int64_t n) override {
+        flush();
+        pend_ = {x, y, n};
+    }
+    void swiglu(const float* g, const float* u, float* h, int64_t n) override {
+        flush();
+        ops::swiglu(g, u, h, n, stream_);
+        rt::check("swiglu");
+    }
+    void head_rms_norm(float* x, const Weight& w, int rows, int n_head, int head_dim, float eps) override {
+        flush();
+        ops::head_rms_norm(x, f32(w), rows, n_head, head_dim, eps, stream_);
+        rt::check("head_rms_norm");
+    }
+    void rope(float* x, int n_head, int head_dim, const RopeParams& p, const BatchView& b) override {
+        flush();
+        ops::RopeArgs r;
+        r.n_rot = p.n_rot, r.freq_base = p.freq_base, r.freq_scale = p.freq_scale, r.neox = p.neox;
+        r.freq_factors = p.freq_factors;
+        ops::rope(x, b.n_tokens, n_head, head_dim, r, b.pos, stream_);
+        rt::check("rope");
+    }
+    void kv_store(KvCache& c, int layer, const float* k, const float* v, const BatchView& b) override {
+        flush();
+        ops::kv_store(cache(c).layer(layer), k, v, b.n_tokens, b.pos, b.seq, stream_);
+        rt::check("kv_store");
+    }
+    void attention(KvCache& c, int layer, const float* q, float* out, int n_head, float scale,
+                   const BatchView& b) override {
+        flush();
+        const ops::KvLayer L = cache(c).layer(layer);
+        // A captured graph must serve every later position: cover the whole context.
+        const int n_kv = capturing_ ? L.n_ctx : std::clamp(b.n_kv_max > 0 ? b.n_kv_max : L.n_ctx, 1, L.n_ctx);
+        const size_t per_row = size_t(n_head) * ops::attention_splits(n_kv) * (L.hd + 2) * sizeof(float);
+        const int chunk = int(std::max<size_t>(1, kAttnPartBytes / per_row));
+        const int64_t w = int64_t(n_head) * L.hd;
+        for (int r0 = 0; r0 < b.n_tokens; r0 += chunk) {
+            const int nr = std::min(chunk, b.n_tokens - r0);
+            ops::attention(L, q + r0 * w, out + r0 * w, nr, n_head, scale, b.pos + r0, b.seq + r0, n_kv, part_,
+                           stream_);
+        }
+        rt::check("attention");
+    }
+    void gather_rows(const float* x, const int32_t* idx, int n_idx, int64_t n, float* y) override {
+        flush();
+        ops::gather_rows(x, idx, n_idx, n, y, stream_);
+        rt::check("gather_rows");
+    }
+    void argmax(const float* logits, int rows, int64_t n, int32_t* out) override {
+        flush();
+        ops::argmax(logits, rows, n, out, stream_);
+        rt::check("argmax");
+    }
+
+    // ---- graphs ----
+    bool supports_capture() const override { return true; }
+    void capture_begin() override {
+        rt::capture_begin(stream_);
+        capturing_ = true;
+    }
+    int capture_end() override {
+        flush();
+        capturing_ = false;
+        graphs_.push_back(rt::capture_end(stream_));
+        return int(graphs_.size()) - 1;
+    }
+    void replay(int g) override {
+        if (g < 0 || g >= int(graphs_.size()) || !graphs_[g]) fail("replay: no graph {}", g);
+        rt::graph_launch(graphs_[g], stream_);
+    }
+    void release_graph(int g) override {
+        if (g >= 0 && g < int(graphs_.size())) rt::graph_destroy(graphs_[g]), graphs_[g] = nullptr;
+    }
+
+    void* stream() const { return stream_; }
+
+private:
+    const GpuMat& mat(const Weight& w) const {
+        auto it = mats_.find(w.data);
+        if (it == mats_.end()) fail("GPU backend: weight '{}' was not uploaded to this device", w.name);
+        return it->second;
+    }
+    static const float* f32(const Weight& w) {
+        if (w.type != GgmlType::F32) fail("GPU backend: vector weight '{}' must be F32", w.name);
+        return static_cast<const float*>(w.data);
+    }
+    static GpuKvCache& cache(KvCache& c) { return static_cast<GpuKvCache&>(c); }
+
+    void flush() {
+        if (!pend_.x) return;
+        ops::add(pend_.x, pend_.y, pend_.n, stream_);
+        pend_ = {};
+        rt::check("add");
+    }
+
+    void set_input(const float* x, const float* res, const float* w, float eps, int rows, int64_t n) {
+        if (rows > act_rows_ || n > act_n_)
+            fail("GPU backend: matmul input [{}][{}] exceeds the reserved [{}][{}]", rows, n, act_rows_, act_n_);
+        const bool q = n % 32 == 0;
+        ops::prepare_act(const_cast<float*>(x), res, w, eps, rows, n, act_x_, q ? act_q_ : nullptr, act_ds_, stream_);
+        rt::check("matmul input");
+        act_.x = act_x_;
+        act_.q = q ? act_q_ : nullptr;
+        act_.ds = q ? act_ds_ : nullptr;
+        act_.rows = rows;
+        act_.n = n;
+    }
+    void check_input(const Weight& w) const {
+        if (w.n_in != act_.n) fail("matmul '{}': input has {} columns, weight has {}", w.name, act_.n, w.n_in);
+        if (!is_float_type(w.type) && !act_.q) fail("matmul '{}': input length {} is not a multiple of 32", w.name, act_.n);
+    }
+
+    int dev_;
+    rt::DeviceInfo info_;
+    void* stream_ = nullptr;
+    std::unordered_map<void*, size_t> owned_;
+    std::unordered_map<const void*, GpuMat> mats_;
+    float* act_x_ = nullptr;
+    int8_t* act_q_ = nullptr;
+    float* act_ds_ = nullptr;
+    int act_rows_ = 0;
+    int64_t act_n_ = 0;
+    ops::Act act_;
+    float* part_ = nullptr;
+    bool capturing_ = false;
+    struct PendingAdd {
+        float* x = nullptr;
+        const float* y = nullptr;
+        int64_t n = 0;
+    } pend_;
+    std::vector<void*> graphs_;
+};
+
+}  // namespace
+}  // namespace gpu
+
+std::unique_ptr<Backend> make_gpu_backend(int device) { return std::make_unique<gpu::GpuBackend>(device); }
+
+double gpu_copy_bandwidth_gbs(int device) {
+    gpu::rt::set_device(device);
+    return gpu::rt::copy_bandwidth_gbs(size_t(1) << 30, 10);
+}
+
+int gpu_device_count_impl() {
+    try {
+        return gpu::rt::device_count();
+    } catch (const Error&) {
+        return 0;
+    }
+}
+
+}  // namespace vega

@@ -1,0 +1,211 @@
+// RoPE, KV-cache writes and decode attention split over the sequence.
+//
+// attention: grid (n_split, n_head, rows). Each block takes kAttnSplit
+// positions of one (token, head); groups of kAttnGroup lanes own one position at
+// a time (q.k reduced inside the group with DPP), keep an online softmax and a
+// partial V sum, merge through LDS and write (max, sum, acc[hd]) per split. A
+// second kernel merges the splits. The token's KV length is pos[t] + 1, read
+// on the device, so a captured graph stays valid as positions advance.
+//
+// @audit kernel=*attn_split<* min_waves=4 expect=dpp
+// @audit kernel=* min_waves=4
+#include "backend/gpu/ops.h"
+#include "backend/gpu/runtime.h"
+#include "backend/gpu/wave.h"
+
+namespace vega::gpu {
+namespace {
+
+using arch::kAttnGroup;
+using arch::kAttnSplit;
+using arch::kAttnThreads;
+using arch::kEltThreads;
+constexpr int kMaxHd = 256;
+constexpr int kPairs = kMaxHd / 2 / kAttnGroup;  // dim pairs per lane at most
+constexpr int kGroups = kAttnThreads / kAttnGroup;
+
+gpuStream_t S(void* s) { return static_cast<gpuStream_t>(s); }
+unsigned grid_for(int64_t n, int per) { return unsigned((n + per - 1) / per); }
+
+// One thread per rotated pair: x [rows][n_head][hd].
+__global__ void rope_k(float* __restrict__ x, int n_head, int hd, ops::RopeArgs r, const int32_t* __restrict__ pos,
+                       int64_t total) {
+    const int64_t i = int64_t(blockIdx.x) * blockDim.x + threadIdx.x;
+    if (i >= total) return;
+    const int half = r.n_rot / 2;
+    const int j = int(i % half);
+    const int64_t vec = i / half;  // row * n_head + head
+    const int64_t row = vec / n_head;
+    float theta = float(pos[row]) * r.freq_scale * powf(r.freq_base, -2.f * float(j) / float(r.n_rot));
+    if (r.freq_factors) theta /= r.freq_factors[j];
+    float sn, cs;
+    sincosf(theta, &sn, &cs);
+    float* p = x + vec * hd;
+    const int a = r.neox ? j : 2 * j, b = r.neox ? j + half : 2 * j + 1;
+    const float x0 = p[a], x1 = p[b];
+    p[a] = x0 * cs - x1 * sn;
+    p[b] = x0 * sn + x1 * cs;
+}
+
+template <bool F16>
+__global__ void kv_store_k(ops::KvLayer c, const float* __restrict__ k, const float* __restrict__ v,
+                           const int32_t* __restrict__ pos, const int32_t* __restrict__ seq) {
+    const int width = c.n_kv_head * c.hd;
+    const int i = int(blockIdx.x) * blockDim.x + threadIdx.x;
+    if (i >= width) return;
+    const int t = blockIdx.y;
+    const int h = i / c.hd, d = i % c.hd;
+    const int64_t dst = ((int64_t(seq[t]) * c.n_kv_head + h) * c.n_ctx + pos[t]) * c.hd + d;
+    const float kv = k[int64_t(t) * width + i], vv = v[int64_t(t) * width + i];
+    if constexpr (F16) {
+        static_cast<uint16_t*>(c.k)[dst] = f2h(kv);
+        static_cast<uint16_t*>(c.v)[dst] = f2h(vv);
+    } else {
+        static_cast<float*>(c.k)[dst] = kv;
+        static_cast<float*>(c.v)[dst] = vv;
+    }
+}
+
+template <bool F16>
+__device__ __forceinline__ float2 load_pair(const void* base, int64_t i /* element index, even */) {
+    if constexpr (F16) {
+        const uint32_t v = *reinterpret_cast<const uint32_t*>(static_cast<const uint16_t*>(base) + i);
+        return make_float2(h2f(uint16_t(v & 0xFFFF)), h2f(uint16_t(v >> 16)));
+    } else {
+        return *reinterpret_cast<const float2*>(static_cast<const float*>(base) + i);
+    }
+}
+
+// part [rows][n_head][n_split][hd + 2]: (max, sum, acc[hd]) of one split, unnormalized.
+template <bool F16>
+__global__ void __launch_bounds__(kAttnThreads) attn_split(ops::KvLayer c, const float* __restrict__ q,
+                                                           float* __restrict__ part, int n_head, float scale,
+                                                           const int32_t* __restrict__ pos,
+                                                           const int32_t* __restrict__ seq, int n_split) {
+    __shared__ float s_ml[kGroups][2];
+    __shared__ float s_acc[kGroups][kMaxHd];
+    const int sp = blockIdx.x, h = blockIdx.y, t = blockIdx.z;
+    const int hd = c.hd;
+    const int kv_len = pos[t] + 1;
+    const int p0 = sp * kAttnSplit, p1 = min(p0 + kAttnSplit, kv_len);
+    float* out = part + ((int64_t(t) * n_head + h) * n_split + sp) * (hd + 2);
+    if (p0 >= p1) {  // beyond this token's context: an empty split
+        if (threadIdx.x == 0) out[0] = -INFINITY, out[1] = 0.f;
+        return;
+    }
+    const int g = threadIdx.x / kAttnGroup, sub = threadIdx.x % kAttnGroup;
+    const int kvh = h / (n_head / c.n_kv_head);
+    const int64_t base = (int64_t(seq[t]) * c.n_kv_head + kvh) * c.n_ctx * hd;
+    const float* qr = q + (int64_t(t) * n_head + h) * hd;
+    float2 qv[kPairs], acc[kPairs];
+#pragma unroll
+    for (int k = 0; k < kPairs; ++k) {
+        const int d = 2 * (sub + k * kAttnGroup);
+        qv[k] = d < hd ? make_float2(qr[d] * scale, qr[d + 1] * scale) : make_float2(0.f, 0.f);
+        acc[k] = make_float2(0.f, 0.f);
+    }
+    float m = -INFINITY, l = 0.f;
+    for (int pb = p0; pb < p1; pb += kGroups) {  // uniform trip count: all lanes reach the reductions
+        const int p = pb + g;
+        const bool valid = p < p1;
+        const int64_t row = base + int64_t(valid ? p : p0) * hd;
+        float s = 0.f;
+#pragma unroll
+        for (int k = 0; k < kPairs; ++k) {
+            const int d = 2 * (sub + k * kAttnGroup);
+            if (d < hd) {
+                const float2 kk = load_pair<F16>(c.k, row + d);
+                s += qv[k].x * kk.x + qv[k].y * kk.y;
+            }
+        }
+        s = group_reduce_sum<kAttnGroup>(s);
+        if (valid) {
+            const float mn = fmaxf(m, s);
+            const float corr = __expf(m - mn), e = __expf(s - mn);
+            l = l * corr + e;
+#pragma unroll
+            for (int k = 0; k < kPairs; ++k) {
+                const int d = 2 * (sub + k * kAttnGroup);
+                if (d < hd) {
+                    const float2 vv = load_pair<F16>(c.v, row + d);
+                    acc[k].x = acc[k].x * corr + e * vv.x;
+                    acc[k].y = acc[k].y * corr + e * vv.y;
+                }
+            }
+            m = mn;
+        }
+    }
+    if (sub == 0) s_ml[g][0] = m, s_ml[g][1] = l;
+#pragma unroll
+    for (int k = 0; k < kPairs; ++k) {
+        const int d = 2 * (sub + k * kAttnGroup);
+        if (d < hd) s_acc[g][d] = acc[k].x, s_acc[g][d + 1] = acc[k].y;
+    }
+    __syncthreads();
+    float M = -INFINITY;
+    for (int i = 0; i < kGroups; ++i) M = fmaxf(M, s_ml[i][0]);
+    for (int d = threadIdx.x; d < hd + 1; d += kAttnThreads) {
+        float a = 0.f;
+        for (int i = 0; i < kGroups; ++i) {
+            if (s_ml[i][1] == 0.f) continue;  // group saw no position
+            const float w = __expf(s_ml[i][0] - M);
+            a += w * (d < hd ? s_acc[i][d] : s_ml[i][1]);
+        }
+        if (d < hd) out[2 + d] = a;
+        else out[0] = M, out[1] = a;
+    }
+}
+
+// out [rows][n_head][hd] from the splits; grid (n_head, rows).
+__global__ void __launch_bounds__(kEltThreads) attn_combine(const float* __restrict__ part, float* __restrict__ out,
+                                                            int n_head, int hd, int n_split) {
+    const int h = blockIdx.x, t = blockIdx.y;
+    const float* p = part + (int64_t(t) * n_head + h) * n_split * (hd + 2);
+    float M = -INFINITY;
+    for (int s = 0; s < n_split; ++s)
+        if (p[s * (hd + 2) + 1] > 0.f) M = fmaxf(M, p[s * (hd + 2)]);
+    float L = 0.f;
+    for (int s = 0; s < n_split; ++s) {
+        const float* ps = p + s * (hd + 2);
+        if (ps[1] > 0.f) L += ps[1] * __expf(ps[0] - M);
+    }
+    const float inv = L > 0.f ? 1.f / L : 0.f;
+    for (int d = threadIdx.x; d < hd; d += blockDim.x) {
+        float a = 0.f;
+        for (int s = 0; s < n_split; ++s) {
+            const float* ps = p + s * (hd + 2);
+            if (ps[1] > 0.f) a += ps[2 + d] * __expf(ps[0] - M);
+        }
+        out[(int64_t(t) * n_head + h) * hd + d] = a * inv;
+    }
+}
+
+}  // namespace
+
+void ops::rope(float* x, int rows, int n_head, int hd, const RopeArgs& r, const int32_t* pos, void* s) {
+    const int64_t total = int64_t(rows) * n_head * (r.n_rot / 2);
+    if (total > 0) rope_k<<<grid_for(total, kEltThreads), kEltThreads, 0, S(s)>>>(x, n_head, hd, r, pos, total);
+}
+
+void ops::kv_store(const KvLayer& c, const float* k, const float* v, int rows, const int32_t* pos, const int32_t* seq,
+                   void* s) {
+    if (rows <= 0) return;
+    const dim3 grid{grid_for(int64_t(c.n_kv_head) * c.hd, kEltThreads), unsigned(rows)};
+    if (c.f16) kv_store_k<true><<<grid, kEltThreads, 0, S(s)>>>(c, k, v, pos, seq);
+    else kv_store_k<false><<<grid, kEltThreads, 0, S(s)>>>(c, k, v, pos, seq);
+}
+
+int ops::attention_splits(int n_kv_max) { return (n_kv_max + kAttnSplit - 1) / kAttnSplit; }
+
+void ops::attention(const KvLayer& c, const float* q, float* out, int rows, int n_head, float scale, const int32_t* pos,
+                    const int32_t* seq, int n_kv_max, float* part, void* s) {
+    if (rows <= 0) return;
+    if (c.hd > kMaxHd || c.hd % 2) gpu_fail("attention: head_dim " + std::to_string(c.hd) + " is not supported (even, <= 256)");
+    const int n_split = attention_splits(n_kv_max);
+    const dim3 grid{unsigned(n_split), unsigned(n_head), unsigned(rows)};
+    if (c.f16) attn_split<true><<<grid, kAttnThreads, 0, S(s)>>>(c, q, part, n_head, scale, pos, seq, n_split);
+    else attn_split<false><<<grid, kAttnThreads, 0, S(s)>>>(c, q, part, n_head, scale, pos, seq, n_split);
+    attn_combine<<<dim3(unsigned(n_head), unsigned(rows)), kEltThreads, 0, S(s)>>>(part, out, n_head, c.hd, n_split);
+}
+
+}  // namespace vega::gpu

@@ -1,0 +1,226 @@
+// Row-wise and element-wise kernels: embedding lookup, RMS norm fused with the
+// q8 quantization of the matmul input, per-head norm, bias/residual adds,
+// SwiGLU, row gather and the device argmax.
+//
+// @audit kernel=*prepare_act_k<* min_waves=4 expect=dpp
+// @audit kernel=*argmax_k(* min_waves=4 expect=dpp
+// @audit kernel=*head_rms_norm_k(* min_waves=4 expect=dpp
+// @audit kernel=* min_waves=4
+#include "backend/gpu/ops.h"
+#include "backend/gpu/runtime.h"
+#include "backend/gpu/wave.h"
+
+namespace vega::gpu {
+namespace {
+
+using arch::kEltThreads;
+using arch::kRowThreads;
+
+gpuStream_t S(void* s) { return static_cast<gpuStream_t>(s); }
+unsigned grid_for(int64_t n, int per) { return unsigned((n + per - 1) / per); }
+
+// Element i of row `row` of a weight in the GPU layout (scalar; for lookups).
+__device__ float weight_elem(const GpuMat& W, int64_t row, int64_t i) {
+    switch (W.type) {
+        case GgmlType::F32: return reinterpret_cast<const float*>(W.qs)[row * W.n_in + i];
+        case GgmlType::F16: return h2f(reinterpret_cast<const uint16_t*>(W.qs)[row * W.n_in + i]);
+        case GgmlType::BF16: return bf2f(reinterpret_cast<const uint16_t*>(W.qs)[row * W.n_in + i]);
+        default: break;
+    }
+    const int64_t c = i / 32, ch = row * W.n_chunk + c;
+    const int e = int(i % 32);
+    const uint16_t* sc16 = reinterpret_cast<const uint16_t*>(W.sc);
+    if (W.type == GgmlType::Q8_0) return h2f(sc16[ch]) * float(int8_t(W.qs[ch * 32 + e]));
+    const uint8_t b = W.qs[ch * 16 + (e % 16)];
+    const int nib = e < 16 ? (b & 0xF) : (b >> 4);
+    const int h5 = W.qh ? int((reinterpret_cast<const uint32_t*>(W.qh)[ch] >> e) & 1) << 4 : 0;
+    const int64_t sbi = row * (W.n_chunk / 8) + c / 8;
+    switch (W.type) {
+        case GgmlType::Q4_0: return h2f(sc16[ch]) * float(nib - 8);
+        case GgmlType::Q4_1: return h2f(sc16[2 * ch]) * float(nib) + h2f(sc16[2 * ch + 1]);
+        case GgmlType::Q5_0: return h2f(sc16[ch]) * float((nib | h5) - 16);
+        case GgmlType::Q5_1: return h2f(sc16[2 * ch]) * float(nib | h5) + h2f(sc16[2 * ch + 1]);
+        case GgmlType::Q4_K:
+        case GgmlType::Q5_K: {
+            const uint16_t* sb = reinterpret_cast<const uint16_t*>(W.sb) + 2 * sbi;
+            const int q = W.type == GgmlType::Q4_K ? nib : (nib | h5);
+            return h2f(sb[0]) * float(W.sc[2 * ch]) * float(q) - h2f(sb[1]) * float(W.sc[2 * ch + 1]);
+        }
+        case GgmlType::Q6_K: {
+            const uint32_t h = reinterpret_cast<const uint32_t*>(W.qh)[2 * ch + e / 16];
+            const int q = nib | int((h >> (2 * (e % 16))) & 3) << 4;
+            return h2f(reinterpret_cast<const uint16_t*>(W.sb)[sbi]) * float(int8_t(W.sc[2 * ch + e / 16])) *
+                   float(q - 32);
+        }
+        default: return 0.f;
+    }
+}
+
+// out [n][n_in]; grid (ceil(n_in / kEltThreads), n).
+__global__ void embed_k(GpuMat table, const int32_t* __restrict__ tok, float* __restrict__ out) {
+    const int64_t i = int64_t(blockIdx.x) * blockDim.x + threadIdx.x;
+    if (i >= table.n_in) return;
+    out[int64_t(blockIdx.y) * table.n_in + i] = weight_elem(table, tok[blockIdx.y], i);
+}
+
+// One block per row. xo [n] = x * (w ? w / rms(x) : 1); when Q, also the q8 form:
+// groups of 8 lanes own one 32-element chunk (4 elements a lane), reduce |max|
+// and the q sum with DPP inside the group, and write one packed int32 a lane.
+template <bool Q>
+__global__ void __launch_bounds__(kRowThreads) prepare_act_k(float* x, const float* __restrict__ res,
+                                                           const float* __restrict__ w, float eps, int64_t n,
+                                                           float* __restrict__ xo, int8_t* __restrict__ q,
+                                                           float* __restrict__ ds) {
+    __shared__ float lds[kRowThreads / kWave];
+    const int64_t r = blockIdx.x;
+    float* xr = x + r * n;
+    float* yr = xo + r * n;
+    float scale = 1.f;
+    if (res) {  // fused residual add: x += res (the pass below re-reads x after the block barrier)
+        const float* rr = res + r * n;
+        float ss = 0.f;
+        for (int64_t i = threadIdx.x; i < n; i += kRowThreads) {
+            const float v = xr[i] + rr[i];
+            xr[i] = v;
+            ss += v * v;
+        }
+        ss = block_reduce_sum<kRowThreads>(ss, lds);  // contains __syncthreads: x is visible to the block
+        scale = w ? rsqrtf(ss / float(n) + eps) : 1.f;
+    } else if (w) {
+        float ss = 0.f;
+        for (int64_t i = threadIdx.x; i < n; i += kRowThreads) ss += xr[i] * xr[i];
+        ss = block_reduce_sum<kRowThreads>(ss, lds);
+        scale = rsqrtf(ss / float(n) + eps);
+    }
+    if constexpr (!Q) {
+        for (int64_t i = threadIdx.x; i < n; i += kRowThreads) yr[i] = xr[i] * scale * (w ? w[i] : 1.f);
+    } else {
+        const int64_t nc = n / 32;
+        const int sub = threadIdx.x % 8;
+        // Uniform trip count over the block so every lane takes part in the group reductions.
+        for (int64_t c0 = 0; c0 < nc; c0 += kRowThreads / 8) {
+            const int64_t c = c0 + threadIdx.x / 8;
+            const bool valid = c < nc;
+            const int64_t i = c * 32 + sub * 4;
+            float4 v = valid ? *reinterpret_cast<const float4*>(xr + i) : make_float4(0.f, 0.f, 0.f, 0.f);
+            const float4 g = (w && valid) ? *reinterpret_cast<const float4*>(w + i) : make_float4(1.f, 1.f, 1.f, 1.f);
+            v.x *= scale * g.x, v.y *= scale * g.y, v.z *= scale * g.z, v.w *= scale * g.w;
+            if (valid) *reinterpret_cast<float4*>(yr + i) = v;
+            float amax = fmaxf(fmaxf(fabsf(v.x), fabsf(v.y)), fmaxf(fabsf(v.z), fabsf(v.w)));
+            amax = group_reduce_max<8>(amax);
+            const float d = amax / 127.f, id = d != 0.f ? 1.f / d : 0.f;
+            const int q0 = int(roundf(v.x * id)), q1 = int(roundf(v.y * id)), q2 = int(roundf(v.z * id)),
+                      q3 = int(roundf(v.w * id));
+            const float sum = group_reduce_sum<8>(float(q0 + q1 + q2 + q3));
+            const uint32_t packed =
+                (uint32_t(q0) & 0xFF) | (uint32_t(q1) & 0xFF) << 8 | (uint32_t(q2) & 0xFF) << 16 | uint32_t(q3) << 24;
+            if (valid) {
+                reinterpret_cast<uint32_t*>(q + (r * nc + c) * 32)[sub] = packed;
+                if (sub == 0) reinterpret_cast<float2*>(ds)[r * nc + c] = make_float2(d, d * sum);
+            }
+        }
+    }
+}
+
+__global__ void add_bias_k(float* __restrict__ y, const float* __restrict__ b, int n, int64_t total) {
+    const int64_t i = int64_t(blockIdx.x) * blockDim.x + threadIdx.x;
+    if (i < total) y[i] += b[i % n];
+}
+__global__ void add_k(float* __restrict__ x, const float* __restrict__ y, int64_t n) {
+    const int64_t i = int64_t(blockIdx.x) * blockDim.x + threadIdx.x;
+    if (i < n) x[i] += y[i];
+}
+__global__ void swiglu_k(const float* __restrict__ g, const float* __restrict__ u, float* __restrict__ h, int64_t n) {
+    const int64_t i = int64_t(blockIdx.x) * blockDim.x + threadIdx.x;
+    if (i < n) h[i] = g[i] / (1.f + __expf(-g[i])) * u[i];
+}
+
+// One wave per (row, head): x [rows][n_head][hd] *= w / rms.
+__global__ void __launch_bounds__(kEltThreads) head_rms_norm_k(float* __restrict__ x, const float* __restrict__ w,
+                                                               int64_t n_vec, int hd, float eps) {
+    const int64_t v = int64_t(blockIdx.x) * (kEltThreads / kWave) + threadIdx.x / kWave;
+    if (v >= n_vec) return;
+    float* p = x + v * hd;
+    float ss = 0.f;
+    for (int i = lane_id(); i < hd; i += kWave) ss += p[i] * p[i];
+    ss = wave_reduce_sum(ss);
+    const float sc = rsqrtf(ss / float(hd) + eps);
+    for (int i = lane_id(); i < hd; i += kWave) p[i] = p[i] * sc * w[i];
+}
+
+__global__ void gather_k(const float* __restrict__ x, const int32_t* __restrict__ idx, int64_t n, float* __restrict__ y) {
+    const int64_t i = int64_t(blockIdx.x) * blockDim.x + threadIdx.x;
+    if (i < n) y[int64_t(blockIdx.y) * n + i] = x[int64_t(idx[blockIdx.y]) * n + i];
+}
+
+// One block per row; (value, index) pairs reduced with the lowest index winning ties.
+__global__ void __launch_bounds__(kRowThreads) argmax_k(const float* __restrict__ logits, int64_t n,
+                                                        int32_t* __restrict__ out) {
+    __shared__ float lv[kRowThreads / kWave];
+    __shared__ int li[kRowThreads / kWave];
+    const float* p = logits + int64_t(blockIdx.x) * n;
+    float best = -INFINITY;
+    int bi = int(n);  // larger than any index
+    for (int64_t i = threadIdx.x; i < n; i += kRowThreads) {
+        const float v = p[i];
+        if (v > best) best = v, bi = int(i);
+    }
+    // Wave: max value, then the smallest index holding it.
+    const float m = wave_reduce_max(best);
+    float cand = best == m ? float(-bi) : -INFINITY;  // max of -index = min index (exact below 2^24)
+    const int wi = int(-wave_reduce_max(cand));
+    if (lane_id() == 0) lv[threadIdx.x / kWave] = m, li[threadIdx.x / kWave] = wi;
+    __syncthreads();
+    if (threadIdx.x == 0) {
+        float bv = lv[0];
+        int bidx = li[0];
+        for (int k = 1; k < kRowThreads / kWave; ++k)
+            if (lv[k] > bv || (lv[k] == bv && li[k] < bidx)) bv = lv[k], bidx = li[k];
+        out[blockIdx.x] = bidx >= n ? 0 : bidx;
+    }
+}
+
+}  // namespace
+
+void ops::embed(const GpuMat& table, const int32_t* tokens, int n, float* out, void* s) {
+    if (n <= 0) return;
+    embed_k<<<dim3(grid_for(table.n_in, kEltThreads), unsigned(n)), kEltThreads, 0, S(s)>>>(table, tokens, out);
+}
+
+void ops::prepare_act(float* x, const float* res, const float* w, float eps, int rows, int64_t n, float* xo, int8_t* q,
+                      float* ds, void* s) {
+    if (rows <= 0) return;
+    if (q && n % 32 == 0)
+        prepare_act_k<true><<<unsigned(rows), kRowThreads, 0, S(s)>>>(x, res, w, eps, n, xo, q, ds);
+    else
+        prepare_act_k<false><<<unsigned(rows), kRowThreads, 0, S(s)>>>(x, res, w, eps, n, xo, nullptr, nullptr);
+}
+
+void ops::rms_norm(const float* x, const float* w, float* y, int rows, int n, float eps, void* s) {
+    if (rows <= 0) return;
+    prepare_act_k<false><<<unsigned(rows), kRowThreads, 0, S(s)>>>(const_cast<float*>(x), nullptr, w, eps, n, y, nullptr,
+                                                                   nullptr);
+}
+
+void ops::add_bias(float* y, const float* b, int rows, int n, void* s) {
+    const int64_t total = int64_t(rows) * n;
+    if (total > 0) add_bias_k<<<grid_for(total, kEltThreads), kEltThreads, 0, S(s)>>>(y, b, n, total);
+}
+void ops::add(float* x, const float* y, int64_t n, void* s) {
+    if (n > 0) add_k<<<grid_for(n, kEltThreads), kEltThreads, 0, S(s)>>>(x, y, n);
+}
+void ops::swiglu(const float* g, const float* u, float* h, int64_t n, void* s) {
+    if (n > 0) swiglu_k<<<grid_for(n, kEltThreads), kEltThreads, 0, S(s)>>>(g, u, h, n);
+}
+void ops::head_rms_norm(float* x, const float* w, int rows, int n_head, int hd, float eps, void* s) {
+    const int64_t nv = int64_t(rows) * n_head;
+    if (nv > 0) head_rms_norm_k<<<grid_for(nv, kEltThreads / kWave), kEltThreads, 0, S(s)>>>(x, w, nv, hd, eps);
+}
+void ops::gather_rows(const float* x, const int32_t* idx, int n_idx, int64_t n, float* y, void* s) {
+    if (n_idx > 0) gather_k<<<dim3(grid_for(n, kEltThreads), unsigned(n_idx)), kEltThreads, 0, S(s)>>>(x, idx, n, y);
+}
+void ops::argmax(const float* logits, int rows, int64_t n, int32_t* out, void* s) {
+    if (rows > 0) argmax_k<<<unsigned(rows), kRowThreads, 0, S(s)>>>(logits, n, out);
+}
+
+}  // namespace vega::gpu

@@ -1,0 +1,70 @@
+// Kernel launchers (implemented in kernels/*.cu). Plain C++ declarations: all
+// pointers are device memory, `s` is the stream. Shapes are in the comments.
+#pragma once
+#include <cstdint>
+
+#include "backend/gpu/gpu_mat.h"
+
+namespace vega::gpu::ops {
+
+// The matmul input: x [rows][n] f32 and, when n % 32 == 0, its q8 form:
+// q [rows][n/32][32] int8 and ds [rows][n/32][2] (d, d*sum(q)) floats.
+struct Act {
+    const float* x = nullptr;
+    const int8_t* q = nullptr;
+    const float* ds = nullptr;
+    int rows = 0;
+    int64_t n = 0;
+};
+
+// out [n][table.n_in] = dequantized rows tokens[i] of the table.
+void embed(const GpuMat& table, const int32_t* tokens, int n, float* out, void* s);
+// y [rows][n] = x / rms(x) * w.
+void rms_norm(const float* x, const float* w, float* y, int rows, int n, float eps, void* s);
+// Writes the matmul input: xo = (w ? rms_norm(x) * w : x), and its q8 form when n % 32 == 0.
+// With res (fused residual add): x += res first, written back to x.
+void prepare_act(float* x, const float* res, const float* w, float eps, int rows, int64_t n, float* xo, int8_t* q,
+                 float* ds, void* s);
+// y [rows][W.n_out] = act @ W^T.
+void matvec(const GpuMat& W, const Act& a, float* y, void* s);
+// h [rows][G.n_out] = silu(act @ G^T) * (act @ U^T); G, U of one type and shape.
+void matvec_swiglu(const GpuMat& G, const GpuMat& U, const Act& a, float* h, void* s);
+
+void add_bias(float* y, const float* b, int rows, int n, void* s);         // y[r][:] += b
+void add(float* x, const float* y, int64_t n, void* s);                    // x += y
+void swiglu(const float* g, const float* u, float* h, int64_t n, void* s);  // h = silu(g) * u
+// x [rows][n_head][hd] *= w[hd] / rms (per head).
+void head_rms_norm(float* x, const float* w, int rows, int n_head, int hd, float eps, void* s);
+
+struct RopeArgs {
+    int n_rot = 0;
+    float freq_base = 10000.f, freq_scale = 1.f;
+    bool neox = false;
+    const float* freq_factors = nullptr;  // device [n_rot/2] or null
+};
+// In place on x [rows][n_head][hd] at positions pos[rows].
+void rope(float* x, int rows, int n_head, int hd, const RopeArgs& r, const int32_t* pos, void* s);
+
+// The cache of one layer: K and V [n_seq][n_kv_head][n_ctx][hd], f16 or f32.
+struct KvLayer {
+    void* k = nullptr;
+    void* v = nullptr;
+    bool f16 = true;
+    int n_seq = 1, n_ctx = 0, n_kv_head = 0, hd = 0;
+};
+// Writes k, v [rows][n_kv_head*hd] at (seq[i], pos[i]).
+void kv_store(const KvLayer& c, const float* k, const float* v, int rows, const int32_t* pos, const int32_t* seq,
+              void* s);
+// out [rows][n_head*hd] = softmax(q k^T * scale) v over positions 0..pos[i] of seq[i].
+// Split over the sequence in blocks of arch::kAttnSplit positions; n_kv_max (host
+// bound) sizes the grid, part [rows][n_head][n_split][hd+2] is scratch.
+int attention_splits(int n_kv_max);
+void attention(const KvLayer& c, const float* q, float* out, int rows, int n_head, float scale, const int32_t* pos,
+               const int32_t* seq, int n_kv_max, float* part, void* s);
+
+// y[j][:] = x[idx[j]][:], n floats per row.
+void gather_rows(const float* x, const int32_t* idx, int n_idx, int64_t n, float* y, void* s);
+// out[r] = argmax_j logits[r][j], lowest index on ties.
+void argmax(const float* logits, int rows, int64_t n, int32_t* out, void* s);
+
+}  // namespace vega::gpu::ops

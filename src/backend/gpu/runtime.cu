@@ -1,0 +1,134 @@
+// HIP/CUDA runtime calls behind runtime.h (one source for both vendors).
+#include <string>
+
+#include "backend/gpu/runtime.h"
+#include "backend/gpu/vendor.h"
+
+namespace vega::gpu::rt {
+
+namespace {
+void ok(gpuError_t e, const char* what) {
+    if (e != gpuSuccess) gpu_fail(std::string("GPU runtime error in ") + what + ": " + gpuGetErrorString(e));
+}
+gpuStream_t S(void* s) { return static_cast<gpuStream_t>(s); }
+}  // namespace
+
+int device_count() {
+    int n = 0;
+    if (gpuGetDeviceCount(&n) != gpuSuccess) {
+        (void)gpuGetLastError();
+        return 0;
+    }
+    return n;
+}
+
+DeviceInfo device_info(int dev) {
+    gpuDeviceProp p;
+    ok(gpuGetDeviceProperties(&p, dev), "getting device properties");
+    DeviceInfo d;
+    d.name = p.name;
+#if defined(VEGA_GPU_HIP)
+    d.arch = p.gcnArchName;
+#else
+    d.arch = "sm_" + std::to_string(p.major) + std::to_string(p.minor);
+#endif
+    d.total_mem = p.totalGlobalMem;
+    d.n_sm = p.multiProcessorCount;
+    d.wave = p.warpSize;
+    return d;
+}
+
+void set_device(int dev) { ok(gpuSetDevice(dev), "selecting the device"); }
+
+void* stream_create() {
+    gpuStream_t s;
+    ok(gpuStreamCreateWithFlags(&s, gpuStreamNonBlocking), "creating a stream");
+    return s;
+}
+void stream_destroy(void* s) { (void)gpuStreamDestroy(S(s)); }
+void stream_sync(void* s) { ok(gpuStreamSynchronize(S(s)), "synchronizing"); }
+
+void* malloc(size_t bytes) {
+    void* p = nullptr;
+    if (gpuMalloc(&p, bytes == 0 ? 1 : bytes) != gpuSuccess) {
+        (void)gpuGetLastError();
+        return nullptr;
+    }
+    return p;
+}
+void free(void* p) {
+    if (p) (void)gpuFree(p);
+}
+void mem_info(size_t* f, size_t* t) { ok(gpuMemGetInfo(f, t), "querying device memory"); }
+void h2d(void* dst, const void* src, size_t n, void* s) {
+    if (n) ok(gpuMemcpyAsync(dst, src, n, gpuMemcpyHostToDevice, S(s)), "copying to the device");
+}
+void d2h(void* dst, const void* src, size_t n, void* s) {
+    if (n) ok(gpuMemcpyAsync(dst, src, n, gpuMemcpyDeviceToHost, S(s)), "copying from the device");
+    ok(gpuStreamSynchronize(S(s)), "copying from the device");
+}
+void d2d(void* dst, const void* src, size_t n, void* s) {
+    if (n) ok(gpuMemcpyAsync(dst, src, n, gpuMemcpyDeviceToDevice, S(s)), "copying on the device");
+}
+void memset(void* dst, int v, size_t n, void* s) {
+    if (n) ok(gpuMemsetAsync(dst, v, n, S(s)), "clearing device memory");
+}
+void check(const char* what) { ok(gpuGetLastError(), what); }
+
+void capture_begin(void* s) { ok(gpuStreamBeginCapture(S(s), gpuStreamCaptureModeThreadLocal), "starting capture"); }
+void* capture_end(void* s) {
+    gpuGraph_t g;
+    ok(gpuStreamEndCapture(S(s), &g), "ending capture");
+    gpuGraphExec_t e;
+    ok(gpuGraphInstantiate(&e, g), "instantiating the graph");
+    (void)gpuGraphDestroy(g);
+    return e;
+}
+void graph_launch(void* g, void* s) { ok(gpuGraphLaunch(static_cast<gpuGraphExec_t>(g), S(s)), "launching the graph"); }
+void graph_destroy(void* g) {
+    if (g) (void)gpuGraphExecDestroy(static_cast<gpuGraphExec_t>(g));
+}
+
+void* event_create() {
+    gpuEvent_t e;
+    ok(gpuEventCreate(&e), "creating an event");
+    return e;
+}
+void event_record(void* e, void* s) { ok(gpuEventRecord(static_cast<gpuEvent_t>(e), S(s)), "recording an event"); }
+float event_ms(void* a, void* b) {
+    ok(gpuEventSynchronize(static_cast<gpuEvent_t>(b)), "waiting for an event");
+    float ms = 0.f;
+    ok(gpuEventElapsedTime(&ms, static_cast<gpuEvent_t>(a), static_cast<gpuEvent_t>(b)), "timing");
+    return ms;
+}
+void event_destroy(void* e) {
+    if (e) (void)gpuEventDestroy(static_cast<gpuEvent_t>(e));
+}
+
+double copy_bandwidth_gbs(size_t bytes, int reps) {
+    void* a = malloc(bytes);
+    void* b = malloc(bytes);
+    if (!a || !b) {
+        free(a), free(b);
+        gpu_fail("copy bandwidth probe: cannot allocate 2 x " + std::to_string(bytes) + " bytes");
+    }
+    void* s = stream_create();
+    void* e0 = event_create();
+    void* e1 = event_create();
+    memset(a, 1, bytes, s);
+    d2d(b, a, bytes, s);  // warm-up
+    float best = 1e30f;
+    for (int i = 0; i < reps; ++i) {
+        event_record(e0, s);
+        d2d(b, a, bytes, s);
+        event_record(e1, s);
+        const float ms = event_ms(e0, e1);
+        if (ms > 0.f && ms < best) best = ms;
+    }
+    event_destroy(e0), event_destroy(e1);
+    stream_destroy(s);
+    free(a), free(b);
+    return 2.0 * double(bytes) / (double(best) * 1e-3) / 1e9;
+}
+
+}  // namespace vega::gpu::rt

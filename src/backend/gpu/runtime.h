@@ -1,0 +1,54 @@
+// Thin host-side C++ interface to the GPU runtime (implemented in runtime.cu
+// with HIP or CUDA), so the backend class compiles with the ordinary C++
+// compiler. Streams, graphs and events are opaque pointers. Errors raise
+// vega::Error through gpu_fail().
+#pragma once
+#include <cstddef>
+#include <string>
+
+namespace vega::gpu {
+
+[[noreturn]] void gpu_fail(const std::string& msg);  // defined in gpu_backend.cpp
+
+namespace rt {
+
+int device_count();  // 0 when the runtime finds no device or no driver
+struct DeviceInfo {
+    std::string name, arch;
+    size_t total_mem = 0;
+    int n_sm = 0, wave = 0;
+};
+DeviceInfo device_info(int dev);
+void set_device(int dev);
+
+void* stream_create();
+void stream_destroy(void* s);
+void stream_sync(void* s);
+
+void* malloc(size_t bytes);  // nullptr when out of memory
+void free(void* p);
+void mem_info(size_t* free_bytes, size_t* total_bytes);
+void h2d(void* dst, const void* src, size_t n, void* s);  // async w.r.t. the device; src reusable on return
+void d2h(void* dst, const void* src, size_t n, void* s);  // synchronous
+void d2d(void* dst, const void* src, size_t n, void* s);
+void memset(void* dst, int v, size_t n, void* s);
+void check(const char* what);  // raises the last launch error, if any
+
+// Graph capture of all work issued to stream s between begin and end.
+void capture_begin(void* s);
+void* capture_end(void* s);  // returns an executable graph
+void graph_launch(void* g, void* s);
+void graph_destroy(void* g);
+
+// Seconds between two events recorded on s around fn()'s work (after a sync).
+void* event_create();
+void event_record(void* e, void* s);
+float event_ms(void* start, void* end);  // waits for end
+void event_destroy(void* e);
+
+// Device-to-device copy bandwidth in GB/s (bytes read + bytes written per
+// second), best of `reps` copies of `bytes` on the current device.
+double copy_bandwidth_gbs(size_t bytes, int reps);
+
+}  // namespace rt
+}  // namespace vega::gpu

@@ -1,0 +1,168 @@
+// Wave primitives and dot wrappers: the only place with cross-lane or
+// vendor-specific arithmetic. gfx906: DPP (quad_perm, row_half_mirror,
+// row_mirror), ds_swizzle (xor 16 inside 32 lanes) and v_readlane for the two
+// halves of a wave64; NVIDIA: __shfl_xor_sync. dot4_i8: v_dot4_i32_i8 / __dp4a.
+#pragma once
+#include <cstdint>
+
+#include "backend/gpu/arch/arch.h"
+#include "backend/gpu/vendor.h"
+
+namespace vega::gpu {
+
+constexpr int kWave = arch::kWave;
+
+// Asks the compiler to keep a kernel at >= n waves per SIMD (gfx906 register
+// budget); the audit checks the result. No-op on NVIDIA.
+#if defined(VEGA_GPU_HIP)
+#define VEGA_MIN_WAVES(n) __attribute__((amdgpu_waves_per_eu(n)))
+#else
+#define VEGA_MIN_WAVES(n)
+#endif
+
+__device__ __forceinline__ int lane_id() { return int(threadIdx.x) & (kWave - 1); }
+
+// acc + sum of the four signed byte products of a and b.
+__device__ __forceinline__ int dot4_i8(int a, int b, int acc) {
+#if defined(VEGA_GPU_HIP)
+    return __builtin_amdgcn_sdot4(a, b, acc, false);
+#else
+    return __dp4a(a, b, acc);
+#endif
+}
+
+// f16 / bf16 bits -> float.
+__device__ __forceinline__ float h2f(uint16_t h) {
+#if defined(VEGA_GPU_HIP)
+    return float(__builtin_bit_cast(_Float16, h));
+#else
+    return __half2float(__ushort_as_half(h));
+#endif
+}
+__device__ __forceinline__ uint16_t f2h(float f) {
+#if defined(VEGA_GPU_HIP)
+    return __builtin_bit_cast(uint16_t, _Float16(f));
+#else
+    return __half_as_ushort(__float2half_rn(f));
+#endif
+}
+__device__ __forceinline__ float bf2f(uint16_t h) { return __uint_as_float(uint32_t(h) << 16); }
+
+#if defined(VEGA_GPU_HIP)
+namespace detail {
+// DPP controls (GCN5 encoding).
+constexpr int kQuadXor1 = 0xB1;        // quad_perm [1,0,3,2]
+constexpr int kQuadXor2 = 0x4E;        // quad_perm [2,3,0,1]
+constexpr int kRowHalfMirror = 0x141;  // lane i <-> 7-i within 8
+constexpr int kRowMirror = 0x140;      // lane i <-> 15-i within 16
+constexpr int kSwizzleXor16 = 0x401F;  // ds_swizzle bitmask mode: and 0x1f, xor 16
+
+template <int Ctrl>
+__device__ __forceinline__ float dpp(float v) {
+    return __int_as_float(__builtin_amdgcn_mov_dpp(__float_as_int(v), Ctrl, 0xF, 0xF, true));
+}
+__device__ __forceinline__ float swz_xor16(float v) {
+    return __int_as_float(__builtin_amdgcn_ds_swizzle(__float_as_int(v), kSwizzleXor16));
+}
+__device__ __forceinline__ float readlane(float v, int l) {
+    return __int_as_float(__builtin_amdgcn_readlane(__float_as_int(v), l));
+}
+}  // namespace detail
+#endif
+
+// Sum over aligned groups of W lanes (W a power of two <= kWave); every lane of
+// the group gets the result. Call from converged code (all lanes active).
+template <int W>
+__device__ __forceinline__ float group_reduce_sum(float v) {
+    static_assert(W >= 1 && W <= kWave && (W & (W - 1)) == 0, "group width");
+#if defined(VEGA_GPU_HIP)
+    using namespace detail;
+    // After each step every lane holds the sum of its 2, 4, 8, ... lanes: mirrors
+    // pair each half of a group with the other half, which is all a sum needs.
+    if constexpr (W >= 2) v += dpp<kQuadXor1>(v);
+    if constexpr (W >= 4) v += dpp<kQuadXor2>(v);
+    if constexpr (W >= 8) v += dpp<kRowHalfMirror>(v);
+    if constexpr (W >= 16) v += dpp<kRowMirror>(v);
+    if constexpr (W >= 32) v += swz_xor16(v);
+    if constexpr (W >= 64) v = readlane(v, 0) + readlane(v, 32);
+    return v;
+#else
+#pragma unroll
+    for (int o = W / 2; o > 0; o /= 2) v += __shfl_xor_sync(0xffffffffu, v, o);
+    return v;
+#endif
+}
+
+template <int W>
+__device__ __forceinline__ float group_reduce_max(float v) {
+    static_assert(W >= 1 && W <= kWave && (W & (W - 1)) == 0, "group width");
+#if defined(VEGA_GPU_HIP)
+    using namespace detail;
+    if constexpr (W >= 2) v = fmaxf(v, dpp<kQuadXor1>(v));
+    if constexpr (W >= 4) v = fmaxf(v, dpp<kQuadXor2>(v));
+    if constexpr (W >= 8) v = fmaxf(v, dpp<kRowHalfMirror>(v));
+    if constexpr (W >= 16) v = fmaxf(v, dpp<kRowMirror>(v));
+    if constexpr (W >= 32) v = fmaxf(v, swz_xor16(v));
+    if constexpr (W >= 64) v = fmaxf(readlane(v, 0), readlane(v, 32));
+    return v;
+#else
+#pragma unroll
+    for (int o = W / 2; o > 0; o /= 2) v = fmaxf(v, __shfl_xor_sync(0xffffffffu, v, o));
+    return v;
+#endif
+}
+
+__device__ __forceinline__ float wave_reduce_sum(float v) { return group_reduce_sum<kWave>(v); }
+__device__ __forceinline__ float wave_reduce_max(float v) { return group_reduce_max<kWave>(v); }
+
+// Value of lane src (uniform src) to all lanes.
+__device__ __forceinline__ float wave_broadcast(float v, int src) {
+#if defined(VEGA_GPU_HIP)
+    return detail::readlane(v, src);
+#else
+    return __shfl_sync(0xffffffffu, v, src);
+#endif
+}
+
+// Value of lane (lane ^ mask): arbitrary in-wave exchange (ds_bpermute on gfx906).
+__device__ __forceinline__ int wave_shuffle_xor(int v, int mask) {
+#if defined(VEGA_GPU_HIP)
+    return __builtin_amdgcn_ds_bpermute((lane_id() ^ mask) << 2, v);
+#else
+    return __shfl_xor_sync(0xffffffffu, v, mask);
+#endif
+}
+
+// Block-wide sum for blocks of NT threads (NT a multiple of kWave): wave
+// reductions, then one LDS slot per wave. Every thread gets the result.
+template <int NT>
+__device__ __forceinline__ float block_reduce_sum(float v, float* lds /* [NT/kWave] */) {
+    constexpr int NW = NT / kWave;
+    v = wave_reduce_sum(v);
+    if constexpr (NW == 1) return v;
+    const int w = int(threadIdx.x) / kWave;
+    __syncthreads();  // lds may still be read from a previous call
+    if (lane_id() == 0) lds[w] = v;
+    __syncthreads();
+    float s = 0.f;
+#pragma unroll
+    for (int i = 0; i < NW; ++i) s += lds[i];
+    return s;
+}
+
+template <int NT>
+__device__ __forceinline__ float block_reduce_max(float v, float* lds) {
+    constexpr int NW = NT / kWave;
+    v = wave_reduce_max(v);
+    if constexpr (NW == 1) return v;
+    const int w = int(threadIdx.x) / kWave;
+    __syncthreads();
+    if (lane_id() == 0) lds[w] = v;
+    __syncthreads();
+    float s = lds[0];
+#pragma unroll
+    for (int i = 1; i < NW; ++i) s = fmaxf(s, lds[i]);
+    return s;
+}
+
+}  // namespace vega::gpu

@@ -1,0 +1,362 @@
+// GPU ops against the CPU backend on random inputs. Each GPU output sits between
+// guard regions (checked untouched afterwards) and is poisoned with NaN before
+// the op (so an unwritten element fails); results must be finite and match the
+// CPU by normalized MSE sum((g-c)^2)/sum(c^2) under a per-op threshold.
+// Without a GPU backend in the build, or without a device, every test skips.
+#include <gtest/gtest.h>
+
+#include <cmath>
+#include <cstring>
+#include <memory>
+#include <random>
+#include <string>
+#include <vector>
+
+#include "backend/backend.h"
+#include "backend/backend_factory.h"
+#include "gguf/gguf.h"
+#include "quant/quant.h"
+#ifdef VEGA_HAVE_GPU
+#include "backend/gpu/gpu_backend.h"
+#endif
+
+namespace vega {
+namespace {
+
+constexpr size_t kGuard = 64;          // floats of guard on each side
+constexpr uint32_t kGuardBits = 0x7fa5a5a5u;  // a NaN payload no kernel writes
+
+double nmse(const std::vector<float>& g, const std::vector<float>& c) {
+    double num = 0, den = 0;
+    for (size_t i = 0; i < c.size(); ++i) num += (double(g[i]) - c[i]) * (double(g[i]) - c[i]), den += double(c[i]) * c[i];
+    return den > 0 ? num / den : num;
+}
+
+class Parity : public ::testing::Test {
+protected:
+    void SetUp() override {
+#ifndef VEGA_HAVE_GPU
+        GTEST_SKIP() << "this build has no GPU backend (configure with -DVEGA_CUDA=ON or -DVEGA_HIP=ON)";
+#else
+        if (gpu_device_count_impl() == 0) GTEST_SKIP() << "no GPU device found; GPU parity tests skipped";
+        gpu_ = make_gpu_backend(0);
+        cpu_ = make_cpu_backend(2);
+#endif
+    }
+    void TearDown() override {
+        if (gpu_) for (void* p : gbufs_) gpu_->release(p);
+        if (cpu_) for (void* p : cbufs_) cpu_->release(p);
+    }
+
+    std::vector<float> randn(size_t n, float sd = 1.f) {
+        std::normal_distribution<float> d(0.f, sd);
+        std::vector<float> v(n);
+        for (auto& x : v) x = d(rng_);
+        return v;
+    }
+
+    // A pair of buffers (GPU with guards, CPU plain) holding `host`.
+    struct Pair {
+        float* g;  // device pointer to the payload (after the front guard)
+        float* c;
+        size_t n;
+    };
+    Pair pair(const std::vector<float>& host) { return pair_n(host.size(), &host); }
+    Pair pair_n(size_t n, const std::vector<float>* host = nullptr) {
+        std::vector<float> full(n + 2 * kGuard);
+        for (size_t i = 0; i < full.size(); ++i) std::memcpy(&full[i], &kGuardBits, 4);
+        if (host) std::copy(host->begin(), host->end(), full.begin() + kGuard);
+        else for (size_t i = 0; i < n; ++i) full[kGuard + i] = std::nanf("");  // poisoned output
+        float* g = static_cast<float*>(gpu_->alloc(full.size() * 4, "test buffer"));
+        gpu_->upload(g, full.data(), full.size() * 4);
+        gbufs_.push_back(g);
+        float* c = static_cast<float*>(cpu_->alloc(std::max<size_t>(n, 1) * 4, "test buffer"));
+        if (host) cpu_->upload(c, host->data(), n * 4);
+        cbufs_.push_back(c);
+        return {g + kGuard, c, n};
+    }
+    template <typename T>
+    std::pair<T*, T*> ints(const std::vector<T>& host) {
+        T* g = static_cast<T*>(gpu_->alloc(host.size() * sizeof(T), "test ints"));
+        T* c = static_cast<T*>(cpu_->alloc(host.size() * sizeof(T), "test ints"));
+        gpu_->upload(g, host.data(), host.size() * sizeof(T));
+        cpu_->upload(c, host.data(), host.size() * sizeof(T));
+        gbufs_.push_back(g), cbufs_.push_back(c);
+        return {g, c};
+    }
+
+    // Downloads both sides, checks guards and finiteness, returns the nmse.
+    double compare(const Pair& p, const char* what) {
+        gpu_->synchronize();
+        cpu_->synchronize();
+        std::vector<float> full(p.n + 2 * kGuard), c(p.n);
+        gpu_->download(full.data(), p.g - kGuard, full.size() * 4);
+        cpu_->download(c.data(), p.c, p.n * 4);
+        for (size_t i = 0; i < kGuard; ++i) {
+            uint32_t a, b;
+            std::memcpy(&a, &full[i], 4);
+            std::memcpy(&b, &full[kGuard + p.n + i], 4);
+            EXPECT_EQ(a, kGuardBits) << what << ": front guard overwritten at " << i;
+            EXPECT_EQ(b, kGuardBits) << what << ": back guard overwritten at " << i;
+        }
+        std::vector<float> g(full.begin() + kGuard, full.begin() + kGuard + p.n);
+        for (size_t i = 0; i < p.n; ++i) {
+            if (!std::isfinite(g[i])) {
+                ADD_FAILURE() << what << ": GPU output " << i << " is " << g[i];
+                return 1e30;
+            }
+        }
+        return nmse(g, c);
+    }
+
+    // A weight of type t [n_out][n_in] uploaded to both backends.
+    struct W {
+        Weight g, c;
+    };
+    W weight(GgmlType t, int64_t n_in, int64_t n_out, float sd = 1.f, bool ones_offset = false) {
+        auto tensor = std::make_unique<gguf::TensorInfo>();
+        tensor->name = "test." + std::string(type_traits(t).name) + "." + std::to_string(names_++);
+        tensor->type = t;
+        tensor->n_dims = 2;
+        tensor->ne[0] = n_in, tensor->ne[1] = n_out;
+        const size_t rb = quant::row_bytes(t, n_in);
+        auto data = std::make_unique<std::vector<uint8_t>>(rb * n_out);
+        for (int64_t r = 0; r < n_out; ++r) {
+            auto row = randn(size_t(n_in), sd);
+            if (ones_offset) for (auto& x : row) x += 1.f;
+            quant::quantize_row(t, row.data(), data->data() + r * rb, n_in);
+        }
+        tensor->data = data->data();
+        tensor->n_bytes = data->size();
+        W w{gpu_->upload_weight(*tensor), cpu_->upload_weight(*tensor)};
+        tensors_.push_back(std::move(tensor));
+        datas_.push_back(std::move(data));
+        return w;
+    }
+
+    std::mt19937 rng_{12345};
+    std::unique_ptr<Backend> gpu_, cpu_;
+    std::vector<void*> gbufs_, cbufs_;
+    std::vector<std::unique_ptr<gguf::TensorInfo>> tensors_;
+    std::vector<std::unique_ptr<std::vector<uint8_t>>> datas_;
+    int names_ = 0;
+};
+
+const GgmlType kMatTypes[] = {GgmlType::F32,  GgmlType::F16,  GgmlType::BF16, GgmlType::Q4_0,
+                              GgmlType::Q4_1, GgmlType::Q5_0, GgmlType::Q5_1, GgmlType::Q8_0,
+                              GgmlType::Q4_K, GgmlType::Q5_K, GgmlType::Q6_K};
+
+double mat_threshold(GgmlType t) { return is_float_type(t) ? 1e-8 : 1e-5; }
+
+TEST_F(Parity, MatmulEveryTypeAndBatch) {
+    for (GgmlType t : kMatTypes) {
+        for (int rows : {1, 2, 3, 5, 8, 19}) {
+            const int64_t n_in = 512, n_out = 301;
+            W w = weight(t, n_in, n_out);
+            auto x = pair(randn(size_t(rows) * n_in));
+            auto y = pair_n(size_t(rows) * n_out);
+            gpu_->reserve(32, 1024);
+            cpu_->reserve(32, 1024);
+            gpu_->matmul_input(x.g, rows, n_in);
+            cpu_->matmul_input(x.c, rows, n_in);
+            gpu_->matmul(w.g, y.g);
+            cpu_->matmul(w.c, y.c);
+            const double e = compare(y, "matmul");
+            EXPECT_LT(e, mat_threshold(t)) << type_traits(t).name << " rows " << rows;
+        }
+    }
+}
+
+TEST_F(Parity, MatmulFusedNormAndSwiglu) {
+    for (GgmlType t : kMatTypes) {
+        for (int rows : {1, 4, 9}) {
+            const int64_t n_in = 768, n_out = 200;
+            W norm = weight(GgmlType::F32, n_in, 1, 0.1f, true);
+            W g = weight(t, n_in, n_out), u = weight(t, n_in, n_out);
+            auto x = pair(randn(size_t(rows) * n_in, 3.f));
+            auto res = pair(randn(size_t(rows) * n_in));
+            auto gt = pair_n(size_t(rows) * n_out), ut = pair_n(size_t(rows) * n_out);
+            auto h = pair_n(size_t(rows) * n_out);
+            gpu_->reserve(16, 1024);
+            cpu_->reserve(16, 1024);
+            // The residual add right before the norm (the GPU fuses the two).
+            gpu_->add(x.g, res.g, int64_t(rows) * n_in);
+            cpu_->add(x.c, res.c, int64_t(rows) * n_in);
+            gpu_->matmul_input_rms_norm(x.g, norm.g, 1e-5f, rows, n_in);
+            cpu_->matmul_input_rms_norm(x.c, norm.c, 1e-5f, rows, n_in);
+            gpu_->matmul_swiglu(g.g, u.g, gt.g, ut.g, h.g, rows);
+            cpu_->matmul_swiglu(g.c, u.c, gt.c, ut.c, h.c, rows);
+            EXPECT_LT(compare(h, "matmul_swiglu"), 10 * mat_threshold(t)) << type_traits(t).name << " rows " << rows;
+            EXPECT_LT(compare(x, "residual add fused into the norm"), 1e-14) << type_traits(t).name;
+        }
+    }
+}
+
+TEST_F(Parity, EmbedEveryType) {
+    for (GgmlType t : kMatTypes) {
+        const int64_t n_embd = 256, n_vocab = 50;
+        W table = weight(t, n_embd, n_vocab);
+        std::vector<int32_t> tok = {0, 7, 49, 7, 13};
+        auto [tg, tc] = ints(tok);
+        auto out = pair_n(tok.size() * n_embd);
+        gpu_->embed(table.g, tg, int(tok.size()), out.g);
+        cpu_->embed(table.c, tc, int(tok.size()), out.c);
+        EXPECT_LT(compare(out, "embed"), 1e-12) << type_traits(t).name;
+    }
+}
+
+TEST_F(Parity, ElementwiseAndNorms) {
+    const int rows = 5, n = 4096 + 96;
+    W w = weight(GgmlType::F32, n, 1, 0.1f, true);
+    W b = weight(GgmlType::F32, n, 1);
+    auto x = pair(randn(size_t(rows) * n, 2.f));
+    auto y = pair_n(size_t(rows) * n);
+    gpu_->rms_norm(x.g, w.g, y.g, rows, n, 1e-6f);
+    cpu_->rms_norm(x.c, w.c, y.c, rows, n, 1e-6f);
+    EXPECT_LT(compare(y, "rms_norm"), 1e-10);
+
+    auto z = pair(randn(size_t(rows) * n));
+    gpu_->add(z.g, x.g, int64_t(rows) * n);
+    cpu_->add(z.c, x.c, int64_t(rows) * n);
+    EXPECT_LT(compare(z, "add"), 1e-12);
+    gpu_->add_bias(z.g, b.g, rows, n);
+    cpu_->add_bias(z.c, b.c, rows, n);
+    EXPECT_LT(compare(z, "add_bias"), 1e-12);
+
+    auto g = pair(randn(size_t(rows) * n, 3.f)), u = pair(randn(size_t(rows) * n));
+    auto h = pair_n(size_t(rows) * n);
+    gpu_->swiglu(g.g, u.g, h.g, int64_t(rows) * n);
+    cpu_->swiglu(g.c, u.c, h.c, int64_t(rows) * n);
+    EXPECT_LT(compare(h, "swiglu"), 1e-10);
+
+    for (int hd : {64, 128}) {
+        const int n_head = 6;
+        W hw = weight(GgmlType::F32, hd, 1, 0.1f, true);
+        auto q = pair(randn(size_t(rows) * n_head * hd, 2.f));
+        gpu_->head_rms_norm(q.g, hw.g, rows, n_head, hd, 1e-6f);
+        cpu_->head_rms_norm(q.c, hw.c, rows, n_head, hd, 1e-6f);
+        EXPECT_LT(compare(q, "head_rms_norm"), 1e-10) << "hd " << hd;
+    }
+
+    std::vector<int32_t> idx = {4, 0, 2};
+    auto [ig, ic] = ints(idx);
+    auto gr = pair_n(idx.size() * n);
+    gpu_->gather_rows(x.g, ig, int(idx.size()), n, gr.g);
+    cpu_->gather_rows(x.c, ic, int(idx.size()), n, gr.c);
+    EXPECT_LT(compare(gr, "gather_rows"), 1e-14);
+}
+
+TEST_F(Parity, ArgmaxWithTies) {
+    const int rows = 4, n = 32000;
+    auto l = randn(size_t(rows) * n);
+    l[size_t(1) * n + 100] = 50.f, l[size_t(1) * n + 31000] = 50.f;  // tie: lowest index wins
+    l[size_t(2) * n + n - 1] = 60.f;
+    auto lp = pair(l);
+    std::vector<int32_t> zero(rows, -1);
+    auto [og, oc] = ints(zero);
+    gpu_->argmax(lp.g, rows, n, og);
+    cpu_->argmax(lp.c, rows, n, oc);
+    std::vector<int32_t> a(rows), b(rows);
+    gpu_->download(a.data(), og, rows * 4);
+    cpu_->download(b.data(), oc, rows * 4);
+    EXPECT_EQ(a, b);
+    EXPECT_EQ(a[1], 100);
+    EXPECT_EQ(a[2], n - 1);
+}
+
+TEST_F(Parity, RopeBothStyles) {
+    const int rows = 3, n_head = 4, hd = 128;
+    std::vector<int32_t> pos = {0, 17, 3999};
+    auto [pg, pc] = ints(pos);
+    for (bool neox : {false, true}) {
+        for (int n_rot : {128, 64}) {
+            auto ff = randn(size_t(n_rot / 2), 0.2f);
+            for (auto& f : ff) f = 1.f + std::fabs(f);
+            auto ffp = pair(ff);
+            for (bool use_ff : {false, true}) {
+                auto x = pair(randn(size_t(rows) * n_head * hd));
+                BatchView bg, bc;
+                bg.n_tokens = bc.n_tokens = rows;
+                bg.pos = pg, bc.pos = pc;
+                RopeParams rg, rc;
+                rg.n_rot = rc.n_rot = n_rot;
+                rg.freq_base = rc.freq_base = 500000.f;
+                rg.neox = rc.neox = neox;
+                rg.freq_scale = rc.freq_scale = 0.5f;
+                rg.freq_factors = use_ff ? ffp.g : nullptr;
+                rc.freq_factors = use_ff ? ffp.c : nullptr;
+                gpu_->rope(x.g, n_head, hd, rg, bg);
+                cpu_->rope(x.c, n_head, hd, rc, bc);
+                EXPECT_LT(compare(x, "rope"), 1e-9) << "neox " << neox << " n_rot " << n_rot << " ff " << use_ff;
+            }
+        }
+    }
+}
+
+TEST_F(Parity, KvStoreAndAttention) {
+    for (GgmlType kv : {GgmlType::F16, GgmlType::F32}) {
+        for (int n_ctx : {40, 1100}) {
+            KvCacheDesc d;
+            d.n_layer = 2, d.n_seq = 2, d.n_ctx = n_ctx, d.n_kv_head = 2, d.head_dim = 128, d.type = kv;
+            auto cg = gpu_->create_kv_cache(d);
+            auto cc = cpu_->create_kv_cache(d);
+            const int n_head = 8;  // GQA 4:1
+            const int64_t wkv = int64_t(d.n_kv_head) * d.head_dim, wq = int64_t(n_head) * d.head_dim;
+            // Fill positions 0..n_ctx-1 of both sequences of layer 1.
+            for (int sq = 0; sq < 2; ++sq) {
+                std::vector<int32_t> pos(n_ctx), seq(n_ctx, sq), tok(n_ctx, 0);
+                for (int i = 0; i < n_ctx; ++i) pos[i] = i;
+                auto [pg, pc] = ints(pos);
+                auto [sg, sc] = ints(seq);
+                auto k = pair(randn(size_t(n_ctx) * wkv)), v = pair(randn(size_t(n_ctx) * wkv));
+                BatchView bg, bc;
+                bg.n_tokens = bc.n_tokens = n_ctx;
+                bg.pos = pg, bg.seq = sg, bc.pos = pc, bc.seq = sc;
+                bg.n_kv_max = bc.n_kv_max = n_ctx;
+                gpu_->kv_store(*cg, 1, k.g, v.g, bg);
+                cpu_->kv_store(*cc, 1, k.c, v.c, bc);
+            }
+            std::vector<int32_t> qpos = {0, 5, n_ctx / 2, n_ctx - 1}, qseq = {0, 1, 1, 0};
+            auto [pg, pc] = ints(qpos);
+            auto [sg, sc] = ints(qseq);
+            BatchView bg, bc;
+            bg.n_tokens = bc.n_tokens = int(qpos.size());
+            bg.pos = pg, bg.seq = sg, bc.pos = pc, bc.seq = sc;
+            bg.n_kv_max = bc.n_kv_max = n_ctx;
+            auto q = pair(randn(qpos.size() * wq));
+            auto out = pair_n(qpos.size() * wq);
+            gpu_->attention(*cg, 1, q.g, out.g, n_head, 1.f / std::sqrt(128.f), bg);
+            cpu_->attention(*cc, 1, q.c, out.c, n_head, 1.f / std::sqrt(128.f), bc);
+            EXPECT_LT(compare(out, "attention"), kv == GgmlType::F16 ? 1e-6 : 1e-9)
+                << type_traits(kv).name << " n_ctx " << n_ctx;
+        }
+    }
+}
+
+TEST_F(Parity, GraphReplaySeesNewInputs) {
+    if (!gpu_->supports_capture()) GTEST_SKIP() << "backend does not record graphs";
+    const int64_t n_in = 1024, n_out = 257;
+    W w = weight(GgmlType::Q4_0, n_in, n_out);
+    gpu_->reserve(4, n_in);
+    cpu_->reserve(4, n_in);
+    auto x = pair(randn(size_t(n_in)));
+    auto y = pair_n(size_t(n_out));
+    gpu_->synchronize();
+    gpu_->capture_begin();
+    gpu_->matmul_input(x.g, 1, n_in);
+    gpu_->matmul(w.g, y.g);
+    const int graph = gpu_->capture_end();
+    for (int it = 0; it < 3; ++it) {
+        auto xs = randn(size_t(n_in));
+        gpu_->upload(x.g, xs.data(), xs.size() * 4);
+        cpu_->upload(x.c, xs.data(), xs.size() * 4);
+        gpu_->replay(graph);
+        cpu_->matmul_input(x.c, 1, n_in);
+        cpu_->matmul(w.c, y.c);
+        EXPECT_LT(compare(y, "graph replay"), 1e-5) << "iteration " << it;
+    }
+    gpu_->release_graph(graph);
+}
+
+}  // namespace
+}  // namespace vega
