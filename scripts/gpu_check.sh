@@ -50,4 +50,13 @@ if [ "$MODE" = all ] || [ "$MODE" = bench ]; then
     timeout 300 $B/vega bench -m $m --device gpu -r ${REPS:-3} -p 512 -n 128 2>&1 | tee "$OUT/bench-$t.log" | tee -a "$OUT/summary.txt"
   done
 fi
+if [ "${PROFILE:-0}" = 1 ] && [ -f /tmp/synth-7b-Q4_0.gguf ]; then
+  log "A/B: Q4_0 tg128 without programmatic dependent launch (VEGA_GPU_PDL=0)"
+  VEGA_GPU_PDL=0 timeout 120 $B/vega bench -m /tmp/synth-7b-Q4_0.gguf --device gpu -r ${REPS:-3} -p 0 -n 128 2>&1 | tail -1 | tee -a "$OUT/summary.txt"
+  log "A/B: Q4_0 tg128 without graphs (op by op)"
+  timeout 120 $B/vega bench -m /tmp/synth-7b-Q4_0.gguf --device gpu -r 1 -p 0 -n 128 --no-graph 2>&1 | tail -1 | tee -a "$OUT/summary.txt"
+  log "ncu: per-kernel times of one replayed token (Q4_0)"
+  timeout 120 ncu --clock-control none --cache-control none --metrics gpu__time_duration.sum --csv --launch-count 1000 \
+    $B/vega bench -m /tmp/synth-7b-Q4_0.gguf --device gpu -r 1 -p 0 -n 1 > "$OUT/ncu.csv" 2> "$OUT/ncu.err"
+fi
 log "done"

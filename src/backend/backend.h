@@ -101,6 +101,8 @@ public:
     // h = silu(input @ Wg^T) * (input @ Wu^T); g_tmp/u_tmp are [rows][n_out] scratch a backend may use.
     virtual void matmul_swiglu(const Weight& gate, const Weight& up, float* g_tmp, float* u_tmp, float* h,
                                int rows);
+    // q, k, v = input @ Wq^T, Wk^T, Wv^T (one launch on the GPU). Default: three matmuls.
+    virtual void matmul_qkv(const Weight& wq, const Weight& wk, const Weight& wv, float* q, float* k, float* v);
 
     virtual void add_bias(float* y, const Weight& b, int rows, int n) = 0;
     virtual void add(float* x, const float* y, int64_t n) = 0;                  // x += y
@@ -110,6 +112,10 @@ public:
     // Rotary embedding in place on x [rows][n_head][head_dim] at positions batch.pos.
     virtual void rope(float* x, int n_head, int head_dim, const RopeParams& p, const BatchView& b) = 0;
 
+    // rope(q), rope(k), then kv_store(k, v): the attention inputs of one layer (one
+    // launch on the GPU). Default: those three calls.
+    virtual void rope_kv_store(KvCache& c, int layer, float* q, float* k, const float* v, int n_head, int n_kv_head,
+                               int head_dim, const RopeParams& p, const BatchView& b);
     // Writes k, v [rows][n_kv_head*head_dim] into the cache at (seq[i], pos[i]).
     virtual void kv_store(KvCache& c, int layer, const float* k, const float* v, const BatchView& b) = 0;
     // out [rows][n_head*head_dim] = softmax(q k^T * scale) v over positions 0..pos[i]
@@ -142,6 +148,19 @@ inline void Backend::matmul_swiglu(const Weight& gate, const Weight& up, float* 
     matmul(gate, g_tmp);
     matmul(up, u_tmp);
     swiglu(g_tmp, u_tmp, h, int64_t(rows) * gate.n_out);
+}
+
+inline void Backend::matmul_qkv(const Weight& wq, const Weight& wk, const Weight& wv, float* q, float* k, float* v) {
+    matmul(wq, q);
+    matmul(wk, k);
+    matmul(wv, v);
+}
+
+inline void Backend::rope_kv_store(KvCache& c, int layer, float* q, float* k, const float* v, int n_head,
+                                   int n_kv_head, int head_dim, const RopeParams& p, const BatchView& b) {
+    rope(q, n_head, head_dim, p, b);
+    rope(k, n_kv_head, head_dim, p, b);
+    kv_store(c, layer, k, v, b);
 }
 
 }  // namespace vega

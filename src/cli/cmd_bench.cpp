@@ -4,8 +4,9 @@
 // (bytes of the weights read per forward call x calls/s), also as a share of
 // the device-to-device copy bandwidth measured at start-up.
 //
-// tg on a backend that records graphs replays one captured decode step (the
-// forward pass and the device argmax) per token: only token ids cross the bus.
+// tg runs Session::decode_greedy one token at a time; on a backend that records
+// graphs the session replays one captured decode step (the forward pass and the
+// device argmax) per token: only token ids cross the bus.
 #include <cmath>
 #include <cstdio>
 #include <random>
@@ -17,7 +18,7 @@
 #include "cli/commands.h"
 #include "cli/common.h"
 #include "core/error.h"
-#include "model/forward.h"
+#include "engine/session.h"
 #ifdef VEGA_HAVE_GPU
 #include "backend/gpu/gpu_backend.h"
 #endif
@@ -50,52 +51,6 @@ Stats stats(const std::vector<double>& v) {
     }
     return s;
 }
-
-// One captured decode step (1 token, logits of that token, device argmax),
-// replayed per generated token. Owns its cache and buffers.
-class GraphDecoder {
-public:
-    GraphDecoder(const Model& m, Backend& be, int n_ctx) : be_(be), n_vocab_(m.hparams().n_vocab) {
-        const HParams& hp = m.hparams();
-        KvCacheDesc d;
-        d.n_layer = hp.n_layer, d.n_seq = 1, d.n_ctx = n_ctx, d.n_kv_head = hp.n_head_kv, d.head_dim = hp.head_dim;
-        cache_ = be.create_kv_cache(d);
-        fwd_ = std::make_unique<Forward>(m, be, *cache_, 1);
-        buf_ = static_cast<int32_t*>(be.alloc(5 * sizeof(int32_t), "decode step ids"));
-        logits_ = static_cast<float*>(be.alloc(size_t(n_vocab_) * sizeof(float), "decode step logits"));
-        const int32_t init[5] = {0, 0, 0, 0, 0};
-        be.upload(buf_, init, sizeof(init));
-        be.synchronize();
-        BatchView b;
-        b.n_tokens = 1, b.tokens = buf_, b.pos = buf_ + 1, b.seq = buf_ + 2, b.n_kv_max = n_ctx;
-        be.capture_begin();
-        fwd_->run(b, buf_ + 3, 1, logits_);
-        be.argmax(logits_, 1, n_vocab_, buf_ + 4);
-        graph_ = be.capture_end();
-    }
-    ~GraphDecoder() {
-        be_.release_graph(graph_);
-        be_.release(buf_);
-        be_.release(logits_);
-    }
-    int32_t step(int32_t token, int32_t pos) {
-        const int32_t tp[2] = {token, pos};
-        be_.upload(buf_, tp, sizeof(tp));
-        be_.replay(graph_);
-        int32_t next = 0;
-        be_.download(&next, buf_ + 4, sizeof(next));
-        return next;
-    }
-
-private:
-    Backend& be_;
-    int n_vocab_;
-    std::unique_ptr<KvCache> cache_;
-    std::unique_ptr<Forward> fwd_;
-    int32_t* buf_ = nullptr;  // token, pos, seq, out_idx, argmax
-    float* logits_ = nullptr;
-    int graph_ = -1;
-};
 
 int gpu_index(const std::string& device) {
     if (device == "auto" || device == "gpu") return 0;
@@ -159,21 +114,16 @@ void bench(const BenchOptions& o) {
         rows.push_back(r);
     }
 
-    std::unique_ptr<GraphDecoder> gd;
-    const bool graphs = be.supports_capture() && !o.no_graph;
+    s.set_use_graphs(!o.no_graph);
     for (int g : o.n_gen) {
         if (g <= 0) continue;
-        if (graphs && !gd) gd = std::make_unique<GraphDecoder>(model, be, mo.ctx);
         Row r{"tg" + std::to_string(g), g, {}, wbytes, g};
         auto run_once = [&] {
             int32_t t = tok(rng);
+            std::vector<BatchToken> one(1);
             for (int i = 0; i < g; ++i) {
-                if (gd) {
-                    t = gd->step(t, i);
-                } else {
-                    std::vector<BatchToken> one{{t, i, 0, true}};
-                    t = s.decode_greedy(one).back();
-                }
+                one[0] = {t, i, 0, true};
+                t = s.decode_greedy(one).back();
             }
         };
         run_once();  // warm-up
@@ -185,7 +135,7 @@ void bench(const BenchOptions& o) {
         rows.push_back(r);
     }
 
-    const std::string backend = be.name() + (gd ? " [graph]" : "");
+    const std::string backend = be.name() + (s.use_graphs() ? " [graph]" : "");
     if (o.output == "json") {
         nlohmann::json out = nlohmann::json::array();
         for (const Row& r : rows) {
@@ -230,7 +180,7 @@ void register_bench(CLI::App& app) {
     cmd->add_option("-r,--repetitions", o->reps, "timed repetitions per test")->capture_default_str();
     cmd->add_option("-o,--output", o->output, "md or json")->check(CLI::IsMember({"md", "json"}))->capture_default_str();
     cmd->add_flag("--json", [o](int64_t) { o->output = "json"; }, "same as -o json");
-    cmd->add_flag("--no-graph", o->no_graph, "tg through Session::decode_greedy instead of a replayed graph");
+    cmd->add_flag("--no-graph", o->no_graph, "tg without graph replay (every token runs the forward op by op)");
     cmd->add_option("--seed", o->seed, "seed of the random prompt tokens")->capture_default_str();
     cmd->callback([o] { bench(*o); });
 }

@@ -21,12 +21,50 @@ struct Session::Impl {
     std::vector<float> logits;
     std::vector<int32_t> greedy;
     std::vector<BatchToken> one_seq;
+    // Graph replay of one-token steps: d_step = {token, pos, seq, out_idx (0), argmax}.
+    bool graphs = false;
+    int32_t* d_step = nullptr;
+    int graph_logits = -1, graph_greedy = -1;
 
     explicit Impl(Backend& b) : be(b) {}
     ~Impl() {
+        for (int g : {graph_logits, graph_greedy})
+            if (g >= 0) be.release_graph(g);
         fwd.reset();
-        for (void* p : {(void*)d_tokens, (void*)d_pos, (void*)d_seq, (void*)d_out_idx, (void*)d_argmax, (void*)d_logits})
+        for (void* p : {(void*)d_tokens, (void*)d_pos, (void*)d_seq, (void*)d_out_idx, (void*)d_argmax, (void*)d_logits,
+                        (void*)d_step})
             if (p) be.release(p);
+    }
+
+    // Records forward (+ argmax) of the one token described by d_step.
+    int capture(int n_ctx, bool greedy) {
+        BatchView b;
+        b.n_tokens = 1, b.tokens = d_step, b.pos = d_step + 1, b.seq = d_step + 2, b.n_kv_max = n_ctx;
+        be.capture_begin();
+        try {
+            fwd->run(b, d_step + 3, 1, d_logits);
+            if (greedy) be.argmax(d_logits, 1, n_vocab, d_step + 4);
+        } catch (...) {
+            try {
+                be.release_graph(be.capture_end());
+            } catch (...) {
+            }
+            graphs = false;
+            throw;
+        }
+        return be.capture_end();
+    }
+    // Uploads the step's ids and replays its graph (captured on first use).
+    void step(const BatchToken& t, int n_ctx, bool greedy) {
+        const int32_t ids[4] = {t.token, t.pos, t.seq, 0};
+        int& g = greedy ? graph_greedy : graph_logits;
+        if (g < 0) {
+            be.upload(d_step, ids, sizeof(ids));
+            be.synchronize();
+            g = capture(n_ctx, greedy);
+        }
+        be.upload(d_step, ids, sizeof(ids));
+        be.replay(g);
     }
 };
 
@@ -59,6 +97,8 @@ Session::Session(const Model& model, Backend& backend, const ContextParams& p)
     I.d_out_idx = ibuf("batch output rows");
     I.d_argmax = ibuf("argmax output");
     I.d_logits = static_cast<float*>(backend.alloc(B * size_t(I.n_vocab) * sizeof(float), "logits"));
+    I.graphs = backend.supports_capture();
+    I.d_step = static_cast<int32_t*>(backend.alloc(8 * sizeof(int32_t), "decode step ids"));
     I.h_tokens.resize(B);
     I.h_pos.resize(B);
     I.h_seq.resize(B);
@@ -67,6 +107,9 @@ Session::Session(const Model& model, Backend& backend, const ContextParams& p)
 }
 
 Session::~Session() = default;
+
+void Session::set_use_graphs(bool on) { impl_->graphs = on && be_.supports_capture(); }
+bool Session::use_graphs() const { return impl_->graphs; }
 
 namespace {
 
@@ -99,6 +142,13 @@ const std::vector<float>& Session::decode(const std::vector<BatchToken>& batch) 
     size_t n_wanted = 0;
     for (const auto& t : batch) n_wanted += t.want_logits;
     I.logits.resize(n_wanted * size_t(I.n_vocab));
+    if (I.graphs && batch.size() == 1 && n_wanted == 1) {
+        int n_kv = 0;
+        stage_chunk(batch, 0, 1, p_, I.n_vocab, I.h_tokens, I.h_pos, I.h_seq, I.h_out_idx, n_kv);  // validates
+        I.step(batch[0], p_.n_ctx, false);
+        be_.download(I.logits.data(), I.d_logits, size_t(I.n_vocab) * sizeof(float));
+        return I.logits;
+    }
     size_t written = 0;
     for (size_t begin = 0; begin < batch.size(); begin += size_t(I.n_batch)) {
         const size_t end = std::min(batch.size(), begin + size_t(I.n_batch));
@@ -132,6 +182,15 @@ const std::vector<float>& Session::decode(const std::vector<BatchToken>& batch) 
 const std::vector<int32_t>& Session::decode_greedy(const std::vector<BatchToken>& batch) {
     Impl& I = *impl_;
     I.greedy.clear();
+    if (I.graphs && batch.size() == 1 && batch[0].want_logits) {
+        int n_kv = 0;
+        stage_chunk(batch, 0, 1, p_, I.n_vocab, I.h_tokens, I.h_pos, I.h_seq, I.h_out_idx, n_kv);  // validates
+        I.step(batch[0], p_.n_ctx, true);
+        int32_t next = 0;
+        be_.download(&next, I.d_step + 4, sizeof(next));
+        I.greedy.push_back(next);
+        return I.greedy;
+    }
     for (size_t begin = 0; begin < batch.size(); begin += size_t(I.n_batch)) {
         const size_t end = std::min(batch.size(), begin + size_t(I.n_batch));
         const int n = int(end - begin);

@@ -40,6 +40,13 @@ public:
     // Same, but only the argmax of each wanted row is returned (computed on the backend).
     const std::vector<int32_t>& decode_greedy(const std::vector<BatchToken>& batch);
 
+    // Single-token batches (decode / decode_greedy with one token that wants
+    // logits) replay a decode step captured once as a graph when the backend
+    // supports capture (default on): only token, position and the result cross
+    // the bus. Off: every call runs the forward op by op.
+    void set_use_graphs(bool on);
+    bool use_graphs() const;
+
     // Convenience for one sequence: evaluates tokens at positions start.. and returns
     // the logits of the last token (or of every token when all_logits).
     const std::vector<float>& eval(const std::vector<int32_t>& tokens, int start_pos, int seq = 0,

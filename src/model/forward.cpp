@@ -48,9 +48,7 @@ void Forward::run(const BatchView& b, const int32_t* out_idx, int n_out, float* 
         const LayerWeights& L = w.layers[il];
         // Attention block: x += Wo · attn(rope(Wq·n(x)), rope(Wk·n(x)), Wv·n(x))
         be_.matmul_input_rms_norm(x_, L.attn_norm, eps, T, E);
-        be_.matmul(L.wq, q_);
-        be_.matmul(L.wk, k_);
-        be_.matmul(L.wv, v_);
+        be_.matmul_qkv(L.wq, L.wk, L.wv, q_, k_, v_);
         if (L.bq) be_.add_bias(q_, L.bq, T, int(Dq));
         if (L.bk) be_.add_bias(k_, L.bk, T, int(Dkv));
         if (L.bv) be_.add_bias(v_, L.bv, T, int(Dkv));
@@ -58,9 +56,7 @@ void Forward::run(const BatchView& b, const int32_t* out_idx, int n_out, float* 
             be_.head_rms_norm(q_, L.q_norm, T, hp.n_head, hp.head_dim, eps);
             be_.head_rms_norm(k_, L.k_norm, T, hp.n_head_kv, hp.head_dim, eps);
         }
-        be_.rope(q_, hp.n_head, hp.head_dim, rp, b);
-        be_.rope(k_, hp.n_head_kv, hp.head_dim, rp, b);
-        be_.kv_store(cache_, il, k_, v_, b);
+        be_.rope_kv_store(cache_, il, q_, k_, v_, hp.n_head, hp.n_head_kv, hp.head_dim, rp, b);
         be_.attention(cache_, il, q_, att_, hp.n_head, scale, b);
         be_.matmul_input(att_, T, Dq);
         be_.matmul(L.wo, tmp_);

@@ -333,6 +333,57 @@ TEST_F(Parity, KvStoreAndAttention) {
     }
 }
 
+// The fused decode path: one-launch QKV, rope + cache write in one kernel, and the
+// attention combine writing the q8 input of the output projection, against the
+// CPU backend's unfused defaults.
+TEST_F(Parity, FusedQkvRopeStoreAttentionOutput) {
+    const int n_head = 8, n_kv_head = 2, hd = 128;
+    const int64_t E = 512, Dq = int64_t(n_head) * hd, Dkv = int64_t(n_kv_head) * hd;
+    for (GgmlType t : {GgmlType::Q4_0, GgmlType::Q8_0, GgmlType::F16}) {
+        for (int rows : {1, 3, 9}) {
+            W wq = weight(t, E, Dq), wk = weight(t, E, Dkv), wv = weight(t, E, Dkv), wo = weight(t, Dq, E);
+            gpu_->reserve(rows, Dq);
+            cpu_->reserve(rows, Dq);
+            KvCacheDesc d;
+            d.n_layer = 1, d.n_seq = 1, d.n_ctx = 64, d.n_kv_head = n_kv_head, d.head_dim = hd;
+            auto cg = gpu_->create_kv_cache(d);
+            auto cc = cpu_->create_kv_cache(d);
+            std::vector<int32_t> pos(static_cast<size_t>(rows)), seq(static_cast<size_t>(rows), 0);
+            for (int i = 0; i < rows; ++i) pos[size_t(i)] = i;
+            auto [pg, pc] = ints(pos);
+            auto [sg, sc] = ints(seq);
+            BatchView bg, bc;
+            bg.n_tokens = bc.n_tokens = rows;
+            bg.pos = pg, bg.seq = sg, bc.pos = pc, bc.seq = sc;
+            bg.n_kv_max = bc.n_kv_max = rows;
+            RopeParams rp;
+            rp.n_rot = hd, rp.freq_base = 10000.f, rp.neox = rows == 3;
+            auto x = pair(randn(size_t(rows) * E));
+            auto q = pair_n(size_t(rows) * Dq), k = pair_n(size_t(rows) * Dkv), v = pair_n(size_t(rows) * Dkv);
+            auto att = pair_n(size_t(rows) * Dq), y = pair_n(size_t(rows) * E);
+            for (Backend* be : {gpu_.get(), cpu_.get()}) {
+                const bool g = be == gpu_.get();
+                be->matmul_input(g ? x.g : x.c, rows, E);
+                be->matmul_qkv(g ? wq.g : wq.c, g ? wk.g : wk.c, g ? wv.g : wv.c, g ? q.g : q.c, g ? k.g : k.c,
+                               g ? v.g : v.c);
+                be->rope_kv_store(g ? *cg : *cc, 0, g ? q.g : q.c, g ? k.g : k.c, g ? v.g : v.c, n_head, n_kv_head,
+                                  hd, rp, g ? bg : bc);
+                be->attention(g ? *cg : *cc, 0, g ? q.g : q.c, g ? att.g : att.c, n_head, 1.f / std::sqrt(float(hd)),
+                              g ? bg : bc);
+                be->matmul_input(g ? att.g : att.c, rows, Dq);
+                be->matmul(g ? wo.g : wo.c, g ? y.g : y.c);
+            }
+            const double th = mat_threshold(t);
+            const std::string what = std::string(type_traits(t).name) + " rows " + std::to_string(rows);
+            EXPECT_LT(compare(q, "qkv+rope q"), th) << what;
+            EXPECT_LT(compare(k, "qkv+rope k"), th) << what;
+            EXPECT_LT(compare(v, "qkv v"), th) << what;
+            EXPECT_LT(compare(att, "attention"), 1e-5) << what;
+            EXPECT_LT(compare(y, "output projection of the attention"), 1e-4) << what;
+        }
+    }
+}
+
 TEST_F(Parity, GraphReplaySeesNewInputs) {
     if (!gpu_->supports_capture()) GTEST_SKIP() << "backend does not record graphs";
     const int64_t n_in = 1024, n_out = 257;

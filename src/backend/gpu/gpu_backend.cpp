@@ -137,13 +137,15 @@ public:
 
     void reserve(int max_rows, int64_t max_n_in) override {
         if (max_rows <= act_rows_ && max_n_in <= act_n_) return;
-        for (void* p : {(void*)act_x_, (void*)act_q_, (void*)act_ds_}) release(p);
+        for (void* p : {(void*)act_x_, (void*)act_q_, (void*)act_ds_, (void*)act2_q_, (void*)act2_ds_}) release(p);
         act_rows_ = std::max(act_rows_, max_rows);
         act_n_ = std::max(act_n_, max_n_in);
         const size_t cells = size_t(act_rows_) * size_t(act_n_);
         act_x_ = static_cast<float*>(alloc(cells * 4, "matmul input (f32)"));
         act_q_ = static_cast<int8_t*>(alloc(cells, "matmul input (q8)"));
         act_ds_ = static_cast<float*>(alloc(cells / 32 * 8 + 8, "matmul input (q8 scales)"));
+        act2_q_ = static_cast<int8_t*>(alloc(cells, "attention output (q8)"));
+        act2_ds_ = static_cast<float*>(alloc(cells / 32 * 8 + 8, "attention output (q8 scales)"));
         if (!part_) part_ = static_cast<float*>(alloc(kAttnPartBytes, "attention split scratch"));
     }
 
@@ -168,8 +170,14 @@ public:
         ops::rms_norm(x, f32(w), y, rows, n, eps, stream_);
         rt::check("rms_norm");
     }
+    // The attention output's q8 form, written by the attention combine, is used as is.
     void matmul_input(const float* x, int rows, int64_t n) override {
+        const AttQ8 aq = att_q8_;
         flush();
+        if (aq.x == x && aq.rows == rows && aq.n == n) {
+            act_.x = x, act_.q = act2_q_, act_.ds = act2_ds_, act_.rows = rows, act_.n = n;
+            return;
+        }
         set_input(x, nullptr, nullptr, 0.f, rows, n);
     }
     // A residual add still pending on this x is done by the norm kernel itself.
@@ -185,6 +193,15 @@ public:
         check_input(w);
         ops::matvec(m, act_, y, stream_);
         rt::check("matmul");
+    }
+    void matmul_qkv(const Weight& wq, const Weight& wk, const Weight& wv, float* q, float* k, float* v) override {
+        flush();
+        if (wq.type != wk.type || wq.type != wv.type) return Backend::matmul_qkv(wq, wk, wv, q, k, v);
+        check_input(wq), check_input(wk), check_input(wv);
+        const GpuMat W[3] = {mat(wq), mat(wk), mat(wv)};
+        float* const y[3] = {q, k, v};
+        ops::matvec3(W, y, 3, act_, stream_);
+        rt::check("matmul_qkv");
     }
     void matmul_swiglu(const Weight& gate, const Weight& up, float* g_tmp, float* u_tmp, float* h, int rows) override {
         flush();
@@ -223,6 +240,19 @@ public:
         ops::rope(x, b.n_tokens, n_head, head_dim, r, b.pos, stream_);
         rt::check("rope");
     }
+    void rope_kv_store(KvCache& c, int layer, float* q, float* k, const float* v, int n_head, int n_kv_head,
+                       int head_dim, const RopeParams& p, const BatchView& b) override {
+        flush();
+        const ops::KvLayer L = cache(c).layer(layer);
+        if (n_kv_head != L.n_kv_head || head_dim != L.hd || p.n_rot > head_dim)
+            fail("rope_kv_store: {} kv heads of {} dims against a cache of {} x {}", n_kv_head, head_dim, L.n_kv_head,
+                 L.hd);
+        ops::RopeArgs r;
+        r.n_rot = p.n_rot, r.freq_base = p.freq_base, r.freq_scale = p.freq_scale, r.neox = p.neox;
+        r.freq_factors = p.freq_factors;
+        ops::rope_store(L, q, k, v, b.n_tokens, n_head, r, b.pos, b.seq, stream_);
+        rt::check("rope_kv_store");
+    }
     void kv_store(KvCache& c, int layer, const float* k, const float* v, const BatchView& b) override {
         flush();
         ops::kv_store(cache(c).layer(layer), k, v, b.n_tokens, b.pos, b.seq, stream_);
@@ -237,12 +267,15 @@ public:
         const size_t per_row = size_t(n_head) * ops::attention_splits(n_kv) * (L.hd + 2) * sizeof(float);
         const int chunk = int(std::max<size_t>(1, kAttnPartBytes / per_row));
         const int64_t w = int64_t(n_head) * L.hd;
+        // The combine also writes the q8 form of out for the next matmul_input (second buffer).
+        const bool q8 = L.hd % 32 == 0 && b.n_tokens <= act_rows_ && w <= act_n_;
         for (int r0 = 0; r0 < b.n_tokens; r0 += chunk) {
             const int nr = std::min(chunk, b.n_tokens - r0);
             ops::attention(L, q + r0 * w, out + r0 * w, nr, n_head, scale, b.pos + r0, b.seq + r0, n_kv, part_,
-                           stream_);
+                           q8 ? act2_q_ + r0 * w : nullptr, q8 ? act2_ds_ + r0 * (w / 32) * 2 : nullptr, stream_);
         }
         rt::check("attention");
+        if (q8) att_q8_ = {out, b.n_tokens, w};
     }
     void gather_rows(const float* x, const int32_t* idx, int n_idx, int64_t n, float* y) override {
         flush();
@@ -290,6 +323,7 @@ private:
     static GpuKvCache& cache(KvCache& c) { return static_cast<GpuKvCache&>(c); }
 
     void flush() {
+        att_q8_ = {};
         if (!pend_.x) return;
         ops::add(pend_.x, pend_.y, pend_.n, stream_);
         pend_ = {};
@@ -321,6 +355,13 @@ private:
     float* act_x_ = nullptr;
     int8_t* act_q_ = nullptr;
     float* act_ds_ = nullptr;
+    int8_t* act2_q_ = nullptr;  // q8 of the last attention output (written by the combine)
+    float* act2_ds_ = nullptr;
+    struct AttQ8 {
+        const float* x = nullptr;
+        int rows = 0;
+        int64_t n = 0;
+    } att_q8_;
     int act_rows_ = 0;
     int64_t act_n_ = 0;
     ops::Act act_;

@@ -27,6 +27,9 @@ void prepare_act(float* x, const float* res, const float* w, float eps, int rows
                  float* ds, void* s);
 // y [rows][W.n_out] = act @ W^T.
 void matvec(const GpuMat& W, const Act& a, float* y, void* s);
+// y[m] [rows][W[m].n_out] = act @ W[m]^T for n_mat (<= 3) matrices of one type and width,
+// in one launch (the Q, K and V projections).
+void matvec3(const GpuMat* W, float* const* y, int n_mat, const Act& a, void* s);
 // h [rows][G.n_out] = silu(act @ G^T) * (act @ U^T); G, U of one type and shape.
 void matvec_swiglu(const GpuMat& G, const GpuMat& U, const Act& a, float* h, void* s);
 
@@ -52,15 +55,21 @@ struct KvLayer {
     bool f16 = true;
     int n_seq = 1, n_ctx = 0, n_kv_head = 0, hd = 0;
 };
+// rope(q), rope(k) in place, then k, v into the cache at (seq[i], pos[i]): one launch.
+void rope_store(const KvLayer& c, float* q, float* k, const float* v, int rows, int n_head, const RopeArgs& r,
+                const int32_t* pos, const int32_t* seq, void* s);
 // Writes k, v [rows][n_kv_head*hd] at (seq[i], pos[i]).
 void kv_store(const KvLayer& c, const float* k, const float* v, int rows, const int32_t* pos, const int32_t* seq,
               void* s);
 // out [rows][n_head*hd] = softmax(q k^T * scale) v over positions 0..pos[i] of seq[i].
 // Split over the sequence in blocks of arch::kAttnSplit positions; n_kv_max (host
-// bound) sizes the grid, part [rows][n_head][n_split][hd+2] is scratch.
+// bound) sizes the grid, part [rows][n_head][n_split][hd+2] is scratch. Splits
+// beyond a token's pos+1 (read on the device) cost an early exit only.
+// With oq/ods (and hd % 32 == 0) the combine also writes out's q8 form there
+// (layout of Act::q / Act::ds), so it can be the next matmul input as is.
 int attention_splits(int n_kv_max);
 void attention(const KvLayer& c, const float* q, float* out, int rows, int n_head, float scale, const int32_t* pos,
-               const int32_t* seq, int n_kv_max, float* part, void* s);
+               const int32_t* seq, int n_kv_max, float* part, int8_t* oq, float* ods, void* s);
 
 // y[j][:] = x[idx[j]][:], n floats per row.
 void gather_rows(const float* x, const int32_t* idx, int n_idx, int64_t n, float* y, void* s);

@@ -1,4 +1,5 @@
 // HIP/CUDA runtime calls behind runtime.h (one source for both vendors).
+#include <cstdlib>
 #include <string>
 
 #include "backend/gpu/runtime.h"
@@ -74,6 +75,22 @@ void memset(void* dst, int v, size_t n, void* s) {
     if (n) ok(gpuMemsetAsync(dst, v, n, S(s)), "clearing device memory");
 }
 void check(const char* what) { ok(gpuGetLastError(), what); }
+
+bool pdl_enabled() {
+#if defined(VEGA_GPU_CUDA)
+    static const bool on = [] {
+        const char* e = std::getenv("VEGA_GPU_PDL");
+        if (e && std::string(e) == "0") return false;
+        int dev = 0, major = 0;
+        if (cudaGetDevice(&dev) != cudaSuccess) return false;
+        if (cudaDeviceGetAttribute(&major, cudaDevAttrComputeCapabilityMajor, dev) != cudaSuccess) return false;
+        return major >= 9;
+    }();
+    return on;
+#else
+    return false;
+#endif
+}
 
 void capture_begin(void* s) { ok(gpuStreamBeginCapture(S(s), gpuStreamCaptureModeThreadLocal), "starting capture"); }
 void* capture_end(void* s) {

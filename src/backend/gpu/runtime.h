@@ -33,6 +33,8 @@ void d2h(void* dst, const void* src, size_t n, void* s);  // synchronous
 void d2d(void* dst, const void* src, size_t n, void* s);
 void memset(void* dst, int v, size_t n, void* s);
 void check(const char* what);  // raises the last launch error, if any
+// Programmatic dependent launch (launch.h): NVIDIA sm_90+ unless VEGA_GPU_PDL=0.
+bool pdl_enabled();
 
 // Graph capture of all work issued to stream s between begin and end.
 void capture_begin(void* s);

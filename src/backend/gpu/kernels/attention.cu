@@ -9,6 +9,7 @@
 //
 // @audit kernel=*attn_split<* min_waves=4 expect=dpp
 // @audit kernel=* min_waves=4
+#include "backend/gpu/launch.h"
 #include "backend/gpu/ops.h"
 #include "backend/gpu/runtime.h"
 #include "backend/gpu/wave.h"
@@ -23,13 +24,15 @@ using arch::kEltThreads;
 constexpr int kMaxHd = 256;
 constexpr int kPairs = kMaxHd / 2 / kAttnGroup;  // dim pairs per lane at most
 constexpr int kGroups = kAttnThreads / kAttnGroup;
+constexpr int kRopeThreads = 64;
 
-gpuStream_t S(void* s) { return static_cast<gpuStream_t>(s); }
 unsigned grid_for(int64_t n, int per) { return unsigned((n + per - 1) / per); }
 
 // One thread per rotated pair: x [rows][n_head][hd].
 __global__ void rope_k(float* __restrict__ x, int n_head, int hd, ops::RopeArgs r, const int32_t* __restrict__ pos,
                        int64_t total) {
+    pdl_wait();
+    pdl_trigger();
     const int64_t i = int64_t(blockIdx.x) * blockDim.x + threadIdx.x;
     if (i >= total) return;
     const int half = r.n_rot / 2;
@@ -50,6 +53,8 @@ __global__ void rope_k(float* __restrict__ x, int n_head, int hd, ops::RopeArgs 
 template <bool F16>
 __global__ void kv_store_k(ops::KvLayer c, const float* __restrict__ k, const float* __restrict__ v,
                            const int32_t* __restrict__ pos, const int32_t* __restrict__ seq) {
+    pdl_wait();
+    pdl_trigger();
     const int width = c.n_kv_head * c.hd;
     const int i = int(blockIdx.x) * blockDim.x + threadIdx.x;
     if (i >= width) return;
@@ -64,6 +69,49 @@ __global__ void kv_store_k(ops::KvLayer c, const float* __restrict__ k, const fl
         static_cast<float*>(c.k)[dst] = kv;
         static_cast<float*>(c.v)[dst] = vv;
     }
+}
+
+// Rotation angle of pair j at position p (the same expression as rope_k).
+__device__ __forceinline__ void rope_cs(const ops::RopeArgs& r, int p, int j, float* sn, float* cs) {
+    float theta = float(p) * r.freq_scale * powf(r.freq_base, -2.f * float(j) / float(r.n_rot));
+    if (r.freq_factors) theta /= r.freq_factors[j];
+    sincosf(theta, sn, cs);
+}
+
+// rope(q), rope(k) and the K/V cache write of one layer in one launch.
+// grid (n_head + n_kv_head, rows): block y = token, block x < n_head a q head,
+// else kv head x - n_head (rotated k, and v, into the cache).
+template <bool F16>
+__global__ void __launch_bounds__(kRopeThreads) rope_store_k(ops::KvLayer c, float* __restrict__ q, float* __restrict__ k,
+                                                             const float* __restrict__ v, int n_head, ops::RopeArgs r,
+                                                             const int32_t* __restrict__ pos,
+                                                             const int32_t* __restrict__ seq) {
+    pdl_wait();
+    pdl_trigger();
+    const int t = blockIdx.y, hd = c.hd;
+    const bool is_k = int(blockIdx.x) >= n_head;
+    const int h = is_k ? int(blockIdx.x) - n_head : int(blockIdx.x);
+    const int p = pos[t];
+    float* x = is_k ? k + (int64_t(t) * c.n_kv_head + h) * hd : q + (int64_t(t) * n_head + h) * hd;
+    const int64_t dst = ((int64_t(seq[t]) * c.n_kv_head + h) * c.n_ctx + p) * hd;
+    auto put = [&](void* base, int d, float val) {
+        if constexpr (F16) static_cast<uint16_t*>(base)[dst + d] = f2h(val);
+        else static_cast<float*>(base)[dst + d] = val;
+    };
+    const int half = r.n_rot / 2;
+    for (int j = threadIdx.x; j < half; j += kRopeThreads) {
+        float sn, cs;
+        rope_cs(r, p, j, &sn, &cs);
+        const int a = r.neox ? j : 2 * j, b = r.neox ? j + half : 2 * j + 1;
+        const float x0 = x[a], x1 = x[b];
+        const float y0 = x0 * cs - x1 * sn, y1 = x0 * sn + x1 * cs;
+        x[a] = y0, x[b] = y1;
+        if (is_k) put(c.k, a, y0), put(c.k, b, y1);
+    }
+    if (!is_k) return;
+    for (int d = r.n_rot + threadIdx.x; d < hd; d += kRopeThreads) put(c.k, d, x[d]);  // not rotated
+    const float* vr = v + (int64_t(t) * c.n_kv_head + h) * hd;
+    for (int d = threadIdx.x; d < hd; d += kRopeThreads) put(c.v, d, vr[d]);
 }
 
 template <bool F16>
@@ -84,15 +132,14 @@ __global__ void __launch_bounds__(kAttnThreads) attn_split(ops::KvLayer c, const
                                                            const int32_t* __restrict__ seq, int n_split) {
     __shared__ float s_ml[kGroups][2];
     __shared__ float s_acc[kGroups][kMaxHd];
+    pdl_wait();
+    pdl_trigger();
     const int sp = blockIdx.x, h = blockIdx.y, t = blockIdx.z;
     const int hd = c.hd;
     const int kv_len = pos[t] + 1;
     const int p0 = sp * kAttnSplit, p1 = min(p0 + kAttnSplit, kv_len);
     float* out = part + ((int64_t(t) * n_head + h) * n_split + sp) * (hd + 2);
-    if (p0 >= p1) {  // beyond this token's context: an empty split
-        if (threadIdx.x == 0) out[0] = -INFINITY, out[1] = 0.f;
-        return;
-    }
+    if (p0 >= p1) return;  // beyond this token's context: the combine reads only splits < ceil(kv_len / split)
     const int g = threadIdx.x / kAttnGroup, sub = threadIdx.x % kAttnGroup;
     const int kvh = h / (n_head / c.n_kv_head);
     const int64_t base = (int64_t(seq[t]) * c.n_kv_head + kvh) * c.n_ctx * hd;
@@ -156,27 +203,48 @@ __global__ void __launch_bounds__(kAttnThreads) attn_split(ops::KvLayer c, const
     }
 }
 
-// out [rows][n_head][hd] from the splits; grid (n_head, rows).
+// out [rows][n_head][hd] from the splits that hold positions (pos[t] + 1 read on
+// the device); grid (n_head, rows), hd <= blockDim. With oq/ods (hd % 32 == 0)
+// also out's q8 blocks: 32 lanes per block of 32 dims, as prepare_act writes them.
 __global__ void __launch_bounds__(kEltThreads) attn_combine(const float* __restrict__ part, float* __restrict__ out,
-                                                            int n_head, int hd, int n_split) {
+                                                            int n_head, int hd, int n_split,
+                                                            const int32_t* __restrict__ pos, int8_t* __restrict__ oq,
+                                                            float* __restrict__ ods) {
+    pdl_wait();
+    pdl_trigger();
     const int h = blockIdx.x, t = blockIdx.y;
+    const int n_used = min(n_split, (pos[t] + 1 + kAttnSplit - 1) / kAttnSplit);
     const float* p = part + (int64_t(t) * n_head + h) * n_split * (hd + 2);
     float M = -INFINITY;
-    for (int s = 0; s < n_split; ++s)
+    for (int s = 0; s < n_used; ++s)
         if (p[s * (hd + 2) + 1] > 0.f) M = fmaxf(M, p[s * (hd + 2)]);
     float L = 0.f;
-    for (int s = 0; s < n_split; ++s) {
+    for (int s = 0; s < n_used; ++s) {
         const float* ps = p + s * (hd + 2);
         if (ps[1] > 0.f) L += ps[1] * __expf(ps[0] - M);
     }
     const float inv = L > 0.f ? 1.f / L : 0.f;
-    for (int d = threadIdx.x; d < hd; d += blockDim.x) {
+    const int d = threadIdx.x;  // hd <= blockDim (checked by the launcher)
+    float val = 0.f;
+    if (d < hd) {
         float a = 0.f;
-        for (int s = 0; s < n_split; ++s) {
+        for (int s = 0; s < n_used; ++s) {
             const float* ps = p + s * (hd + 2);
             if (ps[1] > 0.f) a += ps[2 + d] * __expf(ps[0] - M);
         }
-        out[(int64_t(t) * n_head + h) * hd + d] = a * inv;
+        val = a * inv;
+        out[(int64_t(t) * n_head + h) * hd + d] = val;
+    }
+    if (!oq) return;  // uniform over the block
+    // q8 of the 32-dim block holding d (groups of 32 lanes are aligned to blocks of 32 dims).
+    const float amax = group_reduce_max<32>(fabsf(val));
+    const float dq = amax / 127.f, id = dq != 0.f ? 1.f / dq : 0.f;
+    const int qi = int(roundf(val * id));
+    const float sum = group_reduce_sum<32>(float(qi));
+    if (d < hd) {
+        const int64_t e = (int64_t(t) * n_head + h) * hd + d;  // element index in the row-major [rows][n_head*hd]
+        oq[e] = int8_t(qi);
+        if (d % 32 == 0) reinterpret_cast<float2*>(ods)[e / 32] = make_float2(dq, dq * sum);
     }
 }
 
@@ -184,28 +252,39 @@ __global__ void __launch_bounds__(kEltThreads) attn_combine(const float* __restr
 
 void ops::rope(float* x, int rows, int n_head, int hd, const RopeArgs& r, const int32_t* pos, void* s) {
     const int64_t total = int64_t(rows) * n_head * (r.n_rot / 2);
-    if (total > 0) rope_k<<<grid_for(total, kEltThreads), kEltThreads, 0, S(s)>>>(x, n_head, hd, r, pos, total);
+    if (total > 0) launch(rope_k, dim3(grid_for(total, kEltThreads)), dim3(kEltThreads), s, x, n_head, hd, r, pos, total);
 }
 
 void ops::kv_store(const KvLayer& c, const float* k, const float* v, int rows, const int32_t* pos, const int32_t* seq,
                    void* s) {
     if (rows <= 0) return;
     const dim3 grid{grid_for(int64_t(c.n_kv_head) * c.hd, kEltThreads), unsigned(rows)};
-    if (c.f16) kv_store_k<true><<<grid, kEltThreads, 0, S(s)>>>(c, k, v, pos, seq);
-    else kv_store_k<false><<<grid, kEltThreads, 0, S(s)>>>(c, k, v, pos, seq);
+    if (c.f16) launch(kv_store_k<true>, grid, dim3(kEltThreads), s, c, k, v, pos, seq);
+    else launch(kv_store_k<false>, grid, dim3(kEltThreads), s, c, k, v, pos, seq);
+}
+
+void ops::rope_store(const KvLayer& c, float* q, float* k, const float* v, int rows, int n_head, const RopeArgs& r,
+                     const int32_t* pos, const int32_t* seq, void* s) {
+    if (rows <= 0) return;
+    const dim3 grid{unsigned(n_head + c.n_kv_head), unsigned(rows)};
+    if (c.f16) launch(rope_store_k<true>, grid, dim3(kRopeThreads), s, c, q, k, v, n_head, r, pos, seq);
+    else launch(rope_store_k<false>, grid, dim3(kRopeThreads), s, c, q, k, v, n_head, r, pos, seq);
 }
 
 int ops::attention_splits(int n_kv_max) { return (n_kv_max + kAttnSplit - 1) / kAttnSplit; }
 
 void ops::attention(const KvLayer& c, const float* q, float* out, int rows, int n_head, float scale, const int32_t* pos,
-                    const int32_t* seq, int n_kv_max, float* part, void* s) {
+                    const int32_t* seq, int n_kv_max, float* part, int8_t* oq, float* ods, void* s) {
     if (rows <= 0) return;
     if (c.hd > kMaxHd || c.hd % 2) gpu_fail("attention: head_dim " + std::to_string(c.hd) + " is not supported (even, <= 256)");
+    static_assert(kEltThreads >= kMaxHd, "attn_combine: one thread per dim");
+    if (c.hd % 32) oq = nullptr, ods = nullptr;
     const int n_split = attention_splits(n_kv_max);
     const dim3 grid{unsigned(n_split), unsigned(n_head), unsigned(rows)};
-    if (c.f16) attn_split<true><<<grid, kAttnThreads, 0, S(s)>>>(c, q, part, n_head, scale, pos, seq, n_split);
-    else attn_split<false><<<grid, kAttnThreads, 0, S(s)>>>(c, q, part, n_head, scale, pos, seq, n_split);
-    attn_combine<<<dim3(unsigned(n_head), unsigned(rows)), kEltThreads, 0, S(s)>>>(part, out, n_head, c.hd, n_split);
+    if (c.f16) launch(attn_split<true>, grid, dim3(kAttnThreads), s, c, q, part, n_head, scale, pos, seq, n_split);
+    else launch(attn_split<false>, grid, dim3(kAttnThreads), s, c, q, part, n_head, scale, pos, seq, n_split);
+    launch(attn_combine, dim3(unsigned(n_head), unsigned(rows)), dim3(kEltThreads), s, (const float*)part, out, n_head,
+           c.hd, n_split, pos, oq, ods);
 }
 
 }  // namespace vega::gpu

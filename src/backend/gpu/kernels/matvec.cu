@@ -9,6 +9,7 @@
 // @audit kernel=*matvec_q<* min_waves=4 expect=v_dot4_i32_i8,global_load_dwordx4,dpp
 // @audit kernel=*matvec_q<*,?8,?true>* min_waves=3 expect=v_dot4_i32_i8,global_load_dwordx4,dpp
 // @audit kernel=*matvec_f<* min_waves=4 expect=global_load_dwordx4,dpp
+#include "backend/gpu/launch.h"
 #include "backend/gpu/ops.h"
 #include "backend/gpu/runtime.h"
 #include "backend/gpu/wave.h"
@@ -110,15 +111,43 @@ __device__ __forceinline__ float dot_chunk(const Chunk& r, const int4& a0, const
 
 __device__ __forceinline__ float silu(float g) { return g / (1.f + __expf(-g)); }
 
+// Up to three matrices in one launch (Q, K, V): blocks [0, end0) belong to W0/y0,
+// [end0, end1) to W1/y1, the rest to W2/y2. SWIGLU: W0 = gate, W1 = up, out y0.
+struct Job {
+    GpuMat W0, W1, W2;
+    float *y0, *y1, *y2;
+    int64_t end0, end1;
+};
+struct Sel {
+    const GpuMat* W;
+    float* y;
+    int64_t block;  // block index inside the selected matrix
+};
+__device__ __forceinline__ Sel select(const Job& j) {
+    const int64_t b = blockIdx.x;
+    if (b < j.end0) return {&j.W0, j.y0, b};
+    if (b < j.end1) return {&j.W1, j.y1, b - j.end0};
+    return {&j.W2, j.y2, b - j.end1};
+}
+
 // Block b covers output rows [b / n_groups * kMatvecWaves, +kMatvecWaves) for the
 // activation rows [b % n_groups * NB, +NB): blocks sharing weight rows run together.
-// Writes y [a.rows][W.n_out] (or h = silu(W·x) * (U·x) when SWIGLU).
+// Writes y [a.rows][W.n_out] (or h = silu(W·x) * (U·x) when SWIGLU). The first
+// weight loads are issued before pdl_wait(): they overlap the previous kernel.
 template <GgmlType T, int NB, bool SWIGLU>
-__global__ void __launch_bounds__(kMatvecThreads) matvec_q(GpuMat W, GpuMat U, ops::Act a, float* __restrict__ y) {
+__global__ void __launch_bounds__(kMatvecThreads) matvec_q(Job job, ops::Act a) {
+    const Sel sel = select(job);
+    const GpuMat& W = *sel.W;
+    const GpuMat& U = job.W1;
+    float* __restrict__ y = sel.y;
     const int n_groups = (a.rows + NB - 1) / NB;
-    const int64_t row = int64_t(blockIdx.x / n_groups) * kMatvecWaves + threadIdx.x / kWave;
-    const int t0 = int(blockIdx.x % n_groups) * NB;
-    if (row >= W.n_out) return;  // whole waves leave together
+    const int64_t row = int64_t(sel.block / n_groups) * kMatvecWaves + threadIdx.x / kWave;
+    const int t0 = int(sel.block % n_groups) * NB;
+    if (row >= W.n_out) {  // whole waves leave together
+        pdl_wait();
+        pdl_trigger();
+        return;
+    }
     const int nt = min(NB, a.rows - t0);
     const int64_t nc = W.n_chunk;
     const int lane = lane_id();
@@ -129,8 +158,8 @@ __global__ void __launch_bounds__(kMatvecThreads) matvec_q(GpuMat W, GpuMat U, o
 #pragma unroll
     for (int t = 0; t < NB; ++t) acc[t] = 0.f, accu[t] = 0.f;
 
-    for (int64_t c0 = lane; c0 < nc; c0 += int64_t(kWave) * kU) {
-        Chunk w[kU], u[kU];
+    Chunk w[kU], u[kU];
+    auto load = [&](int64_t c0) {
 #pragma unroll
         for (int k = 0; k < kU; ++k) {
             const int64_t c = c0 + int64_t(k) * kWave;
@@ -139,6 +168,12 @@ __global__ void __launch_bounds__(kMatvecThreads) matvec_q(GpuMat W, GpuMat U, o
                 if constexpr (SWIGLU) u[k] = load_chunk<T>(U, row, c);
             }
         }
+    };
+    load(lane);  // weights only: safe before the dependency wait
+    pdl_wait();
+    pdl_trigger();
+    for (int64_t c0 = lane; c0 < nc; c0 += int64_t(kWave) * kU) {
+        if (c0 != lane) load(c0);
 #pragma unroll
         for (int k = 0; k < kU; ++k) {
             const int64_t c = c0 + int64_t(k) * kWave;
@@ -190,13 +225,32 @@ __device__ __forceinline__ float load1(const uint8_t* row, int64_t i) {
     else return bf2f(reinterpret_cast<const uint16_t*>(row)[i]);
 }
 
+// x rounded to the weight's type (f16 / bf16, round to nearest even), as the CPU
+// backend does before its float dot products, so both backends agree.
+template <GgmlType T>
+__device__ __forceinline__ float round_to(float x) {
+    if constexpr (T == GgmlType::F16) return h2f(f2h(x));
+    if constexpr (T == GgmlType::BF16) {
+        const uint32_t u = __float_as_uint(x);
+        if ((u & 0x7fffffffu) > 0x7f800000u) return x;  // NaN stays NaN
+        return bf2f(uint16_t((u + 0x7fffu + ((u >> 16) & 1u)) >> 16));
+    }
+    return x;
+}
+
 // Float weights against the f32 activations; 16-byte loads when n_in % 8 == 0.
 template <GgmlType T, int NB, bool SWIGLU>
-__global__ void __launch_bounds__(kMatvecThreads) matvec_f(GpuMat W, GpuMat U, ops::Act a, float* __restrict__ y) {
+__global__ void __launch_bounds__(kMatvecThreads) matvec_f(Job job, ops::Act a) {
+    const Sel sel = select(job);
+    const GpuMat& W = *sel.W;
+    const GpuMat& U = job.W1;
+    float* __restrict__ y = sel.y;
     constexpr int esz = T == GgmlType::F32 ? 4 : 2;
     const int n_groups = (a.rows + NB - 1) / NB;
-    const int64_t row = int64_t(blockIdx.x / n_groups) * kMatvecWaves + threadIdx.x / kWave;
-    const int t0 = int(blockIdx.x % n_groups) * NB;
+    const int64_t row = int64_t(sel.block / n_groups) * kMatvecWaves + threadIdx.x / kWave;
+    const int t0 = int(sel.block % n_groups) * NB;
+    pdl_wait();
+    pdl_trigger();
     if (row >= W.n_out) return;
     const int nt = min(NB, a.rows - t0);
     const int64_t n = W.n_in;
@@ -216,7 +270,8 @@ __global__ void __launch_bounds__(kMatvecThreads) matvec_f(GpuMat W, GpuMat U, o
                 if (t >= nt) break;
                 const float4* xp = reinterpret_cast<const float4*>(a.x + int64_t(t0 + t) * n + i);
                 const float4 x0 = xp[0], x1 = xp[1];
-                const float x[8] = {x0.x, x0.y, x0.z, x0.w, x1.x, x1.y, x1.z, x1.w};
+                const float x[8] = {round_to<T>(x0.x), round_to<T>(x0.y), round_to<T>(x0.z), round_to<T>(x0.w),
+                                    round_to<T>(x1.x), round_to<T>(x1.y), round_to<T>(x1.z), round_to<T>(x1.w)};
 #pragma unroll
                 for (int k = 0; k < 8; ++k) {
                     acc[t] += w[k] * x[k];
@@ -231,7 +286,7 @@ __global__ void __launch_bounds__(kMatvecThreads) matvec_f(GpuMat W, GpuMat U, o
 #pragma unroll
             for (int t = 0; t < NB; ++t) {
                 if (t >= nt) break;
-                const float x = a.x[int64_t(t0 + t) * n + i];
+                const float x = round_to<T>(a.x[int64_t(t0 + t) * n + i]);
                 acc[t] += w * x;
                 if constexpr (SWIGLU) accu[t] += u * x;
             }
@@ -246,40 +301,51 @@ __global__ void __launch_bounds__(kMatvecThreads) matvec_f(GpuMat W, GpuMat U, o
     }
 }
 
+// Blocks one matrix needs for a.rows activation rows.
+int64_t blocks_for(const GpuMat& W, int rows, int nb) {
+    return (W.n_out + kMatvecWaves - 1) / kMatvecWaves * ((rows + nb - 1) / nb);
+}
+
 template <GgmlType T, int NB, bool SW>
-void launch_nb(const GpuMat& W, const GpuMat& U, const ops::Act& a, float* y, void* s) {
-    const int n_groups = (a.rows + NB - 1) / NB;
-    const int64_t blocks = (W.n_out + kMatvecWaves - 1) / kMatvecWaves * n_groups;
+void launch_nb(const GpuMat* Ws, float* const* ys, int n_mat, const ops::Act& a, void* s) {
+    Job j;
+    j.W0 = Ws[0], j.W1 = n_mat > 1 ? Ws[1] : Ws[0], j.W2 = n_mat > 2 ? Ws[2] : Ws[0];
+    j.y0 = ys[0], j.y1 = n_mat > 1 ? ys[1] : ys[0], j.y2 = n_mat > 2 ? ys[2] : ys[0];
+    // SWIGLU: one set of blocks over the gate rows (the up rows ride along).
+    const int nm = SW ? 1 : n_mat;
+    int64_t blocks = 0, ends[3] = {0, 0, 0};
+    for (int m = 0; m < nm; ++m) blocks += blocks_for(Ws[m], a.rows, NB), ends[m] = blocks;
+    j.end0 = ends[0], j.end1 = nm > 1 ? ends[1] : blocks;
     if constexpr (T == GgmlType::F32 || T == GgmlType::F16 || T == GgmlType::BF16)
-        matvec_f<T, NB, SW><<<dim3(unsigned(blocks)), dim3(kMatvecThreads), 0, static_cast<gpuStream_t>(s)>>>(W, U, a, y);
+        launch(matvec_f<T, NB, SW>, dim3(unsigned(blocks)), dim3(kMatvecThreads), s, j, a);
     else
-        matvec_q<T, NB, SW><<<dim3(unsigned(blocks)), dim3(kMatvecThreads), 0, static_cast<gpuStream_t>(s)>>>(W, U, a, y);
+        launch(matvec_q<T, NB, SW>, dim3(unsigned(blocks)), dim3(kMatvecThreads), s, j, a);
 }
 
 template <GgmlType T, bool SW>
-void launch_t(const GpuMat& W, const GpuMat& U, const ops::Act& a, float* y, void* s) {
+void launch_t(const GpuMat* Ws, float* const* ys, int n_mat, const ops::Act& a, void* s) {
     // Activation rows per block: 1, 2, 4, or 8 (prompts: 8 per block, many blocks).
-    if (a.rows == 1) launch_nb<T, 1, SW>(W, U, a, y, s);
-    else if (a.rows == 2) launch_nb<T, 2, SW>(W, U, a, y, s);
-    else if (a.rows <= 4) launch_nb<T, 4, SW>(W, U, a, y, s);
-    else launch_nb<T, 8, SW>(W, U, a, y, s);
+    if (a.rows == 1) launch_nb<T, 1, SW>(Ws, ys, n_mat, a, s);
+    else if (a.rows == 2) launch_nb<T, 2, SW>(Ws, ys, n_mat, a, s);
+    else if (a.rows <= 4) launch_nb<T, 4, SW>(Ws, ys, n_mat, a, s);
+    else launch_nb<T, 8, SW>(Ws, ys, n_mat, a, s);
 }
 
 template <bool SW>
-void dispatch(const GpuMat& W, const GpuMat& U, const ops::Act& a, float* y, void* s) {
-    switch (W.type) {
-        case GgmlType::F32: return launch_t<GgmlType::F32, SW>(W, U, a, y, s);
-        case GgmlType::F16: return launch_t<GgmlType::F16, SW>(W, U, a, y, s);
-        case GgmlType::BF16: return launch_t<GgmlType::BF16, SW>(W, U, a, y, s);
-        case GgmlType::Q4_0: return launch_t<GgmlType::Q4_0, SW>(W, U, a, y, s);
-        case GgmlType::Q4_1: return launch_t<GgmlType::Q4_1, SW>(W, U, a, y, s);
-        case GgmlType::Q5_0: return launch_t<GgmlType::Q5_0, SW>(W, U, a, y, s);
-        case GgmlType::Q5_1: return launch_t<GgmlType::Q5_1, SW>(W, U, a, y, s);
-        case GgmlType::Q8_0: return launch_t<GgmlType::Q8_0, SW>(W, U, a, y, s);
-        case GgmlType::Q4_K: return launch_t<GgmlType::Q4_K, SW>(W, U, a, y, s);
-        case GgmlType::Q5_K: return launch_t<GgmlType::Q5_K, SW>(W, U, a, y, s);
-        case GgmlType::Q6_K: return launch_t<GgmlType::Q6_K, SW>(W, U, a, y, s);
-        default: gpu_fail(std::string("matvec: unsupported weight type ") + type_traits(W.type).name);
+void dispatch(const GpuMat* Ws, float* const* ys, int n_mat, const ops::Act& a, void* s) {
+    switch (Ws[0].type) {
+        case GgmlType::F32: return launch_t<GgmlType::F32, SW>(Ws, ys, n_mat, a, s);
+        case GgmlType::F16: return launch_t<GgmlType::F16, SW>(Ws, ys, n_mat, a, s);
+        case GgmlType::BF16: return launch_t<GgmlType::BF16, SW>(Ws, ys, n_mat, a, s);
+        case GgmlType::Q4_0: return launch_t<GgmlType::Q4_0, SW>(Ws, ys, n_mat, a, s);
+        case GgmlType::Q4_1: return launch_t<GgmlType::Q4_1, SW>(Ws, ys, n_mat, a, s);
+        case GgmlType::Q5_0: return launch_t<GgmlType::Q5_0, SW>(Ws, ys, n_mat, a, s);
+        case GgmlType::Q5_1: return launch_t<GgmlType::Q5_1, SW>(Ws, ys, n_mat, a, s);
+        case GgmlType::Q8_0: return launch_t<GgmlType::Q8_0, SW>(Ws, ys, n_mat, a, s);
+        case GgmlType::Q4_K: return launch_t<GgmlType::Q4_K, SW>(Ws, ys, n_mat, a, s);
+        case GgmlType::Q5_K: return launch_t<GgmlType::Q5_K, SW>(Ws, ys, n_mat, a, s);
+        case GgmlType::Q6_K: return launch_t<GgmlType::Q6_K, SW>(Ws, ys, n_mat, a, s);
+        default: gpu_fail(std::string("matvec: unsupported weight type ") + type_traits(Ws[0].type).name);
     }
 }
 
@@ -287,12 +353,21 @@ void dispatch(const GpuMat& W, const GpuMat& U, const ops::Act& a, float* y, voi
 
 void ops::matvec(const GpuMat& W, const Act& a, float* y, void* s) {
     if (a.rows <= 0) return;
-    dispatch<false>(W, W, a, y, s);
+    dispatch<false>(&W, &y, 1, a, s);
+}
+
+void ops::matvec3(const GpuMat* W, float* const* y, int n_mat, const Act& a, void* s) {
+    if (a.rows <= 0 || n_mat <= 0) return;
+    for (int m = 1; m < n_mat; ++m)
+        if (W[m].type != W[0].type || W[m].n_in != W[0].n_in) gpu_fail("matvec3: matrices differ in type or width");
+    dispatch<false>(W, y, n_mat, a, s);
 }
 
 void ops::matvec_swiglu(const GpuMat& G, const GpuMat& U, const Act& a, float* h, void* s) {
     if (a.rows <= 0) return;
-    dispatch<true>(G, U, a, h, s);
+    const GpuMat W[2] = {G, U};
+    float* const y[2] = {h, h};
+    dispatch<true>(W, y, 2, a, s);
 }
 
 }  // namespace vega::gpu

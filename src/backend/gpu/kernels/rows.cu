@@ -6,6 +6,7 @@
 // @audit kernel=*argmax_k(* min_waves=4 expect=dpp
 // @audit kernel=*head_rms_norm_k(* min_waves=4 expect=dpp
 // @audit kernel=* min_waves=4
+#include "backend/gpu/launch.h"
 #include "backend/gpu/ops.h"
 #include "backend/gpu/runtime.h"
 #include "backend/gpu/wave.h"
@@ -15,8 +16,8 @@ namespace {
 
 using arch::kEltThreads;
 using arch::kRowThreads;
+constexpr int kPrepThreads = 1024;  // prep_fast_k: 4096 elements with one float4 a thread
 
-gpuStream_t S(void* s) { return static_cast<gpuStream_t>(s); }
 unsigned grid_for(int64_t n, int per) { return unsigned((n + per - 1) / per); }
 
 // Element i of row `row` of a weight in the GPU layout (scalar; for lookups).
@@ -58,6 +59,8 @@ __device__ float weight_elem(const GpuMat& W, int64_t row, int64_t i) {
 
 // out [n][n_in]; grid (ceil(n_in / kEltThreads), n).
 __global__ void embed_k(GpuMat table, const int32_t* __restrict__ tok, float* __restrict__ out) {
+    pdl_wait();
+    pdl_trigger();
     const int64_t i = int64_t(blockIdx.x) * blockDim.x + threadIdx.x;
     if (i >= table.n_in) return;
     out[int64_t(blockIdx.y) * table.n_in + i] = weight_elem(table, tok[blockIdx.y], i);
@@ -71,6 +74,8 @@ __global__ void __launch_bounds__(kRowThreads) prepare_act_k(float* x, const flo
                                                            const float* __restrict__ w, float eps, int64_t n,
                                                            float* __restrict__ xo, int8_t* __restrict__ q,
                                                            float* __restrict__ ds) {
+    pdl_wait();
+    pdl_trigger();
     __shared__ float lds[kRowThreads / kWave];
     const int64_t r = blockIdx.x;
     float* xr = x + r * n;
@@ -122,15 +127,80 @@ __global__ void __launch_bounds__(kRowThreads) prepare_act_k(float* x, const flo
     }
 }
 
+// Fast form of prepare_act_k for n % 32 == 0, V float4 per thread held in registers
+// (one read of x, no second pass over memory). With w or res: one block per row
+// (grid (1, rows)), kPrepThreads * V * 4 >= n, block-wide sum of squares. Without:
+// grid (ceil(n / (4 * kPrepThreads)), rows), V == 1, chunk-local quantization only.
+// The q8 blocks are computed exactly as in prepare_act_k.
+template <int V>
+__global__ void __launch_bounds__(kPrepThreads) prep_fast_k(float* x, const float* __restrict__ res,
+                                                          const float* __restrict__ w, float eps, int64_t n,
+                                                          float* __restrict__ xo, int8_t* __restrict__ q,
+                                                          float* __restrict__ ds) {
+    __shared__ float lds[kPrepThreads / kWave];
+    pdl_wait();
+    pdl_trigger();
+    const int64_t r = blockIdx.y;
+    const int64_t n4 = n / 4, nc = n / 32;
+    float* xr = x + r * n;
+    const int64_t base = int64_t(blockIdx.x) * kPrepThreads + threadIdx.x;  // float4 index of k = 0
+    float4 v[V];
+    float ss = 0.f;
+#pragma unroll
+    for (int k = 0; k < V; ++k) {
+        const int64_t i4 = base + int64_t(k) * kPrepThreads;
+        v[k] = make_float4(0.f, 0.f, 0.f, 0.f);
+        if (i4 < n4) {
+            v[k] = reinterpret_cast<const float4*>(xr)[i4];
+            if (res) {
+                const float4 rr = reinterpret_cast<const float4*>(res + r * n)[i4];
+                v[k].x += rr.x, v[k].y += rr.y, v[k].z += rr.z, v[k].w += rr.w;
+                reinterpret_cast<float4*>(xr)[i4] = v[k];
+            }
+        }
+        ss += v[k].x * v[k].x + v[k].y * v[k].y + v[k].z * v[k].z + v[k].w * v[k].w;
+    }
+    float scale = 1.f;
+    if (w) scale = rsqrtf(block_reduce_sum<kPrepThreads>(ss, lds) / float(n) + eps);
+#pragma unroll
+    for (int k = 0; k < V; ++k) {
+        const int64_t i4 = base + int64_t(k) * kPrepThreads;
+        const bool valid = i4 < n4;  // uniform over each group of 8 lanes (n4 % 8 == 0)
+        float4 a = v[k];
+        const float4 g = (w && valid) ? reinterpret_cast<const float4*>(w)[i4] : make_float4(1.f, 1.f, 1.f, 1.f);
+        a.x *= scale * g.x, a.y *= scale * g.y, a.z *= scale * g.z, a.w *= scale * g.w;
+        if (valid) reinterpret_cast<float4*>(xo + r * n)[i4] = a;
+        float amax = fmaxf(fmaxf(fabsf(a.x), fabsf(a.y)), fmaxf(fabsf(a.z), fabsf(a.w)));
+        amax = group_reduce_max<8>(amax);
+        const float d = amax / 127.f, id = d != 0.f ? 1.f / d : 0.f;
+        const int q0 = int(roundf(a.x * id)), q1 = int(roundf(a.y * id)), q2 = int(roundf(a.z * id)),
+                  q3 = int(roundf(a.w * id));
+        const float sum = group_reduce_sum<8>(float(q0 + q1 + q2 + q3));
+        const uint32_t packed =
+            (uint32_t(q0) & 0xFF) | (uint32_t(q1) & 0xFF) << 8 | (uint32_t(q2) & 0xFF) << 16 | uint32_t(q3) << 24;
+        if (valid) {
+            const int64_t c = i4 / 8;
+            reinterpret_cast<uint32_t*>(q + r * n)[i4] = packed;
+            if (i4 % 8 == 0) reinterpret_cast<float2*>(ds)[r * nc + c] = make_float2(d, d * sum);
+        }
+    }
+}
+
 __global__ void add_bias_k(float* __restrict__ y, const float* __restrict__ b, int n, int64_t total) {
+    pdl_wait();
+    pdl_trigger();
     const int64_t i = int64_t(blockIdx.x) * blockDim.x + threadIdx.x;
     if (i < total) y[i] += b[i % n];
 }
 __global__ void add_k(float* __restrict__ x, const float* __restrict__ y, int64_t n) {
+    pdl_wait();
+    pdl_trigger();
     const int64_t i = int64_t(blockIdx.x) * blockDim.x + threadIdx.x;
     if (i < n) x[i] += y[i];
 }
 __global__ void swiglu_k(const float* __restrict__ g, const float* __restrict__ u, float* __restrict__ h, int64_t n) {
+    pdl_wait();
+    pdl_trigger();
     const int64_t i = int64_t(blockIdx.x) * blockDim.x + threadIdx.x;
     if (i < n) h[i] = g[i] / (1.f + __expf(-g[i])) * u[i];
 }
@@ -138,6 +208,8 @@ __global__ void swiglu_k(const float* __restrict__ g, const float* __restrict__ 
 // One wave per (row, head): x [rows][n_head][hd] *= w / rms.
 __global__ void __launch_bounds__(kEltThreads) head_rms_norm_k(float* __restrict__ x, const float* __restrict__ w,
                                                                int64_t n_vec, int hd, float eps) {
+    pdl_wait();
+    pdl_trigger();
     const int64_t v = int64_t(blockIdx.x) * (kEltThreads / kWave) + threadIdx.x / kWave;
     if (v >= n_vec) return;
     float* p = x + v * hd;
@@ -149,6 +221,8 @@ __global__ void __launch_bounds__(kEltThreads) head_rms_norm_k(float* __restrict
 }
 
 __global__ void gather_k(const float* __restrict__ x, const int32_t* __restrict__ idx, int64_t n, float* __restrict__ y) {
+    pdl_wait();
+    pdl_trigger();
     const int64_t i = int64_t(blockIdx.x) * blockDim.x + threadIdx.x;
     if (i < n) y[int64_t(blockIdx.y) * n + i] = x[int64_t(idx[blockIdx.y]) * n + i];
 }
@@ -156,6 +230,8 @@ __global__ void gather_k(const float* __restrict__ x, const int32_t* __restrict_
 // One block per row; (value, index) pairs reduced with the lowest index winning ties.
 __global__ void __launch_bounds__(kRowThreads) argmax_k(const float* __restrict__ logits, int64_t n,
                                                         int32_t* __restrict__ out) {
+    pdl_wait();
+    pdl_trigger();
     __shared__ float lv[kRowThreads / kWave];
     __shared__ int li[kRowThreads / kWave];
     const float* p = logits + int64_t(blockIdx.x) * n;
@@ -184,43 +260,60 @@ __global__ void __launch_bounds__(kRowThreads) argmax_k(const float* __restrict_
 
 void ops::embed(const GpuMat& table, const int32_t* tokens, int n, float* out, void* s) {
     if (n <= 0) return;
-    embed_k<<<dim3(grid_for(table.n_in, kEltThreads), unsigned(n)), kEltThreads, 0, S(s)>>>(table, tokens, out);
+    launch(embed_k, dim3(grid_for(table.n_in, kEltThreads), unsigned(n)), dim3(kEltThreads), s, table, tokens, out);
 }
+
+namespace {
+template <int V>
+void prep_fast(float* x, const float* res, const float* w, float eps, int rows, int64_t n, float* xo, int8_t* q,
+               float* ds, unsigned bx, void* s) {
+    launch(prep_fast_k<V>, dim3(bx, unsigned(rows)), dim3(kPrepThreads), s, x, res, w, eps, n, xo, q, ds);
+}
+}  // namespace
 
 void ops::prepare_act(float* x, const float* res, const float* w, float eps, int rows, int64_t n, float* xo, int8_t* q,
                       float* ds, void* s) {
     if (rows <= 0) return;
-    if (q && n % 32 == 0)
-        prepare_act_k<true><<<unsigned(rows), kRowThreads, 0, S(s)>>>(x, res, w, eps, n, xo, q, ds);
-    else
-        prepare_act_k<false><<<unsigned(rows), kRowThreads, 0, S(s)>>>(x, res, w, eps, n, xo, nullptr, nullptr);
+    if (q && n % 32 == 0) {
+        const int64_t n4 = n / 4;
+        if (!w && !res) return prep_fast<1>(x, res, w, eps, rows, n, xo, q, ds, grid_for(n4, kPrepThreads), s);
+        const int64_t v = (n4 + kPrepThreads - 1) / kPrepThreads;
+        if (v <= 1) return prep_fast<1>(x, res, w, eps, rows, n, xo, q, ds, 1, s);
+        if (v <= 2) return prep_fast<2>(x, res, w, eps, rows, n, xo, q, ds, 1, s);
+        if (v <= 4) return prep_fast<4>(x, res, w, eps, rows, n, xo, q, ds, 1, s);
+        launch(prepare_act_k<true>, dim3(unsigned(rows)), dim3(kRowThreads), s, x, res, w, eps, n, xo, q, ds);
+    } else {
+        launch(prepare_act_k<false>, dim3(unsigned(rows)), dim3(kRowThreads), s, x, res, w, eps, n, xo, (int8_t*)nullptr,
+               (float*)nullptr);
+    }
 }
 
 void ops::rms_norm(const float* x, const float* w, float* y, int rows, int n, float eps, void* s) {
     if (rows <= 0) return;
-    prepare_act_k<false><<<unsigned(rows), kRowThreads, 0, S(s)>>>(const_cast<float*>(x), nullptr, w, eps, n, y, nullptr,
-                                                                   nullptr);
+    launch(prepare_act_k<false>, dim3(unsigned(rows)), dim3(kRowThreads), s, const_cast<float*>(x), (const float*)nullptr,
+           w, eps, int64_t(n), y, (int8_t*)nullptr, (float*)nullptr);
 }
 
 void ops::add_bias(float* y, const float* b, int rows, int n, void* s) {
     const int64_t total = int64_t(rows) * n;
-    if (total > 0) add_bias_k<<<grid_for(total, kEltThreads), kEltThreads, 0, S(s)>>>(y, b, n, total);
+    if (total > 0) launch(add_bias_k, dim3(grid_for(total, kEltThreads)), dim3(kEltThreads), s, y, b, n, total);
 }
 void ops::add(float* x, const float* y, int64_t n, void* s) {
-    if (n > 0) add_k<<<grid_for(n, kEltThreads), kEltThreads, 0, S(s)>>>(x, y, n);
+    if (n > 0) launch(add_k, dim3(grid_for(n, kEltThreads)), dim3(kEltThreads), s, x, y, n);
 }
 void ops::swiglu(const float* g, const float* u, float* h, int64_t n, void* s) {
-    if (n > 0) swiglu_k<<<grid_for(n, kEltThreads), kEltThreads, 0, S(s)>>>(g, u, h, n);
+    if (n > 0) launch(swiglu_k, dim3(grid_for(n, kEltThreads)), dim3(kEltThreads), s, g, u, h, n);
 }
 void ops::head_rms_norm(float* x, const float* w, int rows, int n_head, int hd, float eps, void* s) {
     const int64_t nv = int64_t(rows) * n_head;
-    if (nv > 0) head_rms_norm_k<<<grid_for(nv, kEltThreads / kWave), kEltThreads, 0, S(s)>>>(x, w, nv, hd, eps);
+    if (nv > 0)
+        launch(head_rms_norm_k, dim3(grid_for(nv, kEltThreads / kWave)), dim3(kEltThreads), s, x, w, nv, hd, eps);
 }
 void ops::gather_rows(const float* x, const int32_t* idx, int n_idx, int64_t n, float* y, void* s) {
-    if (n_idx > 0) gather_k<<<dim3(grid_for(n, kEltThreads), unsigned(n_idx)), kEltThreads, 0, S(s)>>>(x, idx, n, y);
+    if (n_idx > 0) launch(gather_k, dim3(grid_for(n, kEltThreads), unsigned(n_idx)), dim3(kEltThreads), s, x, idx, n, y);
 }
 void ops::argmax(const float* logits, int rows, int64_t n, int32_t* out, void* s) {
-    if (rows > 0) argmax_k<<<unsigned(rows), kRowThreads, 0, S(s)>>>(logits, n, out);
+    if (rows > 0) launch(argmax_k, dim3(unsigned(rows)), dim3(kRowThreads), s, logits, n, out);
 }
 
 }  // namespace vega::gpu
