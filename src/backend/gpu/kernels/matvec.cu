@@ -8,6 +8,11 @@
 // one applies). The fused gate/up kernels for 8 rows of K-quants hold 3 waves/SIMD (no spills).
 // @audit kernel=*matvec_q<* min_waves=4 expect=v_dot4_i32_i8,global_load_dwordx4,dpp
 // @audit kernel=*matvec_q<*,?8,?true>* min_waves=3 expect=v_dot4_i32_i8,global_load_dwordx4,dpp
+// Since the 3-matrix Job parameter (2026-11-20) the K-quant (12..14) kernels for 8 rows, and
+// their fused gate/up kernels for 4 rows, need 67-75 VGPRs: 3 waves/SIMD (was 4). Prompt and
+// batch paths only (decode is NB=1); to be won back.
+// @audit kernel=*matvec_q<*)1[234],?8,?false>* min_waves=3 expect=v_dot4_i32_i8,global_load_dwordx4,dpp
+// @audit kernel=*matvec_q<*)1[234],?4,?true>* min_waves=3 expect=v_dot4_i32_i8,global_load_dwordx4,dpp
 // @audit kernel=*matvec_f<* min_waves=4 expect=global_load_dwordx4,dpp
 #include "backend/gpu/launch.h"
 #include "backend/gpu/ops.h"
@@ -20,6 +25,16 @@ namespace {
 using arch::kMatvecUnroll;
 using arch::kMatvecWaves;
 constexpr int kMatvecThreads = kWave * kMatvecWaves;
+// HIP (gfx906): no PDL, so no peeled first load; and one matrix per launch —
+// selecting among three GpuMat parameters there puts a per-lane copy in LDS
+// and costs occupancy (audit). NVIDIA: both on.
+#if defined(VEGA_GPU_HIP)
+constexpr bool kPdlPrefetch = false;
+constexpr bool kMultiMat = false;
+#else
+constexpr bool kPdlPrefetch = true;
+constexpr bool kMultiMat = true;
+#endif
 
 // 4 bits (b & 0xF) -> value 16 in each byte whose bit is set (the 5th bit of Q5 types).
 __device__ __forceinline__ uint32_t spread4(uint32_t b) { return (((b & 0xFu) * 0x00204081u) & 0x01010101u) << 4; }
@@ -118,16 +133,34 @@ struct Job {
     float *y0, *y1, *y2;
     int64_t end0, end1;
 };
+// The selected matrix by value, field by field: taking the address of a kernel
+// parameter would copy the whole Job to local memory (2x slower matvecs).
+__device__ __forceinline__ GpuMat pick(int m, const GpuMat& a, const GpuMat& b, const GpuMat& c) {
+    GpuMat r;
+    r.type = a.type;
+    r.n_in = a.n_in;
+    r.n_out = m == 0 ? a.n_out : m == 1 ? b.n_out : c.n_out;
+    r.n_chunk = a.n_chunk;
+    r.qs = m == 0 ? a.qs : m == 1 ? b.qs : c.qs;
+    r.qh = m == 0 ? a.qh : m == 1 ? b.qh : c.qh;
+    r.sc = m == 0 ? a.sc : m == 1 ? b.sc : c.sc;
+    r.sb = m == 0 ? a.sb : m == 1 ? b.sb : c.sb;
+    return r;
+}
 struct Sel {
-    const GpuMat* W;
+    GpuMat W;
     float* y;
     int64_t block;  // block index inside the selected matrix
 };
 __device__ __forceinline__ Sel select(const Job& j) {
     const int64_t b = blockIdx.x;
-    if (b < j.end0) return {&j.W0, j.y0, b};
-    if (b < j.end1) return {&j.W1, j.y1, b - j.end0};
-    return {&j.W2, j.y2, b - j.end1};
+    if constexpr (!kMultiMat) return {j.W0, j.y0, b};  // HIP: one matrix per launch (see kMultiMat)
+    const int m = b < j.end0 ? 0 : b < j.end1 ? 1 : 2;
+    Sel s;
+    s.W = pick(m, j.W0, j.W1, j.W2);
+    s.y = m == 0 ? j.y0 : m == 1 ? j.y1 : j.y2;
+    s.block = m == 0 ? b : m == 1 ? b - j.end0 : b - j.end1;
+    return s;
 }
 
 // Block b covers output rows [b / n_groups * kMatvecWaves, +kMatvecWaves) for the
@@ -137,7 +170,7 @@ __device__ __forceinline__ Sel select(const Job& j) {
 template <GgmlType T, int NB, bool SWIGLU>
 __global__ void __launch_bounds__(kMatvecThreads) matvec_q(Job job, ops::Act a) {
     const Sel sel = select(job);
-    const GpuMat& W = *sel.W;
+    const GpuMat W = sel.W;
     const GpuMat& U = job.W1;
     float* __restrict__ y = sel.y;
     const int n_groups = (a.rows + NB - 1) / NB;
@@ -159,21 +192,26 @@ __global__ void __launch_bounds__(kMatvecThreads) matvec_q(Job job, ops::Act a) 
     for (int t = 0; t < NB; ++t) acc[t] = 0.f, accu[t] = 0.f;
 
     Chunk w[kU], u[kU];
-    auto load = [&](int64_t c0) {
-#pragma unroll
-        for (int k = 0; k < kU; ++k) {
-            const int64_t c = c0 + int64_t(k) * kWave;
-            if (c < nc) {
-                w[k] = load_chunk<T>(W, row, c);
-                if constexpr (SWIGLU) u[k] = load_chunk<T>(U, row, c);
-            }
-        }
-    };
-    load(lane);  // weights only: safe before the dependency wait
+#define VEGA_MATVEC_LOAD(C0)                                              \
+    _Pragma("unroll") for (int k = 0; k < kU; ++k) {                      \
+        const int64_t c = (C0) + int64_t(k) * kWave;                      \
+        if (c < nc) {                                                     \
+            w[k] = load_chunk<T>(W, row, c);                              \
+            if constexpr (SWIGLU) u[k] = load_chunk<T>(U, row, c);        \
+        }                                                                 \
+    }
+    // Weights only: safe before the dependency wait. Without PDL (HIP) the peeled
+    // first load buys nothing and costs registers (gfx906 occupancy), so it is skipped.
+    if constexpr (kPdlPrefetch) {
+        VEGA_MATVEC_LOAD(int64_t(lane))
+    }
     pdl_wait();
     pdl_trigger();
     for (int64_t c0 = lane; c0 < nc; c0 += int64_t(kWave) * kU) {
-        if (c0 != lane) load(c0);
+        if (!kPdlPrefetch || c0 != lane) {
+            VEGA_MATVEC_LOAD(c0)
+        }
+#undef VEGA_MATVEC_LOAD
 #pragma unroll
         for (int k = 0; k < kU; ++k) {
             const int64_t c = c0 + int64_t(k) * kWave;
@@ -242,7 +280,7 @@ __device__ __forceinline__ float round_to(float x) {
 template <GgmlType T, int NB, bool SWIGLU>
 __global__ void __launch_bounds__(kMatvecThreads) matvec_f(Job job, ops::Act a) {
     const Sel sel = select(job);
-    const GpuMat& W = *sel.W;
+    const GpuMat W = sel.W;
     const GpuMat& U = job.W1;
     float* __restrict__ y = sel.y;
     constexpr int esz = T == GgmlType::F32 ? 4 : 2;
@@ -360,6 +398,10 @@ void ops::matvec3(const GpuMat* W, float* const* y, int n_mat, const Act& a, voi
     if (a.rows <= 0 || n_mat <= 0) return;
     for (int m = 1; m < n_mat; ++m)
         if (W[m].type != W[0].type || W[m].n_in != W[0].n_in) gpu_fail("matvec3: matrices differ in type or width");
+    if (!kMultiMat) {
+        for (int m = 0; m < n_mat; ++m) dispatch<false>(&W[m], &y[m], 1, a, s);
+        return;
+    }
     dispatch<false>(W, y, n_mat, a, s);
 }
 
