@@ -134,3 +134,20 @@ TEST(Cli, RunRejectsContextOverflowAndUnknownDevice) {
 
 }  // namespace
 }  // namespace vega::test
+
+namespace vega::test {
+namespace {
+
+TEST(Cli, BenchJsonHasPromptAndGenerationTests) {
+    VEGA_REQUIRE_TEST_DATA();
+    const CmdResult r = run_vega("bench -m " + quote(data_file("models/stories260K.gguf")) +
+                                 " -r 2 -p 16 -n 8 --json --device " + test_device());
+    ASSERT_EQ(r.exit_code, 0) << r.err;
+    // Two entries, pp16 and tg8, each with a positive mean rate and two samples.
+    for (const char* t : {"\"test\": \"pp16\"", "\"test\": \"tg8\"", "\"avg_ts\"", "\"stddev_ts\"", "\"samples_ts\""})
+        EXPECT_NE(r.out.find(t), std::string::npos) << t << "\n" << r.out;
+    EXPECT_EQ(r.out.find("\"avg_ts\": 0"), std::string::npos) << r.out;
+}
+
+}  // namespace
+}  // namespace vega::test
