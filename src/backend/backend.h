@@ -9,6 +9,7 @@
 #include <cstdint>
 #include <memory>
 #include <string>
+#include <vector>
 
 #include "quant/types.h"
 
@@ -127,6 +128,12 @@ public:
     virtual void gather_rows(const float* x, const int32_t* idx, int n_idx, int64_t n, float* y) = 0;
     // out[r] = argmax_j logits[r][j] (lowest index wins ties).
     virtual void argmax(const float* logits, int rows, int64_t n, int32_t* out) = 0;
+    // The k best entries of each row, best first (ties: lowest index first; NaN never
+    // chosen): ids [rows][k] and vals [rows][k]. 1 <= k <= kTopKMax, k <= n. Lets
+    // top-k sampling move only k candidates off the device. The default goes through
+    // host memory; backends override it.
+    static constexpr int kTopKMax = 64;
+    virtual void top_k(const float* logits, int rows, int64_t n, int k, int32_t* ids, float* vals);
 
     // ---- graph capture (optional; the GPU backend records CUDA/HIP graphs) ----
     // Ops issued between capture_begin() and capture_end() are recorded, not run;
@@ -149,6 +156,11 @@ inline void Backend::matmul_swiglu(const Weight& gate, const Weight& up, float* 
     matmul(up, u_tmp);
     swiglu(g_tmp, u_tmp, h, int64_t(rows) * gate.n_out);
 }
+
+// Host-side reference: sorts each row's indices by (value desc, index asc);
+// `scratch` is resized to n (reuse it to avoid allocating per call).
+void top_k_host(const float* logits, int rows, int64_t n, int k, int32_t* ids, float* vals,
+                std::vector<int32_t>& scratch);
 
 inline void Backend::matmul_qkv(const Weight& wq, const Weight& wk, const Weight& wv, float* q, float* k, float* v) {
     matmul(wq, q);

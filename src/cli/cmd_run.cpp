@@ -60,12 +60,23 @@ void run(const RunOptions& o) {
     // Prompt: one batch (split by n_batch), logits of the last token only.
     const double t_prompt0 = now_seconds();
     int32_t next;
-    if (greedy) {
+    // Greedy and plain top-k sampling reduce the logits on the backend, so only token
+    // ids (or k candidates) leave the device; anything else needs the whole row.
+    const int k = o.sp.top_k;
+    const bool device_top_k = !greedy && sampler.can_sample_candidates() && k <= Backend::kTopKMax;
+    auto next_token = [&](const std::vector<BatchToken>& b) -> int32_t {
+        if (greedy) return s.decode_greedy(b).back();
+        if (device_top_k) {
+            const Session::TopK& c = s.decode_top_k(b, k);
+            return sampler.sample_candidates(c.ids.data() + c.ids.size() - size_t(k),
+                                             c.logits.data() + c.logits.size() - size_t(k), k);
+        }
+        return sampler.sample(s.decode(b).data());
+    };
+    {
         std::vector<BatchToken> b(prompt_ids.size());
         for (size_t i = 0; i < prompt_ids.size(); ++i) b[i] = {prompt_ids[i], int32_t(i), 0, i + 1 == prompt_ids.size()};
-        next = s.decode_greedy(b).back();
-    } else {
-        next = sampler.sample(s.eval(prompt_ids, 0).data());
+        next = next_token(b);
     }
     const double t_prompt = now_seconds() - t_prompt0;
 
@@ -83,7 +94,7 @@ void run(const RunOptions& o) {
         std::fflush(stdout);
         if (i + 1 == o.n_predict) break;
         one[0] = {next, pos++, 0, true};
-        next = greedy ? s.decode_greedy(one)[0] : sampler.sample(s.decode(one).data());
+        next = next_token(one);
     }
     std::fputs(out.flush().c_str(), stdout);
     std::fputs("\n", stdout);

@@ -124,6 +124,27 @@ int32_t Sampler::sample(const float* logits) {
         std::partial_sort(ids, ids + n_kept, ids + n, before);
         sorted = true;
     }
+    return truncate_and_draw(w, ids, n_kept, sorted);
+}
+
+int32_t Sampler::sample_candidates(const int32_t* cand_ids, const float* cand_logits, int k) {
+    if (penalties_active()) fail("sampler: sample_candidates cannot apply penalties (use sample() on full logits)");
+    if (k < 1 || k > n_vocab_) fail("sampler: {} candidates for a vocabulary of {}", k, n_vocab_);
+    if (is_greedy()) return cand_ids[0];
+    // The candidates are the top-k set, best first: exactly what sample() holds after its
+    // top-k stage. Their logits go to their ids' slots of the scratch row (only those are read).
+    float* w = work_.data();
+    int32_t* ids = ids_.data();
+    for (int i = 0; i < k; ++i) {
+        if (cand_ids[i] < 0 || cand_ids[i] >= n_vocab_) fail("sampler: candidate id {} out of range", cand_ids[i]);
+        ids[i] = cand_ids[i];
+        w[cand_ids[i]] = std::isnan(cand_logits[i]) ? kNegInf : cand_logits[i];
+    }
+    return truncate_and_draw(w, ids, size_t(k), /*sorted=*/true);
+}
+
+int32_t Sampler::truncate_and_draw(const float* w, int32_t* ids, size_t n_kept, bool sorted) {
+    auto before = [w](int32_t a, int32_t b) { return w[a] > w[b] || (w[a] == w[b] && a < b); };
     float max_l = kNegInf;
     for (size_t i = 0; i < n_kept; ++i) max_l = std::max(max_l, w[ids[i]]);
     if (!(max_l > kNegInf)) fail("sampler: every candidate logit is -inf or NaN");

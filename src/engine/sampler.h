@@ -35,6 +35,14 @@ public:
     // Does not record the token: call accept() with whatever token is kept.
     int32_t sample(const float* logits);
 
+    // Samples from the top-k candidates of a row computed elsewhere (e.g. on the GPU),
+    // best first with ties by lowest id, k == the top-k the params ask for. Gives the
+    // same token as sample() on the full row. Throws when penalties are active (they
+    // need the full row).
+    int32_t sample_candidates(const int32_t* ids, const float* logits, int k);
+    // True when sample_candidates() can serve: top-k on, no penalties, not greedy.
+    bool can_sample_candidates() const { return !is_greedy() && !penalties_active() && params_.top_k > 0 && params_.top_k < n_vocab_; }
+
     // Records a token (sampled or from the prompt) for the repetition penalties.
     // Throws vega::Error when token is outside [0, n_vocab).
     void accept(int32_t token);
@@ -54,6 +62,8 @@ public:
 
 private:
     bool penalties_active() const;
+    // top-p, min-p, temperature and the draw over ids[0..n_kept) (sorted: by `before`).
+    int32_t truncate_and_draw(const float* w, int32_t* ids, size_t n_kept, bool sorted);
     int32_t argmax(const float* x) const;
     double uniform01();  // [0, 1) with 53 random bits
 

@@ -7,6 +7,8 @@
 
 namespace vega {
 
+enum class Select { Logits, Argmax, TopK };
+
 struct Session::Impl {
     Backend& be;
     std::unique_ptr<KvCache> cache;
@@ -24,26 +26,36 @@ struct Session::Impl {
     // Graph replay of one-token steps: d_step = {token, pos, seq, out_idx (0), argmax}.
     bool graphs = false;
     int32_t* d_step = nullptr;
-    int graph_logits = -1, graph_greedy = -1;
+    int graph_logits = -1, graph_greedy = -1, graph_topk = -1, graph_topk_k = 0;
+    // Device-side top-k: ids/vals [n_batch][kTopKMax] on the backend, and host copies.
+    int32_t* d_topk_ids = nullptr;
+    float* d_topk_vals = nullptr;
+    TopK topk;
 
     explicit Impl(Backend& b) : be(b) {}
+
+    // Reduces the logits of `rows` rows on the backend: argmax into out, or top-k into d_topk_*.
+    void select(Select sel, int rows, int k, int32_t* argmax_out) {
+        if (sel == Select::Argmax) be.argmax(d_logits, rows, n_vocab, argmax_out);
+        if (sel == Select::TopK) be.top_k(d_logits, rows, n_vocab, k, d_topk_ids, d_topk_vals);
+    }
     ~Impl() {
-        for (int g : {graph_logits, graph_greedy})
+        for (int g : {graph_logits, graph_greedy, graph_topk})
             if (g >= 0) be.release_graph(g);
         fwd.reset();
         for (void* p : {(void*)d_tokens, (void*)d_pos, (void*)d_seq, (void*)d_out_idx, (void*)d_argmax, (void*)d_logits,
-                        (void*)d_step})
+                        (void*)d_step, (void*)d_topk_ids, (void*)d_topk_vals})
             if (p) be.release(p);
     }
 
-    // Records forward (+ argmax) of the one token described by d_step.
-    int capture(int n_ctx, bool greedy) {
+    // Records forward (+ argmax or top-k) of the one token described by d_step.
+    int capture(int n_ctx, Select sel, int k) {
         BatchView b;
         b.n_tokens = 1, b.tokens = d_step, b.pos = d_step + 1, b.seq = d_step + 2, b.n_kv_max = n_ctx;
         be.capture_begin();
         try {
             fwd->run(b, d_step + 3, 1, d_logits);
-            if (greedy) be.argmax(d_logits, 1, n_vocab, d_step + 4);
+            select(sel, 1, k, d_step + 4);
         } catch (...) {
             try {
                 be.release_graph(be.capture_end());
@@ -55,13 +67,18 @@ struct Session::Impl {
         return be.capture_end();
     }
     // Uploads the step's ids and replays its graph (captured on first use).
-    void step(const BatchToken& t, int n_ctx, bool greedy) {
+    void step(const BatchToken& t, int n_ctx, Select sel, int k) {
         const int32_t ids[4] = {t.token, t.pos, t.seq, 0};
-        int& g = greedy ? graph_greedy : graph_logits;
+        int& g = sel == Select::Argmax ? graph_greedy : sel == Select::TopK ? graph_topk : graph_logits;
+        if (sel == Select::TopK && g >= 0 && graph_topk_k != k) {  // k is baked into the graph
+            be.release_graph(g);
+            g = -1;
+        }
         if (g < 0) {
             be.upload(d_step, ids, sizeof(ids));
             be.synchronize();
-            g = capture(n_ctx, greedy);
+            g = capture(n_ctx, sel, k);
+            if (sel == Select::TopK) graph_topk_k = k;
         }
         be.upload(d_step, ids, sizeof(ids));
         be.replay(g);
@@ -99,6 +116,11 @@ Session::Session(const Model& model, Backend& backend, const ContextParams& p)
     I.d_logits = static_cast<float*>(backend.alloc(B * size_t(I.n_vocab) * sizeof(float), "logits"));
     I.graphs = backend.supports_capture();
     I.d_step = static_cast<int32_t*>(backend.alloc(8 * sizeof(int32_t), "decode step ids"));
+    const size_t KB = B * size_t(Backend::kTopKMax);
+    I.d_topk_ids = static_cast<int32_t*>(backend.alloc(KB * sizeof(int32_t), "top-k ids"));
+    I.d_topk_vals = static_cast<float*>(backend.alloc(KB * sizeof(float), "top-k values"));
+    I.topk.ids.reserve(KB);
+    I.topk.logits.reserve(KB);
     I.h_tokens.resize(B);
     I.h_pos.resize(B);
     I.h_seq.resize(B);
@@ -145,7 +167,7 @@ const std::vector<float>& Session::decode(const std::vector<BatchToken>& batch) 
     if (I.graphs && batch.size() == 1 && n_wanted == 1) {
         int n_kv = 0;
         stage_chunk(batch, 0, 1, p_, I.n_vocab, I.h_tokens, I.h_pos, I.h_seq, I.h_out_idx, n_kv);  // validates
-        I.step(batch[0], p_.n_ctx, false);
+        I.step(batch[0], p_.n_ctx, Select::Logits, 0);
         be_.download(I.logits.data(), I.d_logits, size_t(I.n_vocab) * sizeof(float));
         return I.logits;
     }
@@ -180,16 +202,45 @@ const std::vector<float>& Session::decode(const std::vector<BatchToken>& batch) 
 }
 
 const std::vector<int32_t>& Session::decode_greedy(const std::vector<BatchToken>& batch) {
+    decode_reduced(batch, int(Select::Argmax), 1);
+    return impl_->greedy;
+}
+
+const Session::TopK& Session::decode_top_k(const std::vector<BatchToken>& batch, int k) {
+    if (k < 1 || k > Backend::kTopKMax || k > n_vocab())
+        fail("top-k on the device needs 1 <= k <= {} (got {})", std::min(Backend::kTopKMax, n_vocab()), k);
+    impl_->topk.k = k;
+    decode_reduced(batch, int(Select::TopK), k);
+    return impl_->topk;
+}
+
+// Forward, then argmax or top-k of every row that wants logits, on the backend;
+// only the reduced rows are downloaded. Appends to greedy / topk.
+void Session::decode_reduced(const std::vector<BatchToken>& batch, int mode, int k) {
     Impl& I = *impl_;
+    const Select sel = Select(mode);
     I.greedy.clear();
+    I.topk.ids.clear();
+    I.topk.logits.clear();
+    auto fetch = [&](int n_out, const int32_t* d_argmax) {
+        if (sel == Select::Argmax) {
+            I.h_argmax.resize(std::max<size_t>(I.h_argmax.size(), size_t(n_out)));
+            be_.download(I.h_argmax.data(), d_argmax, size_t(n_out) * 4);
+            I.greedy.insert(I.greedy.end(), I.h_argmax.begin(), I.h_argmax.begin() + n_out);
+        } else {
+            const size_t old = I.topk.ids.size(), add = size_t(n_out) * size_t(k);
+            I.topk.ids.resize(old + add);
+            I.topk.logits.resize(old + add);
+            be_.download(I.topk.ids.data() + old, I.d_topk_ids, add * sizeof(int32_t));
+            be_.download(I.topk.logits.data() + old, I.d_topk_vals, add * sizeof(float));
+        }
+    };
     if (I.graphs && batch.size() == 1 && batch[0].want_logits) {
         int n_kv = 0;
         stage_chunk(batch, 0, 1, p_, I.n_vocab, I.h_tokens, I.h_pos, I.h_seq, I.h_out_idx, n_kv);  // validates
-        I.step(batch[0], p_.n_ctx, true);
-        int32_t next = 0;
-        be_.download(&next, I.d_step + 4, sizeof(next));
-        I.greedy.push_back(next);
-        return I.greedy;
+        I.step(batch[0], p_.n_ctx, sel, k);
+        fetch(1, I.d_step + 4);
+        return;
     }
     for (size_t begin = 0; begin < batch.size(); begin += size_t(I.n_batch)) {
         const size_t end = std::min(batch.size(), begin + size_t(I.n_batch));
@@ -209,12 +260,10 @@ const std::vector<int32_t>& Session::decode_greedy(const std::vector<BatchToken>
         bv.seq = I.d_seq;
         I.fwd->run(bv, I.d_out_idx, n_out, I.d_logits);
         if (!keep) continue;
-        be_.argmax(I.d_logits, n_out, I.n_vocab, I.d_argmax);
-        be_.download(I.h_argmax.data(), I.d_argmax, size_t(n_out) * 4);
-        I.greedy.insert(I.greedy.end(), I.h_argmax.begin(), I.h_argmax.begin() + n_out);
+        I.select(sel, n_out, k, I.d_argmax);
+        fetch(n_out, I.d_argmax);
     }
     be_.synchronize();
-    return I.greedy;
 }
 
 const std::vector<float>& Session::eval(const std::vector<int32_t>& tokens, int start_pos, int seq, bool all_logits) {

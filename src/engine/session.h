@@ -39,6 +39,15 @@ public:
     const std::vector<float>& decode(const std::vector<BatchToken>& batch);
     // Same, but only the argmax of each wanted row is returned (computed on the backend).
     const std::vector<int32_t>& decode_greedy(const std::vector<BatchToken>& batch);
+    // Same, but the k best candidates of each wanted row (computed on the backend, so
+    // only k ids and logits per row leave the device): ids/logits [n_wanted][k], best
+    // first, ties by lowest id. 1 <= k <= Backend::kTopKMax.
+    struct TopK {
+        int k = 0;
+        std::vector<int32_t> ids;
+        std::vector<float> logits;
+    };
+    const TopK& decode_top_k(const std::vector<BatchToken>& batch, int k);
 
     // Single-token batches (decode / decode_greedy with one token that wants
     // logits) replay a decode step captured once as a graph when the backend
@@ -53,6 +62,7 @@ public:
                                    bool all_logits = false);
 
 private:
+    void decode_reduced(const std::vector<BatchToken>& batch, int mode, int k);
     struct Impl;
     const Model& model_;
     Backend& be_;

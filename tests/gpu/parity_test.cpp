@@ -5,6 +5,7 @@
 // Without a GPU backend in the build, or without a device, every test skips.
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <cmath>
 #include <cstring>
 #include <memory>
@@ -192,6 +193,49 @@ TEST_F(Parity, MatmulFusedNormAndSwiglu) {
     }
 }
 
+// Decode (one row): matmul -> add -> matmul_input_rms_norm -> quantized matmuls is
+// one matvec with the residual + norm epilogue on the GPU (deferred-norm input);
+// a float reader of the normed input takes the unfused path instead.
+TEST_F(Parity, DecodeResidualNormEpilogue) {
+    struct Case {
+        GgmlType prod, cons;
+    };
+    std::vector<Case> cases;
+    for (GgmlType t : kMatTypes)
+        if (!is_float_type(t)) cases.push_back({t, t});
+    cases.push_back({GgmlType::Q8_0, GgmlType::F16});  // float reader: unfused
+    for (const Case& cs : cases) {
+        const int64_t n_a = 256, n = 512, n_ff = 384, n_kv = 128;
+        W o = weight(cs.prod, n_a, n);
+        W norm = weight(GgmlType::F32, n, 1, 0.1f, true);
+        W g = weight(cs.cons, n, n_ff), u = weight(cs.cons, n, n_ff);
+        W wq = weight(cs.cons, n, n), wk = weight(cs.cons, n, n_kv), wv = weight(cs.cons, n, n_kv);
+        auto a = pair(randn(size_t(n_a)));
+        auto x = pair(randn(size_t(n), 3.f));
+        auto y = pair_n(size_t(n)), gt = pair_n(size_t(n_ff)), ut = pair_n(size_t(n_ff)), h = pair_n(size_t(n_ff));
+        auto q = pair_n(size_t(n)), k = pair_n(size_t(n_kv)), v = pair_n(size_t(n_kv));
+        gpu_->reserve(8, 1024);
+        cpu_->reserve(8, 1024);
+        for (Backend* be : {gpu_.get(), cpu_.get()}) {
+            const bool G = be == gpu_.get();
+            be->matmul_input(G ? a.g : a.c, 1, n_a);
+            be->matmul(G ? o.g : o.c, G ? y.g : y.c);
+            be->add(G ? x.g : x.c, G ? y.g : y.c, n);
+            be->matmul_input_rms_norm(G ? x.g : x.c, G ? norm.g : norm.c, 1e-5f, 1, n);
+            be->matmul_swiglu(G ? g.g : g.c, G ? u.g : u.c, G ? gt.g : gt.c, G ? ut.g : ut.c, G ? h.g : h.c, 1);
+            be->matmul_qkv(G ? wq.g : wq.c, G ? wk.g : wk.c, G ? wv.g : wv.c, G ? q.g : q.c, G ? k.g : k.c,
+                           G ? v.g : v.c);
+        }
+        const std::string what = std::string(type_traits(cs.prod).name) + " -> " + type_traits(cs.cons).name;
+        const double th = 10 * std::max(mat_threshold(cs.prod), mat_threshold(cs.cons));
+        EXPECT_LT(compare(x, "residual (epilogue)"), th) << what;
+        EXPECT_LT(compare(h, "swiglu on the deferred-norm input"), th) << what;
+        EXPECT_LT(compare(q, "q on the deferred-norm input"), th) << what;
+        EXPECT_LT(compare(k, "k on the deferred-norm input"), th) << what;
+        EXPECT_LT(compare(v, "v on the deferred-norm input"), th) << what;
+    }
+}
+
 TEST_F(Parity, EmbedEveryType) {
     for (GgmlType t : kMatTypes) {
         const int64_t n_embd = 256, n_vocab = 50;
@@ -262,6 +306,31 @@ TEST_F(Parity, ArgmaxWithTies) {
     EXPECT_EQ(a, b);
     EXPECT_EQ(a[1], 100);
     EXPECT_EQ(a[2], n - 1);
+}
+
+TEST_F(Parity, TopKMatchesCpuWithTiesAndNan) {
+    for (int n : {512, 32000, 152064}) {
+        for (int k : {1, 40, 64}) {
+            const int rows = 3;
+            auto l = randn(size_t(rows) * n);
+            for (int i = 0; i < 30; ++i) l[size_t(i) * 7] = 4.5f;  // exact ties among the best
+            l[size_t(1) * n + 3] = std::nanf("");                   // NaN is never picked
+            l[size_t(2) * n + n - 1] = 1e6f;                        // best at the last index
+            auto lp = pair(l);
+            const size_t m = size_t(rows) * k;
+            auto [ig, ic] = ints(std::vector<int32_t>(m, -1));
+            auto vg = pair_n(m);
+            gpu_->top_k(lp.g, rows, n, k, ig, vg.g);
+            cpu_->top_k(lp.c, rows, n, k, ic, vg.c);
+            gpu_->synchronize();
+            std::vector<int32_t> a(m), b(m);
+            gpu_->download(a.data(), ig, m * 4);
+            cpu_->download(b.data(), ic, m * 4);
+            EXPECT_EQ(a, b) << "n " << n << " k " << k;
+            EXPECT_EQ(a[size_t(2) * k], n - 1);
+            EXPECT_LT(compare(vg, "top_k values"), 1e-14) << "n " << n << " k " << k;
+        }
+    }
 }
 
 TEST_F(Parity, RopeBothStyles) {

@@ -265,6 +265,10 @@ public:
         }
     }
 
+    void top_k(const float* logits, int rows, int64_t n, int k, int32_t* ids, float* vals) override {
+        top_k_host(logits, rows, n, k, ids, vals, topk_scratch_);
+    }
+
 private:
     static bool cpu_has_avx2() {
 #if defined(__x86_64__)
@@ -317,6 +321,7 @@ private:
     std::vector<float> in_norm_;
     std::vector<BlockQ8Act> in_q8_;
     std::vector<float> scores_;
+    std::vector<int32_t> topk_scratch_;
     const float* in_ = nullptr;
     int in_rows_ = 0;
     int64_t in_n_ = 0;

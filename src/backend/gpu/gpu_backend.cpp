@@ -6,6 +6,8 @@
 #include <fmt/format.h>
 
 #include <algorithm>
+#include <cmath>
+#include <cstdlib>
 #include <unordered_map>
 #include <vector>
 
@@ -137,7 +139,8 @@ public:
 
     void reserve(int max_rows, int64_t max_n_in) override {
         if (max_rows <= act_rows_ && max_n_in <= act_n_) return;
-        for (void* p : {(void*)act_x_, (void*)act_q_, (void*)act_ds_, (void*)act2_q_, (void*)act2_ds_}) release(p);
+        for (void* p : {(void*)act_x_, (void*)act_q_, (void*)act_ds_, (void*)act2_q_, (void*)act2_ds_, (void*)ss_})
+            release(p);
         act_rows_ = std::max(act_rows_, max_rows);
         act_n_ = std::max(act_n_, max_n_in);
         const size_t cells = size_t(act_rows_) * size_t(act_n_);
@@ -146,6 +149,8 @@ public:
         act_ds_ = static_cast<float*>(alloc(cells / 32 * 8 + 8, "matmul input (q8 scales)"));
         act2_q_ = static_cast<int8_t*>(alloc(cells, "attention output (q8)"));
         act2_ds_ = static_cast<float*>(alloc(cells / 32 * 8 + 8, "attention output (q8 scales)"));
+        // Decode residual + norm epilogue: per-chunk sums of squares of the deferred-norm input.
+        ss_ = static_cast<float*>(alloc(size_t(act_n_) / 32 * 4 + 16, "norm partial sums"));
         if (!part_) part_ = static_cast<float*>(alloc(kAttnPartBytes, "attention split scratch"));
     }
 
@@ -174,28 +179,36 @@ public:
     void matmul_input(const float* x, int rows, int64_t n) override {
         const AttQ8 aq = att_q8_;
         flush();
-        if (aq.x == x && aq.rows == rows && aq.n == n) {
-            act_.x = x, act_.q = act2_q_, act_.ds = act2_ds_, act_.rows = rows, act_.n = n;
-            return;
-        }
+        if (aq.x == x && aq.rows == rows && aq.n == n) return use_q8(x, act2_q_, act2_ds_, rows, n);
         set_input(x, nullptr, nullptr, 0.f, rows, n);
     }
     // A residual add still pending on this x is done by the norm kernel itself.
     void matmul_input_rms_norm(const float* x, const Weight& w, float eps, int rows, int64_t n) override {
+        // Decode: matmul + add + this norm become one matvec with the norm epilogue,
+        // once the next op shows that quantized weights read the input (resolve()).
+        if (pmm_.m && pend_.x == x && pend_.y == pmm_.y && rows == 1 && n == pmm_.m->n_out && !pnorm_.w) {
+            pnorm_ = {x, f32(w), eps};
+            return;
+        }
         const float* res = nullptr;
         if (pend_.x == x && pend_.n == int64_t(rows) * n) res = pend_.y, pend_ = {};
         flush();
         set_input(x, res, f32(w), eps, rows, n);
     }
     void matmul(const Weight& w, float* y) override {
-        flush();
+        resolve(!is_float_type(w.type));
         const GpuMat& m = mat(w);
         check_input(w);
+        // Decode: held back; if add(.., y) and matmul_input_rms_norm follow, it gets their epilogue.
+        if (fuse_ && ops::matvec_epi_ok(m, act_.rows) && m.n_out <= act_n_ && !act_.ss) {
+            pmm_ = {&m, y};
+            return;
+        }
         ops::matvec(m, act_, y, stream_);
         rt::check("matmul");
     }
     void matmul_qkv(const Weight& wq, const Weight& wk, const Weight& wv, float* q, float* k, float* v) override {
-        flush();
+        resolve(!is_float_type(wq.type) && !is_float_type(wk.type) && !is_float_type(wv.type));
         if (wq.type != wk.type || wq.type != wv.type) return Backend::matmul_qkv(wq, wk, wv, q, k, v);
         check_input(wq), check_input(wk), check_input(wv);
         const GpuMat W[3] = {mat(wq), mat(wk), mat(wv)};
@@ -204,7 +217,7 @@ public:
         rt::check("matmul_qkv");
     }
     void matmul_swiglu(const Weight& gate, const Weight& up, float* g_tmp, float* u_tmp, float* h, int rows) override {
-        flush();
+        resolve(!is_float_type(gate.type) && !is_float_type(up.type));
         if (gate.type != up.type || gate.n_in != up.n_in || gate.n_out != up.n_out || rows != act_.rows)
             return Backend::matmul_swiglu(gate, up, g_tmp, u_tmp, h, rows);
         check_input(gate);
@@ -219,6 +232,10 @@ public:
     // Deferred: fused into the next matmul_input_rms_norm of the same x, else run
     // before whatever op comes next (flush()).
     void add(float* x, const float* y, int64_t n) override {
+        if (pmm_.m && y == pmm_.y && n == pmm_.m->n_out && !pend_.x) {
+            pend_ = {x, y, n};  // may join the held-back matmul (see matmul_input_rms_norm)
+            return;
+        }
         flush();
         pend_ = {x, y, n};
     }
@@ -236,6 +253,7 @@ public:
         flush();
         ops::RopeArgs r;
         r.n_rot = p.n_rot, r.freq_base = p.freq_base, r.freq_scale = p.freq_scale, r.neox = p.neox;
+        r.ln_base = std::log(double(p.freq_base));
         r.freq_factors = p.freq_factors;
         ops::rope(x, b.n_tokens, n_head, head_dim, r, b.pos, stream_);
         rt::check("rope");
@@ -249,6 +267,7 @@ public:
                  L.hd);
         ops::RopeArgs r;
         r.n_rot = p.n_rot, r.freq_base = p.freq_base, r.freq_scale = p.freq_scale, r.neox = p.neox;
+        r.ln_base = std::log(double(p.freq_base));
         r.freq_factors = p.freq_factors;
         ops::rope_store(L, q, k, v, b.n_tokens, n_head, r, b.pos, b.seq, stream_);
         rt::check("rope_kv_store");
@@ -287,6 +306,12 @@ public:
         ops::argmax(logits, rows, n, out, stream_);
         rt::check("argmax");
     }
+    void top_k(const float* logits, int rows, int64_t n, int k, int32_t* ids, float* vals) override {
+        if (k < 1 || k > kTopKMax || k > n) fail("top_k: k = {} must be in [1, min({}, {})]", k, kTopKMax, n);
+        flush();
+        ops::top_k(logits, rows, n, k, ids, vals, stream_);
+        rt::check("top_k");
+    }
 
     // ---- graphs ----
     bool supports_capture() const override { return true; }
@@ -302,6 +327,7 @@ public:
     }
     void replay(int g) override {
         if (g < 0 || g >= int(graphs_.size()) || !graphs_[g]) fail("replay: no graph {}", g);
+        flush();  // ops held back before the replay run first
         rt::graph_launch(graphs_[g], stream_);
     }
     void release_graph(int g) override {
@@ -322,12 +348,47 @@ private:
     }
     static GpuKvCache& cache(KvCache& c) { return static_cast<GpuKvCache&>(c); }
 
+    // Runs what is held back, unfused: the matmul, then the add (with a pending
+    // norm: the add + norm + q8 kernel, as matmul_input_rms_norm would have).
     void flush() {
         att_q8_ = {};
+        if (pmm_.m) {
+            const PendMM p = pmm_;
+            pmm_ = {};
+            ops::matvec(*p.m, act_, p.y, stream_);
+            rt::check("matmul");
+        }
+        if (pnorm_.w) {
+            const PendNorm pn = pnorm_;
+            const PendingAdd pa = pend_;
+            pnorm_ = {}, pend_ = {};
+            set_input(pn.x, pa.y, pn.w, pn.eps, 1, pa.n);
+            return;
+        }
         if (!pend_.x) return;
         ops::add(pend_.x, pend_.y, pend_.n, stream_);
         pend_ = {};
         rt::check("add");
+    }
+    // Before an op that reads the matmul input: with a held-back matmul + add + norm
+    // and quantized readers (quant), one matvec does all three and leaves a
+    // deferred-norm input (Act::ss); otherwise everything runs unfused.
+    void resolve(bool quant) {
+        if (!(pnorm_.w && quant)) return flush();
+        const PendMM p = pmm_;
+        const PendNorm pn = pnorm_;
+        pmm_ = {}, pnorm_ = {}, pend_ = {};
+        att_q8_ = {};
+        ops::Epi e;
+        e.x = const_cast<float*>(pn.x), e.w = pn.w, e.q = act_q_, e.ds = act_ds_, e.ss = ss_;
+        ops::matvec_residual_norm(*p.m, act_, e, stream_);
+        rt::check("matmul + residual + norm");
+        act_ = {};
+        act_.q = act_q_, act_.ds = act_ds_, act_.ss = ss_, act_.eps = pn.eps, act_.rows = 1, act_.n = p.m->n_out;
+    }
+    void use_q8(const float* x, const int8_t* q, const float* ds, int rows, int64_t n) {
+        act_ = {};
+        act_.x = x, act_.q = q, act_.ds = ds, act_.rows = rows, act_.n = n;
     }
 
     void set_input(const float* x, const float* res, const float* w, float eps, int rows, int64_t n) {
@@ -336,6 +397,7 @@ private:
         const bool q = n % 32 == 0;
         ops::prepare_act(const_cast<float*>(x), res, w, eps, rows, n, act_x_, q ? act_q_ : nullptr, act_ds_, stream_);
         rt::check("matmul input");
+        act_ = {};
         act_.x = act_x_;
         act_.q = q ? act_q_ : nullptr;
         act_.ds = q ? act_ds_ : nullptr;
@@ -344,6 +406,7 @@ private:
     }
     void check_input(const Weight& w) const {
         if (w.n_in != act_.n) fail("matmul '{}': input has {} columns, weight has {}", w.name, act_.n, w.n_in);
+        if (is_float_type(w.type) && !act_.x) fail("matmul '{}': float weights need the f32 input", w.name);
         if (!is_float_type(w.type) && !act_.q) fail("matmul '{}': input length {} is not a multiple of 32", w.name, act_.n);
     }
 
@@ -361,7 +424,22 @@ private:
         const float* x = nullptr;
         int rows = 0;
         int64_t n = 0;
-    } att_q8_;
+    } att_q8_;  // the q8 form written by the attention combine
+    float* ss_ = nullptr;  // [n/32] sums of squares of the deferred-norm input
+    struct PendMM {
+        const GpuMat* m = nullptr;
+        float* y = nullptr;
+    } pmm_;  // held-back decode matmul
+    struct PendNorm {
+        const float* x = nullptr;
+        const float* w = nullptr;
+        float eps = 0.f;
+    } pnorm_;  // held-back matmul_input_rms_norm (after pmm_ and pend_)
+    // VEGA_GPU_FUSE=0 turns the decode epilogues off (A/B).
+    const bool fuse_ = [] {
+        const char* e = std::getenv("VEGA_GPU_FUSE");
+        return !(e && std::string(e) == "0");
+    }();
     int act_rows_ = 0;
     int64_t act_n_ = 0;
     ops::Act act_;

@@ -15,6 +15,24 @@ struct Act {
     const float* ds = nullptr;
     int rows = 0;
     int64_t n = 0;
+    // Deferred RMS norm (decode, rows == 1): q/ds hold q8(x * w) without the 1/rms
+    // factor and ss [n/32] the per-chunk sums of x^2; quantized matvecs multiply
+    // each result by rsqrt(sum(ss) / n + eps) (the q8 dot is linear in d). Float
+    // weights never see such an input (the host resolves it first).
+    const float* ss = nullptr;
+    float eps = 0.f;
+};
+
+// Residual + norm epilogue of a decode matvec (ops::matvec_residual_norm): for
+// row r of y = W·act, x[r] += y[r] (y itself is not written); per 32-row chunk c,
+// q/ds get q8(x * w) without the 1/rms factor and ss[c] = sum of x^2: the
+// deferred-norm input of the next matmul (Act::ss).
+struct Epi {
+    float* x = nullptr;
+    const float* w = nullptr;
+    int8_t* q = nullptr;
+    float* ds = nullptr;
+    float* ss = nullptr;
 };
 
 // out [n][table.n_in] = dequantized rows tokens[i] of the table.
@@ -32,6 +50,12 @@ void matvec(const GpuMat& W, const Act& a, float* y, void* s);
 void matvec3(const GpuMat* W, float* const* y, int n_mat, const Act& a, void* s);
 // h [rows][G.n_out] = silu(act @ G^T) * (act @ U^T); G, U of one type and shape.
 void matvec_swiglu(const GpuMat& G, const GpuMat& U, const Act& a, float* h, void* s);
+// x += act @ W^T, then q8(x * w) and ss for the next (deferred-norm) input, per the
+// epilogue above. Needs matvec_epi_ok(W, a.rows).
+void matvec_residual_norm(const GpuMat& W, const Act& a, const Epi& e, void* s);
+// Whether the epilogue kernel (and a deferred-norm Act) can serve W with this input
+// (wave32 targets, one row, quantized, n_out % 128 == 0, n_out <= 128 * wave).
+bool matvec_epi_ok(const GpuMat& W, int rows);
 
 void add_bias(float* y, const float* b, int rows, int n, void* s);         // y[r][:] += b
 void add(float* x, const float* y, int64_t n, void* s);                    // x += y
@@ -42,6 +66,7 @@ void head_rms_norm(float* x, const float* w, int rows, int n_head, int hd, float
 struct RopeArgs {
     int n_rot = 0;
     float freq_base = 10000.f, freq_scale = 1.f;
+    double ln_base = 9.210340371976184;  // log(double(freq_base)), set with it
     bool neox = false;
     const float* freq_factors = nullptr;  // device [n_rot/2] or null
 };
@@ -75,5 +100,8 @@ void attention(const KvLayer& c, const float* q, float* out, int rows, int n_hea
 void gather_rows(const float* x, const int32_t* idx, int n_idx, int64_t n, float* y, void* s);
 // out[r] = argmax_j logits[r][j], lowest index on ties.
 void argmax(const float* logits, int rows, int64_t n, int32_t* out, void* s);
+// ids/vals [rows][k] = the k largest of each row, best first, ties by lowest index,
+// NaN as -inf (k <= 64).
+void top_k(const float* logits, int rows, int64_t n, int k, int32_t* ids, float* vals, void* s);
 
 }  // namespace vega::gpu::ops

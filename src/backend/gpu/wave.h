@@ -150,6 +150,44 @@ __device__ __forceinline__ float block_reduce_sum(float v, float* lds /* [NT/kWa
     return s;
 }
 
+// Block-wide sum in double (RMS norm sums of squares, so that the GPU scale rounds
+// like the CPU's double sum): the wave steps of group_reduce_sum on both 32-bit
+// halves (gfx906) or a double shuffle butterfly, then one LDS slot per wave.
+// Every thread gets the result. Converged code only.
+template <int NT>
+__device__ __forceinline__ double block_reduce_sum_f64(double v, double* lds /* [NT/kWave] */) {
+    constexpr int NW = NT / kWave;
+#if defined(VEGA_GPU_HIP)
+    // The float reduction's DPP / ds_swizzle steps, applied to both 32-bit halves.
+    using namespace detail;
+    const auto step = [](double x, auto mov) {
+        const long long b = __double_as_longlong(x);
+        const int lo = mov(int(b & 0xffffffffll)), hi = mov(int(b >> 32));
+        return __longlong_as_double((static_cast<long long>(hi) << 32) | static_cast<unsigned>(lo));
+    };
+    v += step(v, [](int x) { return __builtin_amdgcn_mov_dpp(x, kQuadXor1, 0xF, 0xF, true); });
+    v += step(v, [](int x) { return __builtin_amdgcn_mov_dpp(x, kQuadXor2, 0xF, 0xF, true); });
+    v += step(v, [](int x) { return __builtin_amdgcn_mov_dpp(x, kRowHalfMirror, 0xF, 0xF, true); });
+    v += step(v, [](int x) { return __builtin_amdgcn_mov_dpp(x, kRowMirror, 0xF, 0xF, true); });
+    v += step(v, [](int x) { return __builtin_amdgcn_ds_swizzle(x, kSwizzleXor16); });
+    if constexpr (kWave == 64)
+        v = step(v, [](int x) { return __builtin_amdgcn_readlane(x, 0); }) +
+            step(v, [](int x) { return __builtin_amdgcn_readlane(x, 32); });
+#else
+#pragma unroll
+    for (int o = kWave / 2; o > 0; o /= 2) v += __shfl_xor_sync(0xffffffffu, v, o);
+#endif
+    if constexpr (NW == 1) return v;
+    const int w = int(threadIdx.x) / kWave;
+    __syncthreads();
+    if (lane_id() == 0) lds[w] = v;
+    __syncthreads();
+    double s = 0.0;
+#pragma unroll
+    for (int i = 0; i < NW; ++i) s += lds[i];
+    return s;
+}
+
 template <int NT>
 __device__ __forceinline__ float block_reduce_max(float v, float* lds) {
     constexpr int NW = NT / kWave;

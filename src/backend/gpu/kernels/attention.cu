@@ -28,6 +28,46 @@ constexpr int kRopeThreads = 64;
 
 unsigned grid_for(int64_t n, int per) { return unsigned((n + per - 1) / per); }
 
+// Rotation of pair j at position p, as the CPU backend computes it: the angle,
+// cos and sin in double, then rounded to float (a float angle is off by ~1e-6
+// rad at position 50, which the bf16 rounding of later activations magnifies).
+// The library's double sincos keeps a large-argument path that needs scratch on
+// gfx906 (audit), so: Cody-Waite reduction by pi/2 (two-part constant, exact
+// for the angles of any context length) and Taylor series on [-pi/4, pi/4],
+// accurate to ~1e-15 before the rounding to float.
+__device__ __forceinline__ void sincos_f64(double x, double* s, double* c) {
+    constexpr double kTwoOverPi = 0.63661977236758134308, kPio2Hi = 1.57079632673412561417e+00,
+                     kPio2Lo = 6.07710050650619224932e-11;
+    const double k = rint(x * kTwoOverPi);
+    const double r = (x - k * kPio2Hi) - k * kPio2Lo, r2 = r * r;
+    // sin r = r (1 - r2/3! + ... - r2^6/13!), cos r = 1 - r2/2! + ... + r2^7/14!
+    double ps = 1.0 / 6227020800.0, pc = -1.0 / 87178291200.0;
+    ps = ps * r2 - 1.0 / 39916800.0, pc = pc * r2 + 1.0 / 479001600.0;
+    ps = ps * r2 + 1.0 / 362880.0, pc = pc * r2 - 1.0 / 3628800.0;
+    ps = ps * r2 - 1.0 / 5040.0, pc = pc * r2 + 1.0 / 40320.0;
+    ps = ps * r2 + 1.0 / 120.0, pc = pc * r2 - 1.0 / 720.0;
+    ps = ps * r2 - 1.0 / 6.0, pc = pc * r2 + 1.0 / 24.0;
+    pc = pc * r2 - 0.5;
+    const double sr = r + r * r2 * ps, cr = 1.0 + r2 * pc;
+    const int q = int(static_cast<long long>(k) & 3);
+    *s = q == 0 ? sr : q == 1 ? cr : q == 2 ? -sr : -cr;
+    *c = q == 0 ? cr : q == 1 ? -sr : q == 2 ? -cr : sr;
+}
+__device__ __forceinline__ void rope_cs(const ops::RopeArgs& r, int p, int j, float* sn, float* cs) {
+    // base^(-2j/n_rot) as exp(-2j/n_rot * ln(base)), ln(base) from the host (a double
+    // pow here needs more SGPRs than gfx906 has: spills, audit).
+    double theta = double(p) * double(r.freq_scale) * exp(-2.0 * j / r.n_rot * r.ln_base);
+    if (r.freq_factors) theta /= double(r.freq_factors[j]);
+    double s, c;
+    sincos_f64(theta, &s, &c);
+    *sn = float(s), *cs = float(c);
+}
+// (x0, x1) rotated by (cs, sn), rounded like the CPU (no fused multiply-add).
+__device__ __forceinline__ void rotate(float x0, float x1, float cs, float sn, float* y0, float* y1) {
+    *y0 = __fsub_rn(__fmul_rn(x0, cs), __fmul_rn(x1, sn));
+    *y1 = __fadd_rn(__fmul_rn(x0, sn), __fmul_rn(x1, cs));
+}
+
 // One thread per rotated pair: x [rows][n_head][hd].
 __global__ void rope_k(float* __restrict__ x, int n_head, int hd, ops::RopeArgs r, const int32_t* __restrict__ pos,
                        int64_t total) {
@@ -39,15 +79,11 @@ __global__ void rope_k(float* __restrict__ x, int n_head, int hd, ops::RopeArgs 
     const int j = int(i % half);
     const int64_t vec = i / half;  // row * n_head + head
     const int64_t row = vec / n_head;
-    float theta = float(pos[row]) * r.freq_scale * powf(r.freq_base, -2.f * float(j) / float(r.n_rot));
-    if (r.freq_factors) theta /= r.freq_factors[j];
     float sn, cs;
-    sincosf(theta, &sn, &cs);
+    rope_cs(r, pos[row], j, &sn, &cs);
     float* p = x + vec * hd;
     const int a = r.neox ? j : 2 * j, b = r.neox ? j + half : 2 * j + 1;
-    const float x0 = p[a], x1 = p[b];
-    p[a] = x0 * cs - x1 * sn;
-    p[b] = x0 * sn + x1 * cs;
+    rotate(p[a], p[b], cs, sn, &p[a], &p[b]);
 }
 
 template <bool F16>
@@ -71,12 +107,6 @@ __global__ void kv_store_k(ops::KvLayer c, const float* __restrict__ k, const fl
     }
 }
 
-// Rotation angle of pair j at position p (the same expression as rope_k).
-__device__ __forceinline__ void rope_cs(const ops::RopeArgs& r, int p, int j, float* sn, float* cs) {
-    float theta = float(p) * r.freq_scale * powf(r.freq_base, -2.f * float(j) / float(r.n_rot));
-    if (r.freq_factors) theta /= r.freq_factors[j];
-    sincosf(theta, sn, cs);
-}
 
 // rope(q), rope(k) and the K/V cache write of one layer in one launch.
 // grid (n_head + n_kv_head, rows): block y = token, block x < n_head a q head,
@@ -103,8 +133,8 @@ __global__ void __launch_bounds__(kRopeThreads) rope_store_k(ops::KvLayer c, flo
         float sn, cs;
         rope_cs(r, p, j, &sn, &cs);
         const int a = r.neox ? j : 2 * j, b = r.neox ? j + half : 2 * j + 1;
-        const float x0 = x[a], x1 = x[b];
-        const float y0 = x0 * cs - x1 * sn, y1 = x0 * sn + x1 * cs;
+        float y0, y1;
+        rotate(x[a], x[b], cs, sn, &y0, &y1);
         x[a] = y0, x[b] = y1;
         if (is_k) put(c.k, a, y0), put(c.k, b, y1);
     }
@@ -168,7 +198,7 @@ __global__ void __launch_bounds__(kAttnThreads) attn_split(ops::KvLayer c, const
         s = group_reduce_sum<kAttnGroup>(s);
         if (valid) {
             const float mn = fmaxf(m, s);
-            const float corr = __expf(m - mn), e = __expf(s - mn);
+            const float corr = expf(m - mn), e = expf(s - mn);
             l = l * corr + e;
 #pragma unroll
             for (int k = 0; k < kPairs; ++k) {
@@ -195,7 +225,7 @@ __global__ void __launch_bounds__(kAttnThreads) attn_split(ops::KvLayer c, const
         float a = 0.f;
         for (int i = 0; i < kGroups; ++i) {
             if (s_ml[i][1] == 0.f) continue;  // group saw no position
-            const float w = __expf(s_ml[i][0] - M);
+            const float w = expf(s_ml[i][0] - M);
             a += w * (d < hd ? s_acc[i][d] : s_ml[i][1]);
         }
         if (d < hd) out[2 + d] = a;
@@ -221,7 +251,7 @@ __global__ void __launch_bounds__(kEltThreads) attn_combine(const float* __restr
     float L = 0.f;
     for (int s = 0; s < n_used; ++s) {
         const float* ps = p + s * (hd + 2);
-        if (ps[1] > 0.f) L += ps[1] * __expf(ps[0] - M);
+        if (ps[1] > 0.f) L += ps[1] * expf(ps[0] - M);
     }
     const float inv = L > 0.f ? 1.f / L : 0.f;
     const int d = threadIdx.x;  // hd <= blockDim (checked by the launcher)
@@ -230,7 +260,7 @@ __global__ void __launch_bounds__(kEltThreads) attn_combine(const float* __restr
         float a = 0.f;
         for (int s = 0; s < n_used; ++s) {
             const float* ps = p + s * (hd + 2);
-            if (ps[1] > 0.f) a += ps[2 + d] * __expf(ps[0] - M);
+            if (ps[1] > 0.f) a += ps[2 + d] * expf(ps[0] - M);
         }
         val = a * inv;
         out[(int64_t(t) * n_head + h) * hd + d] = val;

@@ -7,17 +7,19 @@
 // Audit specs (glob over the demangled kernel name, '?' for its spaces; the longest matching
 // one applies). The fused gate/up kernels for 8 rows of K-quants hold 3 waves/SIMD (no spills).
 // @audit kernel=*matvec_q<* min_waves=4 expect=v_dot4_i32_i8,global_load_dwordx4,dpp
-// @audit kernel=*matvec_q<*,?8,?true>* min_waves=3 expect=v_dot4_i32_i8,global_load_dwordx4,dpp
+// @audit kernel=*matvec_q<*,?8,?true,* min_waves=3 expect=v_dot4_i32_i8,global_load_dwordx4,dpp
 // Since the 3-matrix Job parameter (2026-11-20) the K-quant (12..14) kernels for 8 rows, and
 // their fused gate/up kernels for 4 rows, need 67-75 VGPRs: 3 waves/SIMD (was 4). Prompt and
 // batch paths only (decode is NB=1); to be won back.
-// @audit kernel=*matvec_q<*)1[234],?8,?false>* min_waves=3 expect=v_dot4_i32_i8,global_load_dwordx4,dpp
-// @audit kernel=*matvec_q<*)1[234],?4,?true>* min_waves=3 expect=v_dot4_i32_i8,global_load_dwordx4,dpp
+// @audit kernel=*matvec_q<*)1[234],?8,?false,* min_waves=3 expect=v_dot4_i32_i8,global_load_dwordx4,dpp
+// @audit kernel=*matvec_q<*)1[234],?4,?true,* min_waves=3 expect=v_dot4_i32_i8,global_load_dwordx4,dpp
 // @audit kernel=*matvec_f<* min_waves=4 expect=global_load_dwordx4,dpp
 #include "backend/gpu/launch.h"
 #include "backend/gpu/ops.h"
 #include "backend/gpu/runtime.h"
 #include "backend/gpu/wave.h"
+
+#include <cstdlib>
 
 namespace vega::gpu {
 namespace {
@@ -124,7 +126,7 @@ __device__ __forceinline__ float dot_chunk(const Chunk& r, const int4& a0, const
     }
 }
 
-__device__ __forceinline__ float silu(float g) { return g / (1.f + __expf(-g)); }
+__device__ __forceinline__ float silu(float g) { return g / (1.f + expf(-g)); }
 
 // Up to three matrices in one launch (Q, K, V): blocks [0, end0) belong to W0/y0,
 // [end0, end1) to W1/y1, the rest to W2/y2. SWIGLU: W0 = gate, W1 = up, out y0.
@@ -163,20 +165,30 @@ __device__ __forceinline__ Sel select(const Job& j) {
     return s;
 }
 
-// Block b covers output rows [b / n_groups * kMatvecWaves, +kMatvecWaves) for the
-// activation rows [b % n_groups * NB, +NB): blocks sharing weight rows run together.
+// Decode (NB == 1) with EPI: one block of kEpiWaves waves owns a 32-row chunk, so
+// the residual + norm epilogue (ops::Epi) stays inside the block: x[row] += v,
+// then one wave writes q8(x * w) and the chunk's sum of x^2. No cross-block sync.
+constexpr int kEpiWaves = 32;
+
+// Block b covers output rows [b / n_groups * waves, +waves) for the activation
+// rows [b % n_groups * NB, +NB): blocks sharing weight rows run together.
 // Writes y [a.rows][W.n_out] (or h = silu(W·x) * (U·x) when SWIGLU). The first
 // weight loads are issued before pdl_wait(): they overlap the previous kernel.
-template <GgmlType T, int NB, bool SWIGLU>
-__global__ void __launch_bounds__(kMatvecThreads) matvec_q(Job job, ops::Act a) {
+// A deferred-norm input (a.ss, NB == 1) scales each result by 1/rms.
+// EPI: 0 none; 1 the residual + norm epilogue; 2 the same with 2 loads in flight
+// (fewer registers: no spills, and room on the SM for the neighbouring kernels' blocks).
+template <GgmlType T, int NB, bool SWIGLU, int EPI>
+__global__ void __launch_bounds__(EPI ? kEpiWaves * kWave : kMatvecThreads) matvec_q(Job job, ops::Act a, ops::Epi e) {
+    constexpr int kWaves = EPI ? kEpiWaves : kMatvecWaves;
+    static_assert(!EPI || (NB == 1 && !SWIGLU && kEpiWaves * kWave <= 1024), "epilogue: decode, one matrix, wave32");
     const Sel sel = select(job);
     const GpuMat W = sel.W;
     const GpuMat& U = job.W1;
     float* __restrict__ y = sel.y;
     const int n_groups = (a.rows + NB - 1) / NB;
-    const int64_t row = int64_t(sel.block / n_groups) * kMatvecWaves + threadIdx.x / kWave;
+    const int64_t row = int64_t(sel.block / n_groups) * kWaves + threadIdx.x / kWave;
     const int t0 = int(sel.block % n_groups) * NB;
-    if (row >= W.n_out) {  // whole waves leave together
+    if (row >= W.n_out) {  // whole waves leave together (never with EPI: n_out % 32 == 0)
         pdl_wait();
         pdl_trigger();
         return;
@@ -186,7 +198,7 @@ __global__ void __launch_bounds__(kMatvecThreads) matvec_q(Job job, ops::Act a) 
     const int lane = lane_id();
     // The fused gate/up kernel streams two matrices: half the depth keeps the
     // same bytes in flight within the register budget.
-    constexpr int kU = SWIGLU ? (kMatvecUnroll + 1) / 2 : kMatvecUnroll;
+    constexpr int kU = SWIGLU ? (kMatvecUnroll + 1) / 2 : EPI == 2 ? 2 : kMatvecUnroll;
     float acc[NB], accu[NB];
 #pragma unroll
     for (int t = 0; t < NB; ++t) acc[t] = 0.f, accu[t] = 0.f;
@@ -207,6 +219,12 @@ __global__ void __launch_bounds__(kMatvecThreads) matvec_q(Job job, ops::Act a) 
     }
     pdl_wait();
     pdl_trigger();
+    // Deferred norm: the per-chunk sums of x^2, one float4 per lane (nc <= 4 * kWave,
+    // checked by the host); loaded now, summed after the main loop.
+    float4 ss4 = make_float4(0.f, 0.f, 0.f, 0.f);
+    if constexpr (NB == 1) {
+        if (a.ss && lane < nc / 4) ss4 = reinterpret_cast<const float4*>(a.ss)[lane];
+    }
     for (int64_t c0 = lane; c0 < nc; c0 += int64_t(kWave) * kU) {
         if (!kPdlPrefetch || c0 != lane) {
             VEGA_MATVEC_LOAD(c0)
@@ -228,12 +246,39 @@ __global__ void __launch_bounds__(kMatvecThreads) matvec_q(Job job, ops::Act a) 
             }
         }
     }
+    float sc = 1.f;  // 1/rms of a deferred-norm input (CPU formula: 1 / sqrt(mean + eps))
+    if constexpr (NB == 1) {
+        if (a.ss) sc = 1.f / sqrtf(wave_reduce_sum(ss4.x + ss4.y + ss4.z + ss4.w) / float(a.n) + a.eps);
+    }
+    if constexpr (EPI != 0) {
+        __shared__ float xs[kEpiWaves];
+        const float v = wave_reduce_sum(acc[0]) * sc;
+        const int wi = int(threadIdx.x) / kWave;
+        if (lane == 0) {
+            const float xn = e.x[row] + v;  // residual add
+            e.x[row] = xn;
+            xs[wi] = xn;
+        }
+        __syncthreads();
+        if (wi != 0) return;
+        const int64_t c = row / 32;  // wave 0: row == the chunk's first row
+        const float xv = xs[lane];
+        const float g = xv * e.w[c * 32 + lane];
+        const float amax = wave_reduce_max(fabsf(g));
+        const float d = amax / 127.f, id = d != 0.f ? 1.f / d : 0.f;
+        const int q = int(roundf(g * id));
+        const float qs = wave_reduce_sum(float(q));
+        const float ss = wave_reduce_sum(xv * xv);
+        e.q[c * 32 + lane] = int8_t(q);
+        if (lane == 0) reinterpret_cast<float2*>(e.ds)[c] = make_float2(d, d * qs), e.ss[c] = ss;
+    } else {
 #pragma unroll
-    for (int t = 0; t < NB; ++t) {
-        const float s = wave_reduce_sum(acc[t]);
-        float v = s;
-        if constexpr (SWIGLU) v = silu(s) * wave_reduce_sum(accu[t]);
-        if (lane == 0 && t < nt) y[int64_t(t0 + t) * W.n_out + row] = v;
+        for (int t = 0; t < NB; ++t) {
+            const float s = wave_reduce_sum(acc[t]) * sc;
+            float v = s;
+            if constexpr (SWIGLU) v = silu(s) * (wave_reduce_sum(accu[t]) * sc);
+            if (lane == 0 && t < nt) y[int64_t(t0 + t) * W.n_out + row] = v;
+        }
     }
 }
 
@@ -344,8 +389,8 @@ int64_t blocks_for(const GpuMat& W, int rows, int nb) {
     return (W.n_out + kMatvecWaves - 1) / kMatvecWaves * ((rows + nb - 1) / nb);
 }
 
-template <GgmlType T, int NB, bool SW>
-void launch_nb(const GpuMat* Ws, float* const* ys, int n_mat, const ops::Act& a, void* s) {
+template <GgmlType T, int NB, bool SW, bool EPI>
+void launch_nb(const GpuMat* Ws, float* const* ys, int n_mat, const ops::Act& a, const ops::Epi& e, void* s) {
     Job j;
     j.W0 = Ws[0], j.W1 = n_mat > 1 ? Ws[1] : Ws[0], j.W2 = n_mat > 2 ? Ws[2] : Ws[0];
     j.y0 = ys[0], j.y1 = n_mat > 1 ? ys[1] : ys[0], j.y2 = n_mat > 2 ? ys[2] : ys[0];
@@ -354,19 +399,33 @@ void launch_nb(const GpuMat* Ws, float* const* ys, int n_mat, const ops::Act& a,
     int64_t blocks = 0, ends[3] = {0, 0, 0};
     for (int m = 0; m < nm; ++m) blocks += blocks_for(Ws[m], a.rows, NB), ends[m] = blocks;
     j.end0 = ends[0], j.end1 = nm > 1 ? ends[1] : blocks;
-    if constexpr (T == GgmlType::F32 || T == GgmlType::F16 || T == GgmlType::BF16)
+    if constexpr (T == GgmlType::F32 || T == GgmlType::F16 || T == GgmlType::BF16) {
         launch(matvec_f<T, NB, SW>, dim3(unsigned(blocks)), dim3(kMatvecThreads), s, j, a);
-    else
-        launch(matvec_q<T, NB, SW>, dim3(unsigned(blocks)), dim3(kMatvecThreads), s, j, a);
+    } else if constexpr (EPI) {
+        // 2 loads in flight for Q8_0 and the K-quants (H200 tg128: Q8_0 383 -> 401 t/s,
+        // Q4_K_M 457 -> 467), 4 for the rest (Q4_0: 558 vs 553). VEGA_GPU_EPI_UNROLL=2|4 forces one.
+        static const int forced = [] {
+            const char* v = std::getenv("VEGA_GPU_EPI_UNROLL");
+            return v ? std::atoi(v) : 0;
+        }();
+        constexpr bool kTwo = T == GgmlType::Q8_0 || T == GgmlType::Q4_K || T == GgmlType::Q5_K || T == GgmlType::Q6_K;
+        const bool u2 = forced == 2 || (forced != 4 && kTwo);
+        const unsigned eb = unsigned(Ws[0].n_out / kEpiWaves);
+        if (u2) launch(matvec_q<T, 1, false, 2>, dim3(eb), dim3(kEpiWaves * kWave), s, j, a, e);
+        else launch(matvec_q<T, 1, false, 1>, dim3(eb), dim3(kEpiWaves * kWave), s, j, a, e);
+    } else {
+        launch(matvec_q<T, NB, SW, 0>, dim3(unsigned(blocks)), dim3(kMatvecThreads), s, j, a, e);
+    }
 }
 
 template <GgmlType T, bool SW>
 void launch_t(const GpuMat* Ws, float* const* ys, int n_mat, const ops::Act& a, void* s) {
     // Activation rows per block: 1, 2, 4, or 8 (prompts: 8 per block, many blocks).
-    if (a.rows == 1) launch_nb<T, 1, SW>(Ws, ys, n_mat, a, s);
-    else if (a.rows == 2) launch_nb<T, 2, SW>(Ws, ys, n_mat, a, s);
-    else if (a.rows <= 4) launch_nb<T, 4, SW>(Ws, ys, n_mat, a, s);
-    else launch_nb<T, 8, SW>(Ws, ys, n_mat, a, s);
+    const ops::Epi e;
+    if (a.rows == 1) launch_nb<T, 1, SW, false>(Ws, ys, n_mat, a, e, s);
+    else if (a.rows == 2) launch_nb<T, 2, SW, false>(Ws, ys, n_mat, a, e, s);
+    else if (a.rows <= 4) launch_nb<T, 4, SW, false>(Ws, ys, n_mat, a, e, s);
+    else launch_nb<T, 8, SW, false>(Ws, ys, n_mat, a, e, s);
 }
 
 template <bool SW>
@@ -384,6 +443,23 @@ void dispatch(const GpuMat* Ws, float* const* ys, int n_mat, const ops::Act& a, 
         case GgmlType::Q5_K: return launch_t<GgmlType::Q5_K, SW>(Ws, ys, n_mat, a, s);
         case GgmlType::Q6_K: return launch_t<GgmlType::Q6_K, SW>(Ws, ys, n_mat, a, s);
         default: gpu_fail(std::string("matvec: unsupported weight type ") + type_traits(Ws[0].type).name);
+    }
+}
+
+// Decode with the residual + norm epilogue (one matrix, one activation row); On: wave32.
+template <bool On>
+void dispatch_epi(const GpuMat& W, const ops::Act& a, const ops::Epi& e, void* s) {
+    float* const y[1] = {nullptr};
+    if constexpr (On) switch (W.type) {
+        case GgmlType::Q4_0: return launch_nb<GgmlType::Q4_0, 1, false, true>(&W, y, 1, a, e, s);
+        case GgmlType::Q4_1: return launch_nb<GgmlType::Q4_1, 1, false, true>(&W, y, 1, a, e, s);
+        case GgmlType::Q5_0: return launch_nb<GgmlType::Q5_0, 1, false, true>(&W, y, 1, a, e, s);
+        case GgmlType::Q5_1: return launch_nb<GgmlType::Q5_1, 1, false, true>(&W, y, 1, a, e, s);
+        case GgmlType::Q8_0: return launch_nb<GgmlType::Q8_0, 1, false, true>(&W, y, 1, a, e, s);
+        case GgmlType::Q4_K: return launch_nb<GgmlType::Q4_K, 1, false, true>(&W, y, 1, a, e, s);
+        case GgmlType::Q5_K: return launch_nb<GgmlType::Q5_K, 1, false, true>(&W, y, 1, a, e, s);
+        case GgmlType::Q6_K: return launch_nb<GgmlType::Q6_K, 1, false, true>(&W, y, 1, a, e, s);
+        default: gpu_fail(std::string("matvec epilogue: unsupported weight type ") + type_traits(W.type).name);
     }
 }
 
@@ -410,6 +486,19 @@ void ops::matvec_swiglu(const GpuMat& G, const GpuMat& U, const Act& a, float* h
     const GpuMat W[2] = {G, U};
     float* const y[2] = {h, h};
     dispatch<true>(W, y, 2, a, s);
+}
+
+// The epilogue kernel needs wave32 (a 32-row chunk = one block of 32 waves), and the
+// deferred-norm input one float4 of partial sums per lane (n <= 128 * kWave).
+bool ops::matvec_epi_ok(const GpuMat& W, int rows) {
+    return kWave == 32 && rows == 1 && !is_float_type(W.type) && W.n_out % 128 == 0 && W.n_out <= 128 * kWave &&
+           W.n_chunk > 0;
+}
+
+void ops::matvec_residual_norm(const GpuMat& W, const Act& a, const Epi& e, void* s) {
+    if (!matvec_epi_ok(W, a.rows) || !e.x || !e.w)
+        gpu_fail("matvec_residual_norm: needs one row, quantized, n_out % 128 == 0, residual and norm weight");
+    dispatch_epi<kWave == 32>(W, a, e, s);
 }
 
 }  // namespace vega::gpu

@@ -20,6 +20,12 @@ constexpr int kPrepThreads = 1024;  // prep_fast_k: 4096 elements with one float
 
 unsigned grid_for(int64_t n, int per) { return unsigned((n + per - 1) / per); }
 
+// 1/rms as the CPU backend computes it: double sum of squares, float(1 / sqrt(mean + eps)),
+// then y = x * scale * w in that order, so both backends round the norm alike.
+__device__ __forceinline__ float norm_scale(double ss, int64_t n, float eps) {
+    return float(1.0 / sqrt(ss / double(n) + double(eps)));
+}
+
 // Element i of row `row` of a weight in the GPU layout (scalar; for lookups).
 __device__ float weight_elem(const GpuMat& W, int64_t row, int64_t i) {
     switch (W.type) {
@@ -76,26 +82,26 @@ __global__ void __launch_bounds__(kRowThreads) prepare_act_k(float* x, const flo
                                                            float* __restrict__ ds) {
     pdl_wait();
     pdl_trigger();
-    __shared__ float lds[kRowThreads / kWave];
+    __shared__ double lds[kRowThreads / kWave];
     const int64_t r = blockIdx.x;
     float* xr = x + r * n;
     float* yr = xo + r * n;
     float scale = 1.f;
     if (res) {  // fused residual add: x += res (the pass below re-reads x after the block barrier)
         const float* rr = res + r * n;
-        float ss = 0.f;
+        double ss = 0.0;
         for (int64_t i = threadIdx.x; i < n; i += kRowThreads) {
             const float v = xr[i] + rr[i];
             xr[i] = v;
-            ss += v * v;
+            ss += double(v) * v;
         }
-        ss = block_reduce_sum<kRowThreads>(ss, lds);  // contains __syncthreads: x is visible to the block
-        scale = w ? rsqrtf(ss / float(n) + eps) : 1.f;
+        ss = block_reduce_sum_f64<kRowThreads>(ss, lds);  // contains __syncthreads: x is visible to the block
+        scale = w ? norm_scale(ss, n, eps) : 1.f;
     } else if (w) {
-        float ss = 0.f;
-        for (int64_t i = threadIdx.x; i < n; i += kRowThreads) ss += xr[i] * xr[i];
-        ss = block_reduce_sum<kRowThreads>(ss, lds);
-        scale = rsqrtf(ss / float(n) + eps);
+        double ss = 0.0;
+        for (int64_t i = threadIdx.x; i < n; i += kRowThreads) ss += double(xr[i]) * xr[i];
+        ss = block_reduce_sum_f64<kRowThreads>(ss, lds);
+        scale = norm_scale(ss, n, eps);
     }
     if constexpr (!Q) {
         for (int64_t i = threadIdx.x; i < n; i += kRowThreads) yr[i] = xr[i] * scale * (w ? w[i] : 1.f);
@@ -109,7 +115,7 @@ __global__ void __launch_bounds__(kRowThreads) prepare_act_k(float* x, const flo
             const int64_t i = c * 32 + sub * 4;
             float4 v = valid ? *reinterpret_cast<const float4*>(xr + i) : make_float4(0.f, 0.f, 0.f, 0.f);
             const float4 g = (w && valid) ? *reinterpret_cast<const float4*>(w + i) : make_float4(1.f, 1.f, 1.f, 1.f);
-            v.x *= scale * g.x, v.y *= scale * g.y, v.z *= scale * g.z, v.w *= scale * g.w;
+            v.x = v.x * scale * g.x, v.y = v.y * scale * g.y, v.z = v.z * scale * g.z, v.w = v.w * scale * g.w;
             if (valid) *reinterpret_cast<float4*>(yr + i) = v;
             float amax = fmaxf(fmaxf(fabsf(v.x), fabsf(v.y)), fmaxf(fabsf(v.z), fabsf(v.w)));
             amax = group_reduce_max<8>(amax);
@@ -137,7 +143,7 @@ __global__ void __launch_bounds__(kPrepThreads) prep_fast_k(float* x, const floa
                                                           const float* __restrict__ w, float eps, int64_t n,
                                                           float* __restrict__ xo, int8_t* __restrict__ q,
                                                           float* __restrict__ ds) {
-    __shared__ float lds[kPrepThreads / kWave];
+    __shared__ double lds[kPrepThreads / kWave];
     pdl_wait();
     pdl_trigger();
     const int64_t r = blockIdx.y;
@@ -145,7 +151,7 @@ __global__ void __launch_bounds__(kPrepThreads) prep_fast_k(float* x, const floa
     float* xr = x + r * n;
     const int64_t base = int64_t(blockIdx.x) * kPrepThreads + threadIdx.x;  // float4 index of k = 0
     float4 v[V];
-    float ss = 0.f;
+    double ss = 0.0;
 #pragma unroll
     for (int k = 0; k < V; ++k) {
         const int64_t i4 = base + int64_t(k) * kPrepThreads;
@@ -158,17 +164,17 @@ __global__ void __launch_bounds__(kPrepThreads) prep_fast_k(float* x, const floa
                 reinterpret_cast<float4*>(xr)[i4] = v[k];
             }
         }
-        ss += v[k].x * v[k].x + v[k].y * v[k].y + v[k].z * v[k].z + v[k].w * v[k].w;
+        ss += double(v[k].x) * v[k].x + double(v[k].y) * v[k].y + double(v[k].z) * v[k].z + double(v[k].w) * v[k].w;
     }
     float scale = 1.f;
-    if (w) scale = rsqrtf(block_reduce_sum<kPrepThreads>(ss, lds) / float(n) + eps);
+    if (w) scale = norm_scale(block_reduce_sum_f64<kPrepThreads>(ss, lds), n, eps);
 #pragma unroll
     for (int k = 0; k < V; ++k) {
         const int64_t i4 = base + int64_t(k) * kPrepThreads;
         const bool valid = i4 < n4;  // uniform over each group of 8 lanes (n4 % 8 == 0)
         float4 a = v[k];
         const float4 g = (w && valid) ? reinterpret_cast<const float4*>(w)[i4] : make_float4(1.f, 1.f, 1.f, 1.f);
-        a.x *= scale * g.x, a.y *= scale * g.y, a.z *= scale * g.z, a.w *= scale * g.w;
+        a.x = a.x * scale * g.x, a.y = a.y * scale * g.y, a.z = a.z * scale * g.z, a.w = a.w * scale * g.w;
         if (valid) reinterpret_cast<float4*>(xo + r * n)[i4] = a;
         float amax = fmaxf(fmaxf(fabsf(a.x), fabsf(a.y)), fmaxf(fabsf(a.z), fabsf(a.w)));
         amax = group_reduce_max<8>(amax);
@@ -202,7 +208,7 @@ __global__ void swiglu_k(const float* __restrict__ g, const float* __restrict__ 
     pdl_wait();
     pdl_trigger();
     const int64_t i = int64_t(blockIdx.x) * blockDim.x + threadIdx.x;
-    if (i < n) h[i] = g[i] / (1.f + __expf(-g[i])) * u[i];
+    if (i < n) h[i] = g[i] / (1.f + expf(-g[i])) * u[i];
 }
 
 // One wave per (row, head): x [rows][n_head][hd] *= w / rms.
@@ -213,10 +219,9 @@ __global__ void __launch_bounds__(kEltThreads) head_rms_norm_k(float* __restrict
     const int64_t v = int64_t(blockIdx.x) * (kEltThreads / kWave) + threadIdx.x / kWave;
     if (v >= n_vec) return;
     float* p = x + v * hd;
-    float ss = 0.f;
-    for (int i = lane_id(); i < hd; i += kWave) ss += p[i] * p[i];
-    ss = wave_reduce_sum(ss);
-    const float sc = rsqrtf(ss / float(hd) + eps);
+    double ss = 0.0;
+    for (int i = lane_id(); i < hd; i += kWave) ss += double(p[i]) * p[i];
+    const float sc = norm_scale(block_reduce_sum_f64<kWave>(ss, nullptr), hd, eps);  // one wave: no LDS
     for (int i = lane_id(); i < hd; i += kWave) p[i] = p[i] * sc * w[i];
 }
 
