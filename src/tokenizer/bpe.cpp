@@ -42,17 +42,7 @@ void BpeModel::encode_word(const std::string& word, std::vector<int32_t>& out) c
             return;
         }
     }
-    struct Symbol {
-        int prev, next;
-        size_t off, n;  // bytes of `word`; n == 0 once merged into the left neighbour
-    };
-    std::vector<Symbol> sym;
-    for (size_t off = 0; off < word.size();) {
-        const size_t n = std::min(utf8_len(uint8_t(word[off])), word.size() - off);
-        const int idx = int(sym.size());
-        sym.push_back({idx - 1, off + n == word.size() ? -1 : idx + 1, off, n});
-        off += n;
-    }
+    std::vector<MergeSymbol> sym = utf8_symbols(word);
     struct Bigram {
         int32_t rank;
         int left, right;
@@ -76,8 +66,8 @@ void BpeModel::encode_word(const std::string& word, std::vector<int32_t>& out) c
     while (!queue.empty()) {
         const Bigram b = queue.top();
         queue.pop();
-        Symbol& L = sym[b.left];
-        Symbol& R = sym[b.right];
+        MergeSymbol& L = sym[b.left];
+        MergeSymbol& R = sym[b.right];
         if (L.n == 0 || R.n == 0) continue;
         if (L.n + R.n != b.text.size() || word.compare(L.off, L.n + R.n, b.text) != 0) continue;  // stale
         L.n += R.n;

@@ -18,18 +18,7 @@ SpmModel::SpmModel(const Vocab& v) : v_(v) {
 
 void SpmModel::encode(std::string_view text, std::vector<int32_t>& out) const {
     if (text.empty()) return;
-    struct Symbol {
-        int prev, next;
-        size_t off, n;  // bytes of `text`; n == 0 once merged into the left neighbour
-    };
-    std::vector<Symbol> sym;
-    sym.reserve(text.size());
-    for (size_t off = 0; off < text.size();) {
-        const size_t n = std::min(utf8_len(uint8_t(text[off])), text.size() - off);
-        const int idx = int(sym.size());
-        sym.push_back({idx - 1, off + n == text.size() ? -1 : idx + 1, off, n});
-        off += n;
-    }
+    std::vector<MergeSymbol> sym = utf8_symbols(text);
 
     struct Bigram {
         float score;
@@ -53,8 +42,8 @@ void SpmModel::encode(std::string_view text, std::vector<int32_t>& out) const {
     while (!queue.empty()) {
         const Bigram b = queue.top();
         queue.pop();
-        Symbol& L = sym[b.left];
-        Symbol& R = sym[b.right];
+        MergeSymbol& L = sym[b.left];
+        MergeSymbol& R = sym[b.right];
         if (L.n == 0 || R.n == 0 || L.n + R.n != b.size) continue;  // one side changed since
         L.n += R.n;
         R.n = 0;

@@ -2,6 +2,7 @@
 // used by byte-level BPE vocabularies (every byte is written as one printable
 // code point, e.g. ' ' -> 'Ġ' U+0120, '\n' -> 'Ċ' U+010A).
 #pragma once
+#include <algorithm>
 #include <cstddef>
 #include <cstdint>
 #include <string>
@@ -16,6 +17,27 @@ namespace vega::tok {
 inline size_t utf8_len(uint8_t lead) {
     static constexpr uint8_t kLen[16] = {1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 2, 2, 3, 4};
     return kLen[lead >> 4];
+}
+
+// One UTF-8 character of a word in a doubly linked list of merge candidates
+// (the SPM and BPE merge loops): bytes [off, off+n) of the word; n == 0 once
+// merged into its left neighbour.
+struct MergeSymbol {
+    int prev, next;
+    size_t off, n;
+};
+// The word split into characters, linked left to right (a truncated trailing
+// sequence is one symbol of the bytes left).
+inline std::vector<MergeSymbol> utf8_symbols(std::string_view word) {
+    std::vector<MergeSymbol> sym;
+    sym.reserve(word.size());
+    for (size_t off = 0; off < word.size();) {
+        const size_t n = std::min(utf8_len(uint8_t(word[off])), word.size() - off);
+        const int idx = int(sym.size());
+        sym.push_back({idx - 1, off + n == word.size() ? -1 : idx + 1, off, n});
+        off += n;
+    }
+    return sym;
 }
 
 // Code points of `s`. Overlong forms and surrogates are decoded as written; a byte
