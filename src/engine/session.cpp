@@ -160,45 +160,8 @@ int stage_chunk(const std::vector<BatchToken>& batch, size_t begin, size_t end, 
 }  // namespace
 
 const std::vector<float>& Session::decode(const std::vector<BatchToken>& batch) {
-    Impl& I = *impl_;
-    size_t n_wanted = 0;
-    for (const auto& t : batch) n_wanted += t.want_logits;
-    I.logits.resize(n_wanted * size_t(I.n_vocab));
-    if (I.graphs && batch.size() == 1 && n_wanted == 1) {
-        int n_kv = 0;
-        stage_chunk(batch, 0, 1, p_, I.n_vocab, I.h_tokens, I.h_pos, I.h_seq, I.h_out_idx, n_kv);  // validates
-        I.step(batch[0], p_.n_ctx, Select::Logits, 0);
-        be_.download(I.logits.data(), I.d_logits, size_t(I.n_vocab) * sizeof(float));
-        return I.logits;
-    }
-    size_t written = 0;
-    for (size_t begin = 0; begin < batch.size(); begin += size_t(I.n_batch)) {
-        const size_t end = std::min(batch.size(), begin + size_t(I.n_batch));
-        const int n = int(end - begin);
-        BatchView bv;
-        const int n_out = stage_chunk(batch, begin, end, p_, I.n_vocab, I.h_tokens, I.h_pos, I.h_seq, I.h_out_idx,
-                                      bv.n_kv_max);
-        be_.upload(I.d_tokens, I.h_tokens.data(), size_t(n) * 4);
-        be_.upload(I.d_pos, I.h_pos.data(), size_t(n) * 4);
-        be_.upload(I.d_seq, I.h_seq.data(), size_t(n) * 4);
-        be_.upload(I.d_out_idx, I.h_out_idx.data(), size_t(std::max(n_out, 1)) * 4);
-        bv.n_tokens = n;
-        bv.tokens = I.d_tokens;
-        bv.pos = I.d_pos;
-        bv.seq = I.d_seq;
-        if (n_out == 0) {  // still fill the cache; logits of one row are computed and dropped
-            I.h_out_idx[0] = 0;
-            be_.upload(I.d_out_idx, I.h_out_idx.data(), 4);
-            I.fwd->run(bv, I.d_out_idx, 1, I.d_logits);
-            continue;
-        }
-        I.fwd->run(bv, I.d_out_idx, n_out, I.d_logits);
-        be_.download(I.logits.data() + written * size_t(I.n_vocab), I.d_logits,
-                     size_t(n_out) * size_t(I.n_vocab) * sizeof(float));
-        written += size_t(n_out);
-    }
-    be_.synchronize();
-    return I.logits;
+    decode_reduced(batch, int(Select::Logits), 0);
+    return impl_->logits;
 }
 
 const std::vector<int32_t>& Session::decode_greedy(const std::vector<BatchToken>& batch) {
@@ -214,16 +177,27 @@ const Session::TopK& Session::decode_top_k(const std::vector<BatchToken>& batch,
     return impl_->topk;
 }
 
-// Forward, then argmax or top-k of every row that wants logits, on the backend;
-// only the reduced rows are downloaded. Appends to greedy / topk.
+// Forward, then for every row that wants logits: the whole row (Logits), or its
+// argmax or top-k reduced on the backend so that only those leave it. Results go
+// to logits / greedy / topk, in batch order.
 void Session::decode_reduced(const std::vector<BatchToken>& batch, int mode, int k) {
     Impl& I = *impl_;
     const Select sel = Select(mode);
     I.greedy.clear();
     I.topk.ids.clear();
     I.topk.logits.clear();
+    size_t written = 0;  // logits rows so far
+    if (sel == Select::Logits) {
+        size_t n_wanted = 0;
+        for (const auto& t : batch) n_wanted += t.want_logits;
+        I.logits.resize(n_wanted * size_t(I.n_vocab));
+    }
     auto fetch = [&](int n_out, const int32_t* d_argmax) {
-        if (sel == Select::Argmax) {
+        if (sel == Select::Logits) {
+            be_.download(I.logits.data() + written * size_t(I.n_vocab), I.d_logits,
+                         size_t(n_out) * size_t(I.n_vocab) * sizeof(float));
+            written += size_t(n_out);
+        } else if (sel == Select::Argmax) {
             I.h_argmax.resize(std::max<size_t>(I.h_argmax.size(), size_t(n_out)));
             be_.download(I.h_argmax.data(), d_argmax, size_t(n_out) * 4);
             I.greedy.insert(I.greedy.end(), I.h_argmax.begin(), I.h_argmax.begin() + n_out);

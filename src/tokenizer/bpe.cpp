@@ -70,10 +70,7 @@ void BpeModel::encode_word(const std::string& word, std::vector<int32_t>& out) c
         MergeSymbol& R = sym[b.right];
         if (L.n == 0 || R.n == 0) continue;
         if (L.n + R.n != b.text.size() || word.compare(L.off, L.n + R.n, b.text) != 0) continue;  // stale
-        L.n += R.n;
-        R.n = 0;
-        L.next = R.next;
-        if (R.next >= 0) sym[R.next].prev = b.left;
+        merge_with_next(sym, b.left);
         try_add(L.prev, b.left);
         try_add(b.left, L.next);
     }

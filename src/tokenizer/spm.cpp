@@ -45,10 +45,7 @@ void SpmModel::encode(std::string_view text, std::vector<int32_t>& out) const {
         MergeSymbol& L = sym[b.left];
         MergeSymbol& R = sym[b.right];
         if (L.n == 0 || R.n == 0 || L.n + R.n != b.size) continue;  // one side changed since
-        L.n += R.n;
-        R.n = 0;
-        L.next = R.next;
-        if (R.next >= 0) sym[R.next].prev = b.left;
+        merge_with_next(sym, b.left);
         try_add(L.prev, b.left);
         try_add(b.left, L.next);
     }

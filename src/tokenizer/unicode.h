@@ -40,6 +40,16 @@ inline std::vector<MergeSymbol> utf8_symbols(std::string_view word) {
     return sym;
 }
 
+// Merges symbol `left` with its right neighbour (which leaves the list).
+inline void merge_with_next(std::vector<MergeSymbol>& sym, int left) {
+    MergeSymbol& L = sym[size_t(left)];
+    MergeSymbol& R = sym[size_t(L.next)];
+    L.n += R.n;
+    R.n = 0;
+    L.next = R.next;
+    if (R.next >= 0) sym[size_t(R.next)].prev = left;
+}
+
 // Code points of `s`. Overlong forms and surrogates are decoded as written; a byte
 // that cannot start a complete sequence becomes U+FFFD and decoding resumes at
 // the next byte.
