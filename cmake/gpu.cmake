@@ -26,6 +26,9 @@ if(VEGA_CUDA)
   set_target_properties(vega_gpu_kernels PROPERTIES CUDA_ARCHITECTURES "${VEGA_CUDA_ARCHS}" CUDA_STANDARD 17
                         CUDA_STANDARD_REQUIRED ON POSITION_INDEPENDENT_CODE ON)
   target_compile_options(vega_gpu_kernels PRIVATE $<$<COMPILE_LANGUAGE:CUDA>:-lineinfo --expt-relaxed-constexpr>)
+  if(VEGA_GPU_TUNING)
+    target_compile_definitions(vega_gpu_kernels PRIVATE VEGA_GPU_TUNING=1)
+  endif()
   target_include_directories(vega_gpu_kernels PUBLIC ${CMAKE_SOURCE_DIR}/src)
   target_link_libraries(vega_gpu_kernels PUBLIC CUDA::cudart)
   set(VEGA_GPU_VENDOR "CUDA ${VEGA_CUDA_ARCHS}")
@@ -45,6 +48,7 @@ else()
       OUTPUT ${_obj}
       COMMAND ${CMAKE_COMMAND} -E make_directory ${CMAKE_CURRENT_BINARY_DIR}/vega_gpu_hip
       COMMAND ${VEGA_HIPCC} -x hip ${_offload} -O3 -std=c++17 -fPIC -Wno-unused-command-line-argument
+              $<$<BOOL:${VEGA_GPU_TUNING}>:-DVEGA_GPU_TUNING=1>
               -I${CMAKE_SOURCE_DIR}/src -c ${src} -o ${_obj}
       DEPENDS ${src} ${VEGA_GPU_HEADERS}
       COMMENT "hipcc ${_n}.cu (${VEGA_HIP_ARCHS})"

@@ -3,7 +3,10 @@
 # build with CUDA, run the GPU parity tests and the end-to-end reference tests
 # on the GPU, the kernel probe, and vega bench on llama2-7b-shaped synthetic
 # models. Logs go to $OUT (or ./gpu_check_out).
-#   scripts/gpu_check.sh [all|test|bench]     test data: $VEGA_TEST_DATA or .devdata/testdata
+#   scripts/gpu_check.sh [all|test|bench|tune|ab]   test data: $VEGA_TEST_DATA or .devdata/testdata
+# tune: the probe with every compiled decode matvec shape (VEGA_PROBE_TUNE=1) and
+# tg128 for each shape of the plain (VEGA_GPU_MV), gate/up (VEGA_GPU_SWIGLU) and
+# epilogue (VEGA_GPU_EPI) matvecs. ab: tg128 A/B between env settings (AB=...).
 set -u
 MODE=${1:-all}
 OUT=${OUT:-$PWD/gpu_check_out}
@@ -24,12 +27,19 @@ log() { echo "=== $* ($(date +%T))" | tee -a "$OUT/summary.txt"; }
 
 log "configure + build"
 nvidia-smi --query-gpu=name,memory.total,clocks.max.sm --format=csv | tee -a "$OUT/summary.txt"
-cmake -S . -B $B -G Ninja -DCMAKE_BUILD_TYPE=Release -DVEGA_CUDA=ON -DVEGA_ASAN_TESTS=OFF \
+TUNING=${TUNING:-OFF}; [ "$MODE" = tune ] && TUNING=ON
+cmake -S . -B $B -G Ninja -DCMAKE_BUILD_TYPE=Release -DVEGA_CUDA=ON -DVEGA_ASAN_TESTS=OFF -DVEGA_GPU_TUNING=$TUNING \
       -DCMAKE_CUDA_COMPILER=${NVCC:-$(command -v nvcc || echo /usr/local/cuda/bin/nvcc)} > "$OUT/configure.log" 2>&1 \
   || { tail -30 "$OUT/configure.log"; exit 1; }
-cmake --build $B -j"$J" --target vega vega_gpu_parity_tests vega_engine_tests vega_probe_gpu > "$OUT/build.log" 2>&1 \
+TARGETS="vega vega_gpu_parity_tests vega_engine_tests vega_probe_gpu"
+[ "$MODE" = tune ] || [ "$MODE" = ab ] && TARGETS="vega vega_probe_gpu"
+cmake --build $B -j"$J" --target $TARGETS > "$OUT/build.log" 2>&1 \
   || { grep -E "error|FAILED" "$OUT/build.log" | head -40; exit 1; }
 
+synth() {  # synth TYPE -> /tmp/synth-7b-TYPE.gguf (kept between calls on a warm machine)
+  local m=/tmp/synth-7b-$1.gguf
+  [ -f $m ] || timeout 300 $B/vega synth --shape llama2-7b --type $1 -o $m > "$OUT/synth-$1.log" 2>&1 || { tail -5 "$OUT/synth-$1.log"; return 1; }
+}
 if [ "$MODE" = all ] || [ "$MODE" = test ]; then
   log "parity tests"
   timeout 300 $B/tests/gpu/vega_gpu_parity_tests > "$OUT/parity.log" 2>&1; echo "rc=$?" >> "$OUT/parity.log"
@@ -45,9 +55,38 @@ if [ "$MODE" = all ] || [ "$MODE" = bench ]; then
   for t in ${BENCH_TYPES:-Q4_0 Q8_0 Q4_K_M}; do
     m=/tmp/synth-7b-$t.gguf
     log "synth llama2-7b $t"
-    [ -f $m ] || timeout 300 $B/vega synth --shape llama2-7b --type $t -o $m > "$OUT/synth-$t.log" 2>&1 || { tail -5 "$OUT/synth-$t.log"; continue; }
+    synth $t || continue
     log "bench $t"
     timeout 300 $B/vega bench -m $m --device gpu -r ${REPS:-3} -p 512 -n 128 2>&1 | tee "$OUT/bench-$t.log" | tee -a "$OUT/summary.txt"
+  done
+fi
+if [ "$MODE" = tune ]; then
+  if [ "${PROBE:-1}" = 1 ]; then
+    log "probe, every decode shape"
+    VEGA_PROBE_TUNE=1 timeout 300 $B/vega_probe_gpu > "$OUT/probe-tune.log" 2>&1; cat "$OUT/probe-tune.log" >> "$OUT/summary.txt"
+  fi
+  # One role at a time (the others at the table's shape): tg128 t/s per shape.
+  for t in ${BENCH_TYPES:-Q8_0 Q4_K_M Q4_0}; do
+    synth $t || continue
+    for role in ${ROLES:-SWIGLU EPI MV}; do
+      for v in table ${SHAPES:-1,2 1,4 2,1 2,2 2,4 4,1 4,2}; do
+        e=$v; [ $v = table ] && e=
+        r=$(env VEGA_GPU_$role=$e timeout 120 $B/vega bench -m /tmp/synth-7b-$t.gguf --device gpu -r ${REPS:-2} -p 0 -n 128 2>&1 | tail -1)
+        echo "$t $role=$v: $(echo "$r" | awk -F'|' '{print $7}')" | tee -a "$OUT/summary.txt"
+      done
+    done
+  done
+fi
+# ab: tg128 per type under each setting of AB (space-separated; "base" = none,
+# else ENV=VALUE[+ENV=VALUE...]), same build, same machine.
+if [ "$MODE" = ab ]; then
+  for t in ${BENCH_TYPES:-Q8_0 Q4_K_M Q4_0}; do
+    synth $t || continue
+    for setting in ${AB:-base}; do
+      envs=$(echo "$setting" | tr '+' ' '); [ "$setting" = base ] && envs=
+      r=$(env $envs timeout 120 $B/vega bench -m /tmp/synth-7b-$t.gguf --device gpu -r ${REPS:-2} -p 0 -n 128 2>&1 | tail -1)
+      echo "$t $setting: $(echo "$r" | awk -F'|' '{print $7}')" | tee -a "$OUT/summary.txt"
+    done
   done
 fi
 if [ "${PROFILE:-0}" = 1 ] && [ -f /tmp/synth-7b-Q4_0.gguf ]; then

@@ -205,15 +205,16 @@ TEST_F(Parity, DecodeResidualNormEpilogue) {
         if (!is_float_type(t)) cases.push_back({t, t});
     cases.push_back({GgmlType::Q8_0, GgmlType::F16});  // float reader: unfused
     for (const Case& cs : cases) {
-        const int64_t n_a = 256, n = 512, n_ff = 384, n_kv = 128;
+        const int64_t n_a = 256, n = 512, n_ff = 768, n_kv = 128;
         W o = weight(cs.prod, n_a, n);
         W norm = weight(GgmlType::F32, n, 1, 0.1f, true);
         W g = weight(cs.cons, n, n_ff), u = weight(cs.cons, n, n_ff);
         W wq = weight(cs.cons, n, n), wk = weight(cs.cons, n, n_kv), wv = weight(cs.cons, n, n_kv);
+        W down = weight(cs.cons, n_ff, n);
         auto a = pair(randn(size_t(n_a)));
         auto x = pair(randn(size_t(n), 3.f));
         auto y = pair_n(size_t(n)), gt = pair_n(size_t(n_ff)), ut = pair_n(size_t(n_ff)), h = pair_n(size_t(n_ff));
-        auto q = pair_n(size_t(n)), k = pair_n(size_t(n_kv)), v = pair_n(size_t(n_kv));
+        auto q = pair_n(size_t(n)), k = pair_n(size_t(n_kv)), v = pair_n(size_t(n_kv)), y2 = pair_n(size_t(n));
         gpu_->reserve(8, 1024);
         cpu_->reserve(8, 1024);
         for (Backend* be : {gpu_.get(), cpu_.get()}) {
@@ -222,9 +223,12 @@ TEST_F(Parity, DecodeResidualNormEpilogue) {
             be->matmul(G ? o.g : o.c, G ? y.g : y.c);
             be->add(G ? x.g : x.c, G ? y.g : y.c, n);
             be->matmul_input_rms_norm(G ? x.g : x.c, G ? norm.g : norm.c, 1e-5f, 1, n);
-            be->matmul_swiglu(G ? g.g : g.c, G ? u.g : u.c, G ? gt.g : gt.c, G ? ut.g : ut.c, G ? h.g : h.c, 1);
             be->matmul_qkv(G ? wq.g : wq.c, G ? wk.g : wk.c, G ? wv.g : wv.c, G ? q.g : q.c, G ? k.g : k.c,
                            G ? v.g : v.c);
+            be->matmul_swiglu(G ? g.g : g.c, G ? u.g : u.c, G ? gt.g : gt.c, G ? ut.g : ut.c, G ? h.g : h.c, 1);
+            // The GPU's gate/up kernel also wrote h's q8 form: the down matmul reads it as is.
+            be->matmul_input(G ? h.g : h.c, 1, n_ff);
+            be->matmul(G ? down.g : down.c, G ? y2.g : y2.c);
         }
         const std::string what = std::string(type_traits(cs.prod).name) + " -> " + type_traits(cs.cons).name;
         const double th = 10 * std::max(mat_threshold(cs.prod), mat_threshold(cs.cons));
@@ -233,6 +237,7 @@ TEST_F(Parity, DecodeResidualNormEpilogue) {
         EXPECT_LT(compare(q, "q on the deferred-norm input"), th) << what;
         EXPECT_LT(compare(k, "k on the deferred-norm input"), th) << what;
         EXPECT_LT(compare(v, "v on the deferred-norm input"), th) << what;
+        EXPECT_LT(compare(y2, "down matmul on the q8 form of h from the gate/up kernel"), th) << what;
     }
 }
 
@@ -402,53 +407,62 @@ TEST_F(Parity, KvStoreAndAttention) {
     }
 }
 
-// The fused decode path: one-launch QKV, rope + cache write in one kernel, and the
-// attention combine writing the q8 input of the output projection, against the
-// CPU backend's unfused defaults.
+// The fused decode path: one-launch QKV, rope + cache write in one kernel, and
+// the attention combine writing the q8 input of the output projection, against
+// the CPU backend's unfused defaults: a prompt of `rows` tokens, then two decode
+// steps (the second reads the cache entry the first one wrote).
 TEST_F(Parity, FusedQkvRopeStoreAttentionOutput) {
     const int n_head = 8, n_kv_head = 2, hd = 128;
     const int64_t E = 512, Dq = int64_t(n_head) * hd, Dkv = int64_t(n_kv_head) * hd;
     for (GgmlType t : {GgmlType::Q4_0, GgmlType::Q8_0, GgmlType::F16}) {
         for (int rows : {1, 3, 9}) {
-            W wq = weight(t, E, Dq), wk = weight(t, E, Dkv), wv = weight(t, E, Dkv), wo = weight(t, Dq, E);
-            gpu_->reserve(rows, Dq);
-            cpu_->reserve(rows, Dq);
-            KvCacheDesc d;
-            d.n_layer = 1, d.n_seq = 1, d.n_ctx = 64, d.n_kv_head = n_kv_head, d.head_dim = hd;
-            auto cg = gpu_->create_kv_cache(d);
-            auto cc = cpu_->create_kv_cache(d);
-            std::vector<int32_t> pos(static_cast<size_t>(rows)), seq(static_cast<size_t>(rows), 0);
-            for (int i = 0; i < rows; ++i) pos[size_t(i)] = i;
-            auto [pg, pc] = ints(pos);
-            auto [sg, sc] = ints(seq);
-            BatchView bg, bc;
-            bg.n_tokens = bc.n_tokens = rows;
-            bg.pos = pg, bg.seq = sg, bc.pos = pc, bc.seq = sc;
-            bg.n_kv_max = bc.n_kv_max = rows;
-            RopeParams rp;
-            rp.n_rot = hd, rp.freq_base = 10000.f, rp.neox = rows == 3;
-            auto x = pair(randn(size_t(rows) * E));
-            auto q = pair_n(size_t(rows) * Dq), k = pair_n(size_t(rows) * Dkv), v = pair_n(size_t(rows) * Dkv);
-            auto att = pair_n(size_t(rows) * Dq), y = pair_n(size_t(rows) * E);
-            for (Backend* be : {gpu_.get(), cpu_.get()}) {
-                const bool g = be == gpu_.get();
-                be->matmul_input(g ? x.g : x.c, rows, E);
-                be->matmul_qkv(g ? wq.g : wq.c, g ? wk.g : wk.c, g ? wv.g : wv.c, g ? q.g : q.c, g ? k.g : k.c,
-                               g ? v.g : v.c);
-                be->rope_kv_store(g ? *cg : *cc, 0, g ? q.g : q.c, g ? k.g : k.c, g ? v.g : v.c, n_head, n_kv_head,
-                                  hd, rp, g ? bg : bc);
-                be->attention(g ? *cg : *cc, 0, g ? q.g : q.c, g ? att.g : att.c, n_head, 1.f / std::sqrt(float(hd)),
-                              g ? bg : bc);
-                be->matmul_input(g ? att.g : att.c, rows, Dq);
-                be->matmul(g ? wo.g : wo.c, g ? y.g : y.c);
+            for (bool f32_cache : {false, true}) {
+                W wq = weight(t, E, Dq), wk = weight(t, E, Dkv), wv = weight(t, E, Dkv), wo = weight(t, Dq, E);
+                gpu_->reserve(rows, Dq);
+                cpu_->reserve(rows, Dq);
+                KvCacheDesc d;
+                d.n_layer = 1, d.n_seq = 1, d.n_ctx = 64, d.n_kv_head = n_kv_head, d.head_dim = hd;
+                if (f32_cache) d.type = GgmlType::F32;
+                auto cg = gpu_->create_kv_cache(d);
+                auto cc = cpu_->create_kv_cache(d);
+                RopeParams rp;
+                rp.n_rot = hd, rp.freq_base = 10000.f, rp.neox = rows == 3;
+                // step 0: the prompt (rows tokens at 0..rows-1); steps 1, 2: one token each.
+                for (int step = 0; step < 3; ++step) {
+                    const int nt = step == 0 ? rows : 1;
+                    std::vector<int32_t> pos(static_cast<size_t>(nt)), seq(static_cast<size_t>(nt), 0);
+                    for (int i = 0; i < nt; ++i) pos[size_t(i)] = step == 0 ? i : rows + step - 1;
+                    auto [pg, pc] = ints(pos);
+                    auto [sg, sc] = ints(seq);
+                    BatchView bg, bc;
+                    bg.n_tokens = bc.n_tokens = nt;
+                    bg.pos = pg, bg.seq = sg, bc.pos = pc, bc.seq = sc;
+                    bg.n_kv_max = bc.n_kv_max = pos.back() + 1;
+                    auto x = pair(randn(size_t(nt) * E));
+                    auto q = pair_n(size_t(nt) * Dq), k = pair_n(size_t(nt) * Dkv), v = pair_n(size_t(nt) * Dkv);
+                    auto att = pair_n(size_t(nt) * Dq), y = pair_n(size_t(nt) * E);
+                    for (Backend* be : {gpu_.get(), cpu_.get()}) {
+                        const bool g = be == gpu_.get();
+                        be->matmul_input(g ? x.g : x.c, nt, E);
+                        be->matmul_qkv(g ? wq.g : wq.c, g ? wk.g : wk.c, g ? wv.g : wv.c, g ? q.g : q.c,
+                                       g ? k.g : k.c, g ? v.g : v.c);
+                        be->rope_kv_store(g ? *cg : *cc, 0, g ? q.g : q.c, g ? k.g : k.c, g ? v.g : v.c, n_head,
+                                          n_kv_head, hd, rp, g ? bg : bc);
+                        be->attention(g ? *cg : *cc, 0, g ? q.g : q.c, g ? att.g : att.c, n_head,
+                                      1.f / std::sqrt(float(hd)), g ? bg : bc);
+                        be->matmul_input(g ? att.g : att.c, nt, Dq);
+                        be->matmul(g ? wo.g : wo.c, g ? y.g : y.c);
+                    }
+                    const double th = mat_threshold(t);
+                    const std::string what = std::string(type_traits(t).name) + " prompt " + std::to_string(rows) +
+                                             " step " + std::to_string(step) + (f32_cache ? " f32 cache" : " f16 cache");
+                    EXPECT_LT(compare(q, "qkv+rope q"), th) << what;
+                    EXPECT_LT(compare(k, "qkv+rope k"), th) << what;
+                    EXPECT_LT(compare(v, "qkv v"), th) << what;
+                    EXPECT_LT(compare(att, "attention"), 1e-5) << what;
+                    EXPECT_LT(compare(y, "output projection of the attention"), 1e-4) << what;
+                }
             }
-            const double th = mat_threshold(t);
-            const std::string what = std::string(type_traits(t).name) + " rows " + std::to_string(rows);
-            EXPECT_LT(compare(q, "qkv+rope q"), th) << what;
-            EXPECT_LT(compare(k, "qkv+rope k"), th) << what;
-            EXPECT_LT(compare(v, "qkv v"), th) << what;
-            EXPECT_LT(compare(att, "attention"), 1e-5) << what;
-            EXPECT_LT(compare(y, "output projection of the attention"), 1e-4) << what;
         }
     }
 }

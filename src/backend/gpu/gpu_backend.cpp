@@ -28,6 +28,7 @@ std::string gib(size_t b) { return fmt::format("{:.2f} GiB", double(b) / double(
 
 // Partial results of split attention: a fixed budget, rows processed in chunks.
 constexpr size_t kAttnPartBytes = size_t(64) << 20;
+constexpr int64_t kAttnCounters = 1 << 16;  // (token, head) pairs of one merged attention launch
 
 class GpuKvCache final : public KvCache {
 public:
@@ -151,7 +152,7 @@ public:
         act2_ds_ = static_cast<float*>(alloc(cells / 32 * 8 + 8, "attention output (q8 scales)"));
         // Decode residual + norm epilogue: per-chunk sums of squares of the deferred-norm input.
         ss_ = static_cast<float*>(alloc(size_t(act_n_) / 32 * 4 + 16, "norm partial sums"));
-        if (!part_) part_ = static_cast<float*>(alloc(kAttnPartBytes, "attention split scratch"));
+        alloc_attention_scratch();
     }
 
     std::unique_ptr<KvCache> create_kv_cache(const KvCacheDesc& d) override {
@@ -160,7 +161,7 @@ public:
         const size_t bytes = 2 * size_t(d.n_layer) * d.n_seq * d.n_kv_head * d.n_ctx * d.head_dim * esz;
         void* buf = alloc(bytes, "KV cache");
         rt::memset(buf, 0, bytes, stream_);
-        if (!part_) part_ = static_cast<float*>(alloc(kAttnPartBytes, "attention split scratch"));
+        alloc_attention_scratch();
         return std::make_unique<GpuKvCache>(d, buf, bytes);
     }
 
@@ -175,9 +176,9 @@ public:
         ops::rms_norm(x, f32(w), y, rows, n, eps, stream_);
         rt::check("rms_norm");
     }
-    // The attention output's q8 form, written by the attention combine, is used as is.
+    // A q8 form already written by the producing kernel (attention combine, gate/up) is used as is.
     void matmul_input(const float* x, int rows, int64_t n) override {
-        const AttQ8 aq = att_q8_;
+        const ReadyQ8 aq = ready_q8_;
         flush();
         if (aq.x == x && aq.rows == rows && aq.n == n) return use_q8(x, act2_q_, act2_ds_, rows, n);
         set_input(x, nullptr, nullptr, 0.f, rows, n);
@@ -221,8 +222,12 @@ public:
         if (gate.type != up.type || gate.n_in != up.n_in || gate.n_out != up.n_out || rows != act_.rows)
             return Backend::matmul_swiglu(gate, up, g_tmp, u_tmp, h, rows);
         check_input(gate);
-        ops::matvec_swiglu(mat(gate), mat(up), act_, h, stream_);
+        // Decode: the kernel also writes h's q8 form (second buffer) for the down matmul.
+        const bool q8 = fuse_h_q8_ && act_.q != act2_q_ && int64_t(rows) * gate.n_out <= int64_t(act_rows_) * act_n_;
+        const bool wrote = ops::matvec_swiglu(mat(gate), mat(up), act_, h, q8 ? act2_q_ : nullptr,
+                                              q8 ? act2_ds_ : nullptr, stream_);
         rt::check("matmul_swiglu");
+        if (wrote) ready_q8_ = {h, rows, gate.n_out};
     }
     void add_bias(float* y, const Weight& b, int rows, int n) override {
         flush();
@@ -290,11 +295,14 @@ public:
         const bool q8 = L.hd % 32 == 0 && b.n_tokens <= act_rows_ && w <= act_n_;
         for (int r0 = 0; r0 < b.n_tokens; r0 += chunk) {
             const int nr = std::min(chunk, b.n_tokens - r0);
+            // One launch (split + merge by the last block) unless VEGA_GPU_ATTN_MERGE=0 (A/B).
+            int* count = merge_attn_ && int64_t(nr) * n_head <= kAttnCounters ? attn_count_ : nullptr;
             ops::attention(L, q + r0 * w, out + r0 * w, nr, n_head, scale, b.pos + r0, b.seq + r0, n_kv, part_,
-                           q8 ? act2_q_ + r0 * w : nullptr, q8 ? act2_ds_ + r0 * (w / 32) * 2 : nullptr, stream_);
+                           q8 ? act2_q_ + r0 * w : nullptr, q8 ? act2_ds_ + r0 * (w / 32) * 2 : nullptr, count,
+                           stream_);
         }
         rt::check("attention");
-        if (q8) att_q8_ = {out, b.n_tokens, w};
+        if (q8) ready_q8_ = {out, b.n_tokens, w};
     }
     void gather_rows(const float* x, const int32_t* idx, int n_idx, int64_t n, float* y) override {
         flush();
@@ -350,8 +358,14 @@ private:
 
     // Runs what is held back, unfused: the matmul, then the add (with a pending
     // norm: the add + norm + q8 kernel, as matmul_input_rms_norm would have).
+    void alloc_attention_scratch() {
+        if (part_) return;
+        part_ = static_cast<float*>(alloc(kAttnPartBytes, "attention split scratch"));
+        attn_count_ = static_cast<int*>(alloc(kAttnCounters * sizeof(int), "attention split counters"));
+        rt::memset(attn_count_, 0, kAttnCounters * sizeof(int), stream_);  // kept zero by the kernel
+    }
     void flush() {
-        att_q8_ = {};
+        ready_q8_ = {};
         if (pmm_.m) {
             const PendMM p = pmm_;
             pmm_ = {};
@@ -378,7 +392,7 @@ private:
         const PendMM p = pmm_;
         const PendNorm pn = pnorm_;
         pmm_ = {}, pnorm_ = {}, pend_ = {};
-        att_q8_ = {};
+        ready_q8_ = {};
         ops::Epi e;
         e.x = const_cast<float*>(pn.x), e.w = pn.w, e.q = act_q_, e.ds = act_ds_, e.ss = ss_;
         ops::matvec_residual_norm(*p.m, act_, e, stream_);
@@ -418,13 +432,13 @@ private:
     float* act_x_ = nullptr;
     int8_t* act_q_ = nullptr;
     float* act_ds_ = nullptr;
-    int8_t* act2_q_ = nullptr;  // q8 of the last attention output (written by the combine)
+    int8_t* act2_q_ = nullptr;  // second q8 buffer: attention output or h, written by the producing kernel
     float* act2_ds_ = nullptr;
-    struct AttQ8 {
+    struct ReadyQ8 {
         const float* x = nullptr;
         int rows = 0;
         int64_t n = 0;
-    } att_q8_;  // the q8 form written by the attention combine
+    } ready_q8_;  // x whose q8 form is in act2 (written by the attention combine or the gate/up kernel)
     float* ss_ = nullptr;  // [n/32] sums of squares of the deferred-norm input
     struct PendMM {
         const GpuMat* m = nullptr;
@@ -435,15 +449,21 @@ private:
         const float* w = nullptr;
         float eps = 0.f;
     } pnorm_;  // held-back matmul_input_rms_norm (after pmm_ and pend_)
-    // VEGA_GPU_FUSE=0 turns the decode epilogues off (A/B).
-    const bool fuse_ = [] {
-        const char* e = std::getenv("VEGA_GPU_FUSE");
+    // A/B switches: VEGA_GPU_FUSE=0 turns every decode fusion below off;
+    // VEGA_GPU_FUSE_SWIGLU_Q8=0 only the q8 epilogue of the gate/up kernel;
+    // VEGA_GPU_ATTN_MERGE=0: the attention splits merged by a second kernel.
+    static bool env_on(const char* name) {
+        const char* e = std::getenv(name);
         return !(e && std::string(e) == "0");
-    }();
+    }
+    const bool fuse_ = env_on("VEGA_GPU_FUSE");
+    const bool fuse_h_q8_ = fuse_ && env_on("VEGA_GPU_FUSE_SWIGLU_Q8");
+    const bool merge_attn_ = env_on("VEGA_GPU_ATTN_MERGE");
     int act_rows_ = 0;
     int64_t act_n_ = 0;
     ops::Act act_;
     float* part_ = nullptr;
+    int* attn_count_ = nullptr;  // [kAttnCounters] per-(token, head) split counters of the merged attention
     bool capturing_ = false;
     struct PendingAdd {
         float* x = nullptr;

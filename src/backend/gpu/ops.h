@@ -49,13 +49,26 @@ void matvec(const GpuMat& W, const Act& a, float* y, void* s);
 // in one launch (the Q, K and V projections).
 void matvec3(const GpuMat* W, float* const* y, int n_mat, const Act& a, void* s);
 // h [rows][G.n_out] = silu(act @ G^T) * (act @ U^T); G, U of one type and shape.
-void matvec_swiglu(const GpuMat& G, const GpuMat& U, const Act& a, float* h, void* s);
+// With hq/hds (decode, wave32 targets, quantized, G.n_out % 32 == 0) also h's q8
+// form there (Act::q / Act::ds layout), from the same kernel; returns whether it did.
+bool matvec_swiglu(const GpuMat& G, const GpuMat& U, const Act& a, float* h, int8_t* hq, float* hds, void* s);
 // x += act @ W^T, then q8(x * w) and ss for the next (deferred-norm) input, per the
 // epilogue above. Needs matvec_epi_ok(W, a.rows).
 void matvec_residual_norm(const GpuMat& W, const Act& a, const Epi& e, void* s);
 // Whether the epilogue kernel (and a deferred-norm Act) can serve W with this input
 // (wave32 targets, one row, quantized, n_out % 128 == 0, n_out <= 128 * wave).
 bool matvec_epi_ok(const GpuMat& W, int rows);
+// Tuning runs: decode matvec shapes other than the per-target table's (rows per
+// wave, loads in flight; 0 = the table's). Initially from VEGA_GPU_MV,
+// VEGA_GPU_SWIGLU and VEGA_GPU_EPI ("R,U"); only builds with VEGA_GPU_TUNING=ON
+// (NVIDIA) compile the variants.
+struct MatvecTuning {
+    struct Shape {
+        int rows = 0, unroll = 0;
+    };
+    Shape plain, swiglu, epi;  // q/k/v, output; gate/up; o/down with the residual + norm epilogue
+};
+void set_matvec_tuning(const MatvecTuning& t);
 
 void add_bias(float* y, const float* b, int rows, int n, void* s);         // y[r][:] += b
 void add(float* x, const float* y, int64_t n, void* s);                    // x += y
@@ -92,9 +105,11 @@ void kv_store(const KvLayer& c, const float* k, const float* v, int rows, const 
 // beyond a token's pos+1 (read on the device) cost an early exit only.
 // With oq/ods (and hd % 32 == 0) the combine also writes out's q8 form there
 // (layout of Act::q / Act::ds), so it can be the next matmul input as is.
+// With count ([rows][n_head] ints, zero, left zero) the last split block of each
+// head merges the splits (one launch instead of two).
 int attention_splits(int n_kv_max);
 void attention(const KvLayer& c, const float* q, float* out, int rows, int n_head, float scale, const int32_t* pos,
-               const int32_t* seq, int n_kv_max, float* part, int8_t* oq, float* ods, void* s);
+               const int32_t* seq, int n_kv_max, float* part, int8_t* oq, float* ods, int* count, void* s);
 
 // y[j][:] = x[idx[j]][:], n floats per row.
 void gather_rows(const float* x, const int32_t* idx, int n_idx, int64_t n, float* y, void* s);

@@ -16,4 +16,11 @@ constexpr int kAttnGroup = 16;        // lanes cooperating on one KV position (r
 constexpr int kAttnSplit = 64;        // KV positions per attention block (split-K): 4 per group of 16 lanes
 constexpr const char* kName = "gfx906";
 
+// Matvec shapes (one row per wave, loads in flight per matrix): decode by role,
+// and the batch kernels. Not measured on a gfx906 card yet: the unrolls that keep
+// the audit's occupancy floors (the fused gate/up kernel streams two matrices,
+// so it keeps one load per matrix in flight). There is no epilogue kernel here
+// (it needs wave32), so Role::kResidualNorm is unused.
+constexpr MatvecShape decode_shape(GgmlType, Role role) { return {1, role == Role::kSwiglu ? 1 : kMatvecUnroll}; }
+constexpr MatvecShape batch_shape(GgmlType, bool swiglu) { return {1, swiglu ? 1 : kMatvecUnroll}; }
 }  // namespace vega::gpu::arch

@@ -15,4 +15,25 @@ constexpr int kAttnGroup = 16;
 constexpr int kAttnSplit = 32;        // KV positions per block: 4 dependent steps per group, many blocks
 constexpr const char* kName = "nvidia";
 
+// Matvec shapes (rows per wave, loads in flight per row and matrix) for decode,
+// by role and type, from tg128 A/B runs on the H200 (2026-11-21, docs/PERFORMANCE.md):
+//  - plain (q/k/v in one launch, output): 2 rows x 2 loads: +1-2.3% over 1 x 4
+//    (the activation chunk is loaded once for both rows);
+//  - gate/up + SwiGLU with the q8 epilogue (344 blocks of 32 rows for n_ff 11008):
+//    4 rows x 1 load per matrix, 8 waves per block; 2 x 2 loses 2-4%, 1 row per
+//    wave means 1024-thread blocks (64 registers: the K-quants spill);
+//  - o / down with the residual + norm epilogue: one 32-row block per chunk, only
+//    128 blocks for 4096 rows, so the loads in flight per SM are waves x rows x
+//    unroll: 2 x 4 for Q8_0 and the K-quants (+0.5-0.8%), 1 x 4 for the rest.
+constexpr MatvecShape decode_shape(GgmlType t, Role role) {
+    const bool wide = t == GgmlType::Q8_0 || t == GgmlType::Q4_K || t == GgmlType::Q5_K || t == GgmlType::Q6_K;
+    switch (role) {
+        case Role::kPlain: return {2, 2};
+        case Role::kSwiglu: return {4, 1};
+        case Role::kResidualNorm: return wide ? MatvecShape{2, 4} : MatvecShape{1, 4};
+    }
+    return {1, kMatvecUnroll};
+}
+// Batch kernels (2..8 activation rows per block): one row per wave.
+constexpr MatvecShape batch_shape(GgmlType, bool swiglu) { return {1, swiglu ? 2 : kMatvecUnroll}; }
 }  // namespace vega::gpu::arch

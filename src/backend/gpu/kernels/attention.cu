@@ -4,7 +4,8 @@
 // positions of one (token, head); groups of kAttnGroup lanes own one position at
 // a time (q.k reduced inside the group with DPP), keep an online softmax and a
 // partial V sum, merge through LDS and write (max, sum, acc[hd]) per split. A
-// second kernel merges the splits. The token's KV length is pos[t] + 1, read
+// second kernel merges the splits, or (with a counter buffer) the last split
+// block of each head does. The token's KV length is pos[t] + 1, read
 // on the device, so a captured graph stays valid as positions advance.
 //
 // @audit kernel=*attn_split<* min_waves=4 expect=dpp
@@ -154,12 +155,65 @@ __device__ __forceinline__ float2 load_pair(const void* base, int64_t i /* eleme
     }
 }
 
+// One (token, head) of the output from its n_used split partials p [n_split][hd + 2]:
+// out [hd], and with oq/ods (hd % 32 == 0) its q8 blocks at element e0 of the
+// row-major [rows][n_head * hd] layout, 32 lanes per block of 32 dims as
+// prepare_act writes them. Called by all nthreads threads (a multiple of 32).
+// Partials written by other blocks of the same grid are read through volatile
+// loads (after the caller's fence), never from a stale cache line.
+__device__ __forceinline__ void combine_head(const float* p, float* __restrict__ out, int hd, int n_used,
+                                             int8_t* __restrict__ oq, float* __restrict__ ods, int64_t e0, int tid,
+                                             int nthreads) {
+    const volatile float* vp = p;
+    float M = -INFINITY;
+    for (int s = 0; s < n_used; ++s)
+        if (vp[s * (hd + 2) + 1] > 0.f) M = fmaxf(M, vp[s * (hd + 2)]);
+    float L = 0.f;
+    for (int s = 0; s < n_used; ++s) {
+        const volatile float* ps = vp + s * (hd + 2);
+        if (ps[1] > 0.f) L += ps[1] * expf(ps[0] - M);
+    }
+    const float inv = L > 0.f ? 1.f / L : 0.f;
+    for (int d0 = 0; d0 < hd; d0 += nthreads) {  // uniform trip count: every lane reaches the reductions
+        const int d = d0 + tid;
+        float val = 0.f;
+        if (d < hd) {
+            float a = 0.f;
+            for (int s = 0; s < n_used; ++s) {
+                const volatile float* ps = vp + s * (hd + 2);
+                if (ps[1] > 0.f) a += ps[2 + d] * expf(ps[0] - M);
+            }
+            val = a * inv;
+            out[d] = val;
+        }
+        if (!oq) continue;  // uniform
+        // q8 of the 32-dim block holding d (groups of 32 lanes are aligned to blocks of 32 dims).
+        const float amax = group_reduce_max<32>(fabsf(val));
+        const float dq = amax / 127.f, id = dq != 0.f ? 1.f / dq : 0.f;
+        const int qi = int(roundf(val * id));
+        const float sum = group_reduce_sum<32>(float(qi));
+        if (d < hd) {
+            const int64_t e = e0 + d;
+            oq[e] = int8_t(qi);
+            if (d % 32 == 0) reinterpret_cast<float2*>(ods)[e / 32] = make_float2(dq, dq * sum);
+        }
+    }
+}
+
 // part [rows][n_head][n_split][hd + 2]: (max, sum, acc[hd]) of one split, unnormalized.
-template <bool F16>
+// MERGE: the last block of each (token, head) to finish (per-head counter, reset by
+// it for the next launch) merges the splits itself (combine_head): no combine kernel.
+struct Merge {
+    int* count = nullptr;  // [rows][n_head], zero between launches
+    float* out = nullptr;  // [rows][n_head][hd]
+    int8_t* oq = nullptr;
+    float* ods = nullptr;
+};
+template <bool F16, bool MERGE>
 __global__ void __launch_bounds__(kAttnThreads) attn_split(ops::KvLayer c, const float* __restrict__ q,
                                                            float* __restrict__ part, int n_head, float scale,
                                                            const int32_t* __restrict__ pos,
-                                                           const int32_t* __restrict__ seq, int n_split) {
+                                                           const int32_t* __restrict__ seq, int n_split, Merge mg) {
     __shared__ float s_ml[kGroups][2];
     __shared__ float s_acc[kGroups][kMaxHd];
     pdl_wait();
@@ -231,11 +285,31 @@ __global__ void __launch_bounds__(kAttnThreads) attn_split(ops::KvLayer c, const
         if (d < hd) out[2 + d] = a;
         else out[0] = M, out[1] = a;
     }
+    if constexpr (MERGE) {
+        __shared__ int s_last;
+        const int n_used = min(n_split, (kv_len + kAttnSplit - 1) / kAttnSplit);
+        const int64_t th = int64_t(t) * n_head + h;
+        if (n_used > 1) {
+            __threadfence();  // this block's partial, visible before the count says so
+            __syncthreads();
+            if (threadIdx.x == 0) {
+                const int done = atomicAdd(mg.count + th, 1);
+                s_last = done == n_used - 1;
+                if (s_last) mg.count[th] = 0;  // every other block of this head has counted
+            }
+            __syncthreads();
+            if (!s_last) return;
+            __threadfence();
+        } else {
+            __syncthreads();  // one split: the partial came from this block
+        }
+        combine_head(part + th * n_split * (hd + 2), mg.out + th * hd, hd, n_used, mg.oq, mg.ods, th * hd,
+                     threadIdx.x, kAttnThreads);
+    }
 }
 
 // out [rows][n_head][hd] from the splits that hold positions (pos[t] + 1 read on
-// the device); grid (n_head, rows), hd <= blockDim. With oq/ods (hd % 32 == 0)
-// also out's q8 blocks: 32 lanes per block of 32 dims, as prepare_act writes them.
+// the device); grid (n_head, rows). With oq/ods also out's q8 blocks.
 __global__ void __launch_bounds__(kEltThreads) attn_combine(const float* __restrict__ part, float* __restrict__ out,
                                                             int n_head, int hd, int n_split,
                                                             const int32_t* __restrict__ pos, int8_t* __restrict__ oq,
@@ -244,38 +318,8 @@ __global__ void __launch_bounds__(kEltThreads) attn_combine(const float* __restr
     pdl_trigger();
     const int h = blockIdx.x, t = blockIdx.y;
     const int n_used = min(n_split, (pos[t] + 1 + kAttnSplit - 1) / kAttnSplit);
-    const float* p = part + (int64_t(t) * n_head + h) * n_split * (hd + 2);
-    float M = -INFINITY;
-    for (int s = 0; s < n_used; ++s)
-        if (p[s * (hd + 2) + 1] > 0.f) M = fmaxf(M, p[s * (hd + 2)]);
-    float L = 0.f;
-    for (int s = 0; s < n_used; ++s) {
-        const float* ps = p + s * (hd + 2);
-        if (ps[1] > 0.f) L += ps[1] * expf(ps[0] - M);
-    }
-    const float inv = L > 0.f ? 1.f / L : 0.f;
-    const int d = threadIdx.x;  // hd <= blockDim (checked by the launcher)
-    float val = 0.f;
-    if (d < hd) {
-        float a = 0.f;
-        for (int s = 0; s < n_used; ++s) {
-            const float* ps = p + s * (hd + 2);
-            if (ps[1] > 0.f) a += ps[2 + d] * expf(ps[0] - M);
-        }
-        val = a * inv;
-        out[(int64_t(t) * n_head + h) * hd + d] = val;
-    }
-    if (!oq) return;  // uniform over the block
-    // q8 of the 32-dim block holding d (groups of 32 lanes are aligned to blocks of 32 dims).
-    const float amax = group_reduce_max<32>(fabsf(val));
-    const float dq = amax / 127.f, id = dq != 0.f ? 1.f / dq : 0.f;
-    const int qi = int(roundf(val * id));
-    const float sum = group_reduce_sum<32>(float(qi));
-    if (d < hd) {
-        const int64_t e = (int64_t(t) * n_head + h) * hd + d;  // element index in the row-major [rows][n_head*hd]
-        oq[e] = int8_t(qi);
-        if (d % 32 == 0) reinterpret_cast<float2*>(ods)[e / 32] = make_float2(dq, dq * sum);
-    }
+    const int64_t th = int64_t(t) * n_head + h;
+    combine_head(part + th * n_split * (hd + 2), out + th * hd, hd, n_used, oq, ods, th * hd, threadIdx.x, kEltThreads);
 }
 
 }  // namespace
@@ -304,15 +348,22 @@ void ops::rope_store(const KvLayer& c, float* q, float* k, const float* v, int r
 int ops::attention_splits(int n_kv_max) { return (n_kv_max + kAttnSplit - 1) / kAttnSplit; }
 
 void ops::attention(const KvLayer& c, const float* q, float* out, int rows, int n_head, float scale, const int32_t* pos,
-                    const int32_t* seq, int n_kv_max, float* part, int8_t* oq, float* ods, void* s) {
+                    const int32_t* seq, int n_kv_max, float* part, int8_t* oq, float* ods, int* count, void* s) {
     if (rows <= 0) return;
     if (c.hd > kMaxHd || c.hd % 2) gpu_fail("attention: head_dim " + std::to_string(c.hd) + " is not supported (even, <= 256)");
     static_assert(kEltThreads >= kMaxHd, "attn_combine: one thread per dim");
     if (c.hd % 32) oq = nullptr, ods = nullptr;
     const int n_split = attention_splits(n_kv_max);
     const dim3 grid{unsigned(n_split), unsigned(n_head), unsigned(rows)};
-    if (c.f16) launch(attn_split<true>, grid, dim3(kAttnThreads), s, c, q, part, n_head, scale, pos, seq, n_split);
-    else launch(attn_split<false>, grid, dim3(kAttnThreads), s, c, q, part, n_head, scale, pos, seq, n_split);
+    Merge mg;
+    if (count) {
+        mg.count = count, mg.out = out, mg.oq = oq, mg.ods = ods;
+        if (c.f16) launch(attn_split<true, true>, grid, dim3(kAttnThreads), s, c, q, part, n_head, scale, pos, seq, n_split, mg);
+        else launch(attn_split<false, true>, grid, dim3(kAttnThreads), s, c, q, part, n_head, scale, pos, seq, n_split, mg);
+        return;
+    }
+    if (c.f16) launch(attn_split<true, false>, grid, dim3(kAttnThreads), s, c, q, part, n_head, scale, pos, seq, n_split, mg);
+    else launch(attn_split<false, false>, grid, dim3(kAttnThreads), s, c, q, part, n_head, scale, pos, seq, n_split, mg);
     launch(attn_combine, dim3(unsigned(n_head), unsigned(rows)), dim3(kEltThreads), s, (const float*)part, out, n_head,
            c.hd, n_split, pos, oq, ods);
 }

@@ -37,6 +37,12 @@ constexpr bool kMultiMat = false;
 constexpr bool kPdlPrefetch = true;
 constexpr bool kMultiMat = true;
 #endif
+// Decode shape variants besides the table's, for tuning runs (CMake VEGA_GPU_TUNING=ON).
+#if defined(VEGA_GPU_TUNING)
+constexpr bool kTuneVariants = true;
+#else
+constexpr bool kTuneVariants = false;
+#endif
 
 // 4 bits (b & 0xF) -> value 16 in each byte whose bit is set (the 5th bit of Q5 types).
 __device__ __forceinline__ uint32_t spread4(uint32_t b) { return (((b & 0xFu) * 0x00204081u) & 0x01010101u) << 4; }
@@ -165,52 +171,67 @@ __device__ __forceinline__ Sel select(const Job& j) {
     return s;
 }
 
-// Decode (NB == 1) with EPI: one block of kEpiWaves waves owns a 32-row chunk, so
-// the residual + norm epilogue (ops::Epi) stays inside the block: x[row] += v,
-// then one wave writes q8(x * w) and the chunk's sum of x^2. No cross-block sync.
-constexpr int kEpiWaves = 32;
+// Decode epilogues (NB == 1): one block owns a 32-row chunk (kEpiRows) of the
+// output, so the q8 blocks of the result are made inside the block (LDS, one
+// wave), without cross-block sync:
+//   kEpiResidualNorm (o / down): x[row] += v, then q8(x * w) and the chunk's sum
+//     of x^2 (ops::Epi: the deferred-norm input of the next matmul);
+//   kEpiQ8 (gate/up + SwiGLU): y[row] = v, and q8(y) (the down matmul's input).
+constexpr int kEpiRows = 32;
+constexpr int kEpiNone = 0, kEpiResidualNorm = 1, kEpiQ8 = 2;
 
-// Block b covers output rows [b / n_groups * waves, +waves) for the activation
-// rows [b % n_groups * NB, +NB): blocks sharing weight rows run together.
+// Block b covers output rows [b / n_groups * waves * R, +waves * R) (R consecutive
+// rows per wave) for the activation rows [b % n_groups * NB, +NB): blocks sharing
+// weight rows run together. R > 1 (decode only) shares each activation load
+// between R rows and keeps R * U weight loads in flight per lane.
 // Writes y [a.rows][W.n_out] (or h = silu(W·x) * (U·x) when SWIGLU). The first
 // weight loads are issued before pdl_wait(): they overlap the previous kernel.
 // A deferred-norm input (a.ss, NB == 1) scales each result by 1/rms.
-// EPI: 0 none; 1 the residual + norm epilogue; 2 the same with 2 loads in flight
-// (fewer registers: no spills, and room on the SM for the neighbouring kernels' blocks).
-template <GgmlType T, int NB, bool SWIGLU, int EPI>
-__global__ void __launch_bounds__(EPI ? kEpiWaves * kWave : kMatvecThreads) matvec_q(Job job, ops::Act a, ops::Epi e) {
-    constexpr int kWaves = EPI ? kEpiWaves : kMatvecWaves;
-    static_assert(!EPI || (NB == 1 && !SWIGLU && kEpiWaves * kWave <= 1024), "epilogue: decode, one matrix, wave32");
+// EPI: kEpi* above (block = the 32-row chunk, kEpiRows / R waves).
+// U: 16-byte-load chunks in flight per lane, row and matrix.
+template <GgmlType T, int NB, bool SWIGLU, int EPI, int R, int U>
+__global__ void __launch_bounds__((EPI ? kEpiRows / R : kMatvecWaves) * kWave)
+    matvec_q(Job job, ops::Act a, ops::Epi e) {
+    constexpr int kWaves = EPI ? kEpiRows / R : kMatvecWaves;
+    static_assert(R == 1 || NB == 1, "several rows per wave: decode only");
+    static_assert(!EPI || (NB == 1 && kWaves * kWave <= 1024 && kEpiRows % R == 0), "epilogue: decode, wave32");
+    static_assert(EPI != kEpiResidualNorm || !SWIGLU, "residual epilogue: one matrix");
     const Sel sel = select(job);
     const GpuMat W = sel.W;
-    const GpuMat& U = job.W1;
+    const GpuMat& V = job.W1;  // the up matrix (SWIGLU)
     float* __restrict__ y = sel.y;
     const int n_groups = (a.rows + NB - 1) / NB;
-    const int64_t row = int64_t(sel.block / n_groups) * kWaves + threadIdx.x / kWave;
+    const int wi = int(threadIdx.x) / kWave;
+    const int64_t row0 = int64_t(sel.block / n_groups) * (kWaves * R) + int64_t(wi) * R;
     const int t0 = int(sel.block % n_groups) * NB;
-    if (row >= W.n_out) {  // whole waves leave together (never with EPI: n_out % 32 == 0)
+    if (row0 >= W.n_out) {  // whole waves leave together (never with EPI: n_out % 32 == 0)
         pdl_wait();
         pdl_trigger();
         return;
     }
+    int64_t rows[R];  // rows past the end (last wave only) re-read the last row; not written
+#pragma unroll
+    for (int r = 0; r < R; ++r) rows[r] = min(row0 + r, W.n_out - 1);
     const int nt = min(NB, a.rows - t0);
     const int64_t nc = W.n_chunk;
     const int lane = lane_id();
-    // The fused gate/up kernel streams two matrices: half the depth keeps the
-    // same bytes in flight within the register budget.
-    constexpr int kU = SWIGLU ? (kMatvecUnroll + 1) / 2 : EPI == 2 ? 2 : kMatvecUnroll;
-    float acc[NB], accu[NB];
+    constexpr int kU = U;
+    // Flat arrays: gfx906's compiler keeps 1-D private arrays in registers, but a
+    // 2-D one went to LDS + scratch (audit).
+    float acc[R * NB], accu[R * NB];  // [r * NB + t]
 #pragma unroll
-    for (int t = 0; t < NB; ++t) acc[t] = 0.f, accu[t] = 0.f;
+    for (int i = 0; i < R * NB; ++i) acc[i] = 0.f, accu[i] = 0.f;
 
-    Chunk w[kU], u[kU];
-#define VEGA_MATVEC_LOAD(C0)                                              \
-    _Pragma("unroll") for (int k = 0; k < kU; ++k) {                      \
-        const int64_t c = (C0) + int64_t(k) * kWave;                      \
-        if (c < nc) {                                                     \
-            w[k] = load_chunk<T>(W, row, c);                              \
-            if constexpr (SWIGLU) u[k] = load_chunk<T>(U, row, c);        \
-        }                                                                 \
+    Chunk w[kU * R], u[kU * R];  // [k * R + r]
+#define VEGA_MATVEC_LOAD(C0)                                                    \
+    _Pragma("unroll") for (int k = 0; k < kU; ++k) {                            \
+        const int64_t c = (C0) + int64_t(k) * kWave;                            \
+        if (c < nc) {                                                           \
+            _Pragma("unroll") for (int r = 0; r < R; ++r) {                     \
+                w[k * R + r] = load_chunk<T>(W, rows[r], c);                    \
+                if constexpr (SWIGLU) u[k * R + r] = load_chunk<T>(V, rows[r], c);\
+            }                                                                   \
+        }                                                                       \
     }
     // Weights only: safe before the dependency wait. Without PDL (HIP) the peeled
     // first load buys nothing and costs registers (gfx906 occupancy), so it is skipped.
@@ -241,8 +262,11 @@ __global__ void __launch_bounds__(EPI ? kEpiWaves * kWave : kMatvecThreads) matv
                 const int4* aq = reinterpret_cast<const int4*>(a.q) + ai * 2;
                 const int4 a0 = aq[0], a1 = aq[1];
                 const float2 ds = reinterpret_cast<const float2*>(a.ds)[ai];
-                acc[t] += dot_chunk<T>(w[k], a0, a1, ds);
-                if constexpr (SWIGLU) accu[t] += dot_chunk<T>(u[k], a0, a1, ds);
+#pragma unroll
+                for (int r = 0; r < R; ++r) {
+                    acc[r * NB + t] += dot_chunk<T>(w[k * R + r], a0, a1, ds);
+                    if constexpr (SWIGLU) accu[r * NB + t] += dot_chunk<T>(u[k * R + r], a0, a1, ds);
+                }
             }
         }
     }
@@ -250,35 +274,45 @@ __global__ void __launch_bounds__(EPI ? kEpiWaves * kWave : kMatvecThreads) matv
     if constexpr (NB == 1) {
         if (a.ss) sc = 1.f / sqrtf(wave_reduce_sum(ss4.x + ss4.y + ss4.z + ss4.w) / float(a.n) + a.eps);
     }
-    if constexpr (EPI != 0) {
-        __shared__ float xs[kEpiWaves];
-        const float v = wave_reduce_sum(acc[0]) * sc;
-        const int wi = int(threadIdx.x) / kWave;
-        if (lane == 0) {
-            const float xn = e.x[row] + v;  // residual add
-            e.x[row] = xn;
-            xs[wi] = xn;
+    if constexpr (EPI != kEpiNone) {
+        __shared__ float xs[kEpiRows];
+#pragma unroll
+        for (int r = 0; r < R; ++r) {
+            const float s = wave_reduce_sum(acc[r]) * sc;
+            float v = s;
+            if constexpr (SWIGLU) v = silu(s) * (wave_reduce_sum(accu[r]) * sc);
+            if (lane == 0) {
+                float xn = v;
+                if constexpr (EPI == kEpiResidualNorm) xn = e.x[row0 + r] + v, e.x[row0 + r] = xn;  // residual add
+                else y[row0 + r] = v;
+                xs[wi * R + r] = xn;
+            }
         }
         __syncthreads();
         if (wi != 0) return;
-        const int64_t c = row / 32;  // wave 0: row == the chunk's first row
+        const int64_t c = row0 / kEpiRows;  // wave 0: row0 == the chunk's first row
         const float xv = xs[lane];
-        const float g = xv * e.w[c * 32 + lane];
+        const float g = EPI == kEpiResidualNorm ? xv * e.w[c * kEpiRows + lane] : xv;
         const float amax = wave_reduce_max(fabsf(g));
         const float d = amax / 127.f, id = d != 0.f ? 1.f / d : 0.f;
         const int q = int(roundf(g * id));
         const float qs = wave_reduce_sum(float(q));
-        const float ss = wave_reduce_sum(xv * xv);
-        e.q[c * 32 + lane] = int8_t(q);
-        if (lane == 0) reinterpret_cast<float2*>(e.ds)[c] = make_float2(d, d * qs), e.ss[c] = ss;
+        e.q[c * kEpiRows + lane] = int8_t(q);
+        if (lane == 0) reinterpret_cast<float2*>(e.ds)[c] = make_float2(d, d * qs);
+        if constexpr (EPI == kEpiResidualNorm) {
+            const float ss = wave_reduce_sum(xv * xv);
+            if (lane == 0) e.ss[c] = ss;
+        }
     } else {
 #pragma unroll
-        for (int t = 0; t < NB; ++t) {
-            const float s = wave_reduce_sum(acc[t]) * sc;
-            float v = s;
-            if constexpr (SWIGLU) v = silu(s) * (wave_reduce_sum(accu[t]) * sc);
-            if (lane == 0 && t < nt) y[int64_t(t0 + t) * W.n_out + row] = v;
-        }
+        for (int r = 0; r < R; ++r)
+#pragma unroll
+            for (int t = 0; t < NB; ++t) {
+                const float s = wave_reduce_sum(acc[r * NB + t]) * sc;
+                float v = s;
+                if constexpr (SWIGLU) v = silu(s) * (wave_reduce_sum(accu[r * NB + t]) * sc);
+                if (lane == 0 && t < nt && row0 + r < W.n_out) y[int64_t(t0 + t) * W.n_out + row0 + r] = v;
+            }
     }
 }
 
@@ -384,12 +418,14 @@ __global__ void __launch_bounds__(kMatvecThreads) matvec_f(Job job, ops::Act a) 
     }
 }
 
-// Blocks one matrix needs for a.rows activation rows.
-int64_t blocks_for(const GpuMat& W, int rows, int nb) {
-    return (W.n_out + kMatvecWaves - 1) / kMatvecWaves * ((rows + nb - 1) / nb);
+// Blocks one matrix needs for a.rows activation rows, R rows per wave.
+int64_t blocks_for(const GpuMat& W, int rows, int nb, int r) {
+    const int64_t per = int64_t(kMatvecWaves) * r;
+    return (W.n_out + per - 1) / per * ((rows + nb - 1) / nb);
 }
 
-template <GgmlType T, int NB, bool SW, bool EPI>
+// One launch of matvec_q / matvec_f with R rows per wave and U loads in flight.
+template <GgmlType T, int NB, bool SW, int EPI, int R, int U>
 void launch_nb(const GpuMat* Ws, float* const* ys, int n_mat, const ops::Act& a, const ops::Epi& e, void* s) {
     Job j;
     j.W0 = Ws[0], j.W1 = n_mat > 1 ? Ws[1] : Ws[0], j.W2 = n_mat > 2 ? Ws[2] : Ws[0];
@@ -397,35 +433,71 @@ void launch_nb(const GpuMat* Ws, float* const* ys, int n_mat, const ops::Act& a,
     // SWIGLU: one set of blocks over the gate rows (the up rows ride along).
     const int nm = SW ? 1 : n_mat;
     int64_t blocks = 0, ends[3] = {0, 0, 0};
-    for (int m = 0; m < nm; ++m) blocks += blocks_for(Ws[m], a.rows, NB), ends[m] = blocks;
+    for (int m = 0; m < nm; ++m) blocks += blocks_for(Ws[m], a.rows, NB, R), ends[m] = blocks;
     j.end0 = ends[0], j.end1 = nm > 1 ? ends[1] : blocks;
     if constexpr (T == GgmlType::F32 || T == GgmlType::F16 || T == GgmlType::BF16) {
         launch(matvec_f<T, NB, SW>, dim3(unsigned(blocks)), dim3(kMatvecThreads), s, j, a);
-    } else if constexpr (EPI) {
-        // 2 loads in flight for Q8_0 and the K-quants (H200 tg128: Q8_0 383 -> 401 t/s,
-        // Q4_K_M 457 -> 467), 4 for the rest (Q4_0: 558 vs 553). VEGA_GPU_EPI_UNROLL=2|4 forces one.
-        static const int forced = [] {
-            const char* v = std::getenv("VEGA_GPU_EPI_UNROLL");
-            return v ? std::atoi(v) : 0;
-        }();
-        constexpr bool kTwo = T == GgmlType::Q8_0 || T == GgmlType::Q4_K || T == GgmlType::Q5_K || T == GgmlType::Q6_K;
-        const bool u2 = forced == 2 || (forced != 4 && kTwo);
-        const unsigned eb = unsigned(Ws[0].n_out / kEpiWaves);
-        if (u2) launch(matvec_q<T, 1, false, 2>, dim3(eb), dim3(kEpiWaves * kWave), s, j, a, e);
-        else launch(matvec_q<T, 1, false, 1>, dim3(eb), dim3(kEpiWaves * kWave), s, j, a, e);
+    } else if constexpr (EPI != kEpiNone) {
+        launch(matvec_q<T, 1, SW, EPI, R, U>, dim3(unsigned(Ws[0].n_out / kEpiRows)), dim3(kEpiRows / R * kWave), s,
+               j, a, e);
     } else {
-        launch(matvec_q<T, NB, SW, 0>, dim3(unsigned(blocks)), dim3(kMatvecThreads), s, j, a, e);
+        launch(matvec_q<T, NB, SW, kEpiNone, R, U>, dim3(unsigned(blocks)), dim3(kMatvecWaves * kWave), s, j, a, e);
     }
+}
+
+// Decode shapes (rows per wave, loads in flight) per role: the per-target table's
+// choice per type, or, in builds with VEGA_GPU_TUNING (kTuneVariants), one of the
+// variants below picked by VEGA_GPU_MV / VEGA_GPU_SWIGLU / VEGA_GPU_EPI = "R,U"
+// or ops::set_matvec_tuning (tuning runs: scripts/gpu_check.sh tune).
+ops::MatvecTuning& tuning() {
+    static ops::MatvecTuning t = [] {
+        ops::MatvecTuning r;
+        auto parse = [](const char* name, ops::MatvecTuning::Shape& sh) {
+            if (const char* v = std::getenv(name)) std::sscanf(v, "%d,%d", &sh.rows, &sh.unroll);
+        };
+        parse("VEGA_GPU_MV", r.plain);
+        parse("VEGA_GPU_SWIGLU", r.swiglu);
+        parse("VEGA_GPU_EPI", r.epi);
+        return r;
+    }();
+    return t;
+}
+
+template <GgmlType T, int NB, bool SW, int EPI>
+void launch_shaped(const GpuMat* Ws, float* const* ys, int n_mat, const ops::Act& a, const ops::Epi& e, void* s) {
+    constexpr arch::Role role = EPI == kEpiResidualNorm ? arch::Role::kResidualNorm
+                                : SW                    ? arch::Role::kSwiglu
+                                                        : arch::Role::kPlain;
+    // Float weights (matvec_f): one row per wave always.
+    constexpr arch::MatvecShape d = is_float_type(T) ? arch::MatvecShape{1, 1}
+                                    : NB == 1        ? arch::decode_shape(T, role)
+                                                     : arch::batch_shape(T, SW);
+    if constexpr (NB == 1 && kTuneVariants && !is_float_type(T)) {
+        const ops::MatvecTuning& tu = tuning();
+        const ops::MatvecTuning::Shape sh = role == arch::Role::kResidualNorm ? tu.epi
+                                            : role == arch::Role::kSwiglu     ? tu.swiglu
+                                                                              : tu.plain;
+        const int r = sh.rows, u = sh.unroll;
+        if (r > 0 && (r != d.rows || u != d.unroll)) {
+#define VEGA_MV_VARIANT(RR, UU) \
+    if (r == RR && u == UU) return launch_nb<T, NB, SW, EPI, RR, UU>(Ws, ys, n_mat, a, e, s);
+            VEGA_MV_VARIANT(1, 1) VEGA_MV_VARIANT(1, 2) VEGA_MV_VARIANT(1, 4) VEGA_MV_VARIANT(2, 1)
+            VEGA_MV_VARIANT(2, 2) VEGA_MV_VARIANT(2, 4) VEGA_MV_VARIANT(4, 1) VEGA_MV_VARIANT(4, 2)
+#undef VEGA_MV_VARIANT
+            gpu_fail("matvec tuning: no compiled variant " + std::to_string(r) + "," + std::to_string(u));
+        }
+    }
+    launch_nb<T, NB, SW, EPI, d.rows, d.unroll>(Ws, ys, n_mat, a, e, s);
 }
 
 template <GgmlType T, bool SW>
 void launch_t(const GpuMat* Ws, float* const* ys, int n_mat, const ops::Act& a, void* s) {
     // Activation rows per block: 1, 2, 4, or 8 (prompts: 8 per block, many blocks).
     const ops::Epi e;
-    if (a.rows == 1) launch_nb<T, 1, SW, false>(Ws, ys, n_mat, a, e, s);
-    else if (a.rows == 2) launch_nb<T, 2, SW, false>(Ws, ys, n_mat, a, e, s);
-    else if (a.rows <= 4) launch_nb<T, 4, SW, false>(Ws, ys, n_mat, a, e, s);
-    else launch_nb<T, 8, SW, false>(Ws, ys, n_mat, a, e, s);
+    if (a.rows == 1) launch_shaped<T, 1, SW, kEpiNone>(Ws, ys, n_mat, a, e, s);
+    else if (a.rows == 2) launch_shaped<T, 2, SW, kEpiNone>(Ws, ys, n_mat, a, e, s);
+    else if (a.rows <= 4) launch_shaped<T, 4, SW, kEpiNone>(Ws, ys, n_mat, a, e, s);
+    else launch_shaped<T, 8, SW, kEpiNone>(Ws, ys, n_mat, a, e, s);
 }
 
 template <bool SW>
@@ -446,20 +518,16 @@ void dispatch(const GpuMat* Ws, float* const* ys, int n_mat, const ops::Act& a, 
     }
 }
 
-// Decode with the residual + norm epilogue (one matrix, one activation row); On: wave32.
-template <bool On>
-void dispatch_epi(const GpuMat& W, const ops::Act& a, const ops::Epi& e, void* s) {
-    float* const y[1] = {nullptr};
-    if constexpr (On) switch (W.type) {
-        case GgmlType::Q4_0: return launch_nb<GgmlType::Q4_0, 1, false, true>(&W, y, 1, a, e, s);
-        case GgmlType::Q4_1: return launch_nb<GgmlType::Q4_1, 1, false, true>(&W, y, 1, a, e, s);
-        case GgmlType::Q5_0: return launch_nb<GgmlType::Q5_0, 1, false, true>(&W, y, 1, a, e, s);
-        case GgmlType::Q5_1: return launch_nb<GgmlType::Q5_1, 1, false, true>(&W, y, 1, a, e, s);
-        case GgmlType::Q8_0: return launch_nb<GgmlType::Q8_0, 1, false, true>(&W, y, 1, a, e, s);
-        case GgmlType::Q4_K: return launch_nb<GgmlType::Q4_K, 1, false, true>(&W, y, 1, a, e, s);
-        case GgmlType::Q5_K: return launch_nb<GgmlType::Q5_K, 1, false, true>(&W, y, 1, a, e, s);
-        case GgmlType::Q6_K: return launch_nb<GgmlType::Q6_K, 1, false, true>(&W, y, 1, a, e, s);
-        default: gpu_fail(std::string("matvec epilogue: unsupported weight type ") + type_traits(W.type).name);
+// Decode with an epilogue (one activation row); On: wave32 (else never called).
+template <bool On, bool SW, int EPI>
+void dispatch_epi(const GpuMat* Ws, float* const* ys, int n_mat, const ops::Act& a, const ops::Epi& e, void* s) {
+    if constexpr (On) switch (Ws[0].type) {
+#define VEGA_EPI_CASE(TT) \
+    case GgmlType::TT: return launch_shaped<GgmlType::TT, 1, SW, EPI>(Ws, ys, n_mat, a, e, s);
+        VEGA_EPI_CASE(Q4_0) VEGA_EPI_CASE(Q4_1) VEGA_EPI_CASE(Q5_0) VEGA_EPI_CASE(Q5_1)
+        VEGA_EPI_CASE(Q8_0) VEGA_EPI_CASE(Q4_K) VEGA_EPI_CASE(Q5_K) VEGA_EPI_CASE(Q6_K)
+#undef VEGA_EPI_CASE
+        default: gpu_fail(std::string("matvec epilogue: unsupported weight type ") + type_traits(Ws[0].type).name);
     }
 }
 
@@ -481,15 +549,25 @@ void ops::matvec3(const GpuMat* W, float* const* y, int n_mat, const Act& a, voi
     dispatch<false>(W, y, n_mat, a, s);
 }
 
-void ops::matvec_swiglu(const GpuMat& G, const GpuMat& U, const Act& a, float* h, void* s) {
-    if (a.rows <= 0) return;
+bool ops::matvec_swiglu(const GpuMat& G, const GpuMat& U, const Act& a, float* h, int8_t* hq, float* hds, void* s) {
+    if (a.rows <= 0) return false;
     const GpuMat W[2] = {G, U};
     float* const y[2] = {h, h};
+    // The q8 epilogue: wave32 (a 32-row chunk per block), one row, quantized weights.
+    if (hq && hds && kWave == 32 && a.rows == 1 && !is_float_type(G.type) && G.n_out % kEpiRows == 0) {
+        Epi e;
+        e.q = hq, e.ds = hds;
+        dispatch_epi<kWave == 32, true, kEpiQ8>(W, y, 2, a, e, s);
+        return true;
+    }
     dispatch<true>(W, y, 2, a, s);
+    return false;
 }
 
 // The epilogue kernel needs wave32 (a 32-row chunk = one block of 32 waves), and the
 // deferred-norm input one float4 of partial sums per lane (n <= 128 * kWave).
+void ops::set_matvec_tuning(const MatvecTuning& t) { tuning() = t; }
+
 bool ops::matvec_epi_ok(const GpuMat& W, int rows) {
     return kWave == 32 && rows == 1 && !is_float_type(W.type) && W.n_out % 128 == 0 && W.n_out <= 128 * kWave &&
            W.n_chunk > 0;
@@ -498,7 +576,8 @@ bool ops::matvec_epi_ok(const GpuMat& W, int rows) {
 void ops::matvec_residual_norm(const GpuMat& W, const Act& a, const Epi& e, void* s) {
     if (!matvec_epi_ok(W, a.rows) || !e.x || !e.w)
         gpu_fail("matvec_residual_norm: needs one row, quantized, n_out % 128 == 0, residual and norm weight");
-    dispatch_epi<kWave == 32>(W, a, e, s);
+    float* const y[1] = {nullptr};
+    dispatch_epi<kWave == 32, false, kEpiResidualNorm>(&W, y, 1, a, e, s);
 }
 
 }  // namespace vega::gpu
