@@ -6,7 +6,8 @@
 #   scripts/gpu_check.sh [all|test|bench|tune|ab]   test data: $VEGA_TEST_DATA or .devdata/testdata
 # tune: the probe with every compiled decode matvec shape (VEGA_PROBE_TUNE=1) and
 # tg128 for each shape of the plain (VEGA_GPU_MV), gate/up (VEGA_GPU_SWIGLU) and
-# epilogue (VEGA_GPU_EPI) matvecs. ab: tg128 A/B between env settings (AB=...).
+# epilogue (VEGA_GPU_EPI) matvecs. ab: tg128 A/B between env settings (AB=...)
+# and, with AB_CUDA_FLAGS, against a second build.
 set -u
 MODE=${1:-all}
 OUT=${OUT:-$PWD/gpu_check_out}
@@ -78,13 +79,24 @@ if [ "$MODE" = tune ]; then
   done
 fi
 # ab: tg128 per type under each setting of AB (space-separated; "base" = none,
-# else ENV=VALUE[+ENV=VALUE...]), same build, same machine.
+# else ENV=VALUE[+ENV=VALUE...]), same build, same machine. With AB_CUDA_FLAGS, a
+# second build ($B-ab, those nvcc flags, e.g. -DVEGA_MATVEC_ROTATE=0) runs the
+# settings named "flags" (compile-time A/B).
 if [ "$MODE" = ab ]; then
+  if [ -n "${AB_CUDA_FLAGS:-}" ]; then
+    log "second build: CMAKE_CUDA_FLAGS=$AB_CUDA_FLAGS"
+    cmake -S . -B $B-ab -G Ninja -DCMAKE_BUILD_TYPE=Release -DVEGA_CUDA=ON -DVEGA_ASAN_TESTS=OFF -DVEGA_TESTS=OFF \
+          -DCMAKE_CUDA_FLAGS="$AB_CUDA_FLAGS" -DCMAKE_CUDA_COMPILER=${NVCC:-$(command -v nvcc || echo /usr/local/cuda/bin/nvcc)} \
+          > "$OUT/configure-ab.log" 2>&1 && cmake --build $B-ab -j"$J" --target vega > "$OUT/build-ab.log" 2>&1 \
+      || { grep -E "error|FAILED" "$OUT/build-ab.log" "$OUT/configure-ab.log" | head -20; exit 1; }
+  fi
   for t in ${BENCH_TYPES:-Q8_0 Q4_K_M Q4_0}; do
     synth $t || continue
     for setting in ${AB:-base}; do
-      envs=$(echo "$setting" | tr '+' ' '); [ "$setting" = base ] && envs=
-      r=$(env $envs timeout 120 $B/vega bench -m /tmp/synth-7b-$t.gguf --device gpu -r ${REPS:-2} -p 0 -n 128 2>&1 | tail -1)
+      envs=$(echo "$setting" | tr '+' ' '); bin=$B/vega
+      [ "$setting" = base ] && envs=
+      [ "$setting" = flags ] && envs= && bin=$B-ab/vega
+      r=$(env $envs timeout 120 $bin bench -m /tmp/synth-7b-$t.gguf --device gpu -r ${REPS:-2} -p 0 -n 128 2>&1 | tail -1)
       echo "$t $setting: $(echo "$r" | awk -F'|' '{print $7}')" | tee -a "$OUT/summary.txt"
     done
   done

@@ -407,8 +407,9 @@ TEST_F(Parity, KvStoreAndAttention) {
     }
 }
 
-// The fused decode path: one-launch QKV, rope + cache write in one kernel, and
-// the attention combine writing the q8 input of the output projection, against
+// The fused decode path: one-launch QKV, rope + cache write in one kernel (the
+// prompt) or in the QKV kernel's epilogue (decode steps, NVIDIA), and the attention
+// combine writing the q8 input of the output projection, against
 // the CPU backend's unfused defaults: a prompt of `rows` tokens, then two decode
 // steps (the second reads the cache entry the first one wrote).
 TEST_F(Parity, FusedQkvRopeStoreAttentionOutput) {
@@ -426,7 +427,8 @@ TEST_F(Parity, FusedQkvRopeStoreAttentionOutput) {
                 auto cg = gpu_->create_kv_cache(d);
                 auto cc = cpu_->create_kv_cache(d);
                 RopeParams rp;
-                rp.n_rot = hd, rp.freq_base = 10000.f, rp.neox = rows == 3;
+                // Both rope styles, and a partial rotation (dims from n_rot on pass through).
+                rp.n_rot = rows == 9 ? hd / 2 : hd, rp.freq_base = 10000.f, rp.neox = rows != 1;
                 // step 0: the prompt (rows tokens at 0..rows-1); steps 1, 2: one token each.
                 for (int step = 0; step < 3; ++step) {
                     const int nt = step == 0 ? rows : 1;

@@ -213,6 +213,11 @@ public:
         if (wq.type != wk.type || wq.type != wv.type) return Backend::matmul_qkv(wq, wk, wv, q, k, v);
         check_input(wq), check_input(wk), check_input(wv);
         const GpuMat W[3] = {mat(wq), mat(wk), mat(wv)};
+        // Decode: held back; if rope_kv_store of these q, k, v follows, it becomes the epilogue.
+        if (fuse_qkv_rope_ && ops::matvec_qkv_rope_ok(W, act_.rows)) {
+            pqkv_ = {true, {W[0], W[1], W[2]}, {q, k, v}, act_};
+            return;
+        }
         float* const y[3] = {q, k, v};
         ops::matvec3(W, y, 3, act_, stream_);
         rt::check("matmul_qkv");
@@ -265,7 +270,6 @@ public:
     }
     void rope_kv_store(KvCache& c, int layer, float* q, float* k, const float* v, int n_head, int n_kv_head,
                        int head_dim, const RopeParams& p, const BatchView& b) override {
-        flush();
         const ops::KvLayer L = cache(c).layer(layer);
         if (n_kv_head != L.n_kv_head || head_dim != L.hd || p.n_rot > head_dim)
             fail("rope_kv_store: {} kv heads of {} dims against a cache of {} x {}", n_kv_head, head_dim, L.n_kv_head,
@@ -274,6 +278,18 @@ public:
         r.n_rot = p.n_rot, r.freq_base = p.freq_base, r.freq_scale = p.freq_scale, r.neox = p.neox;
         r.ln_base = std::log(double(p.freq_base));
         r.freq_factors = p.freq_factors;
+        // The held-back q+k+v matvec of these buffers (one token) does it all in its epilogue.
+        const PendQkv pq = pqkv_;
+        if (pq.on && pq.y[0] == q && pq.y[1] == k && pq.y[2] == v && b.n_tokens == 1) {
+            pqkv_ = {};
+            ops::QkvRope e;
+            e.c = L, e.r = r, e.pos = b.pos, e.seq = b.seq;
+            float* const y[3] = {q, k, const_cast<float*>(v)};
+            if (ops::matvec_qkv_rope(pq.W, y, pq.act, e, n_head, stream_)) return rt::check("matmul_qkv + rope + kv store");
+            ops::matvec3(pq.W, y, 3, pq.act, stream_);  // shapes the epilogue cannot serve
+            rt::check("matmul_qkv");
+        }
+        flush();
         ops::rope_store(L, q, k, v, b.n_tokens, n_head, r, b.pos, b.seq, stream_);
         rt::check("rope_kv_store");
     }
@@ -356,16 +372,17 @@ private:
     }
     static GpuKvCache& cache(KvCache& c) { return static_cast<GpuKvCache&>(c); }
 
-    // Runs what is held back, unfused: the matmul, then the add (with a pending
-    // norm: the add + norm + q8 kernel, as matmul_input_rms_norm would have).
     void alloc_attention_scratch() {
         if (part_) return;
         part_ = static_cast<float*>(alloc(kAttnPartBytes, "attention split scratch"));
         attn_count_ = static_cast<int*>(alloc(kAttnCounters * sizeof(int), "attention split counters"));
         rt::memset(attn_count_, 0, kAttnCounters * sizeof(int), stream_);  // kept zero by the kernel
     }
+    // Runs what is held back, unfused: q+k+v, the matmul, then the add (with a
+    // pending norm: the add + norm + q8 kernel, as matmul_input_rms_norm would have).
     void flush() {
         ready_q8_ = {};
+        run_pending_qkv();
         if (pmm_.m) {
             const PendMM p = pmm_;
             pmm_ = {};
@@ -389,6 +406,7 @@ private:
     // deferred-norm input (Act::ss); otherwise everything runs unfused.
     void resolve(bool quant) {
         if (!(pnorm_.w && quant)) return flush();
+        run_pending_qkv();
         const PendMM p = pmm_;
         const PendNorm pn = pnorm_;
         pmm_ = {}, pnorm_ = {}, pend_ = {};
@@ -399,6 +417,13 @@ private:
         rt::check("matmul + residual + norm");
         act_ = {};
         act_.q = act_q_, act_.ds = act_ds_, act_.ss = ss_, act_.eps = pn.eps, act_.rows = 1, act_.n = p.m->n_out;
+    }
+    void run_pending_qkv() {
+        if (!pqkv_.on) return;
+        PendQkv p = pqkv_;
+        pqkv_ = {};
+        ops::matvec3(p.W, p.y, 3, p.act, stream_);
+        rt::check("matmul_qkv");
     }
     void use_q8(const float* x, const int8_t* q, const float* ds, int rows, int64_t n) {
         act_ = {};
@@ -449,9 +474,16 @@ private:
         const float* w = nullptr;
         float eps = 0.f;
     } pnorm_;  // held-back matmul_input_rms_norm (after pmm_ and pend_)
+    struct PendQkv {
+        bool on = false;
+        GpuMat W[3];
+        float* y[3] = {nullptr, nullptr, nullptr};
+        ops::Act act;
+    } pqkv_;  // held-back decode matmul_qkv (rope_kv_store may take it as its epilogue)
     // A/B switches: VEGA_GPU_FUSE=0 turns every decode fusion below off;
     // VEGA_GPU_FUSE_SWIGLU_Q8=0 only the q8 epilogue of the gate/up kernel;
-    // VEGA_GPU_ATTN_MERGE=0: the attention splits merged by a second kernel.
+    // VEGA_GPU_ATTN_MERGE=0: the attention splits merged by a second kernel;
+    // VEGA_GPU_FUSE_QKV_ROPE=0: rope + cache store as their own kernel after q+k+v.
     static bool env_on(const char* name) {
         const char* e = std::getenv(name);
         return !(e && std::string(e) == "0");
@@ -459,6 +491,7 @@ private:
     const bool fuse_ = env_on("VEGA_GPU_FUSE");
     const bool fuse_h_q8_ = fuse_ && env_on("VEGA_GPU_FUSE_SWIGLU_Q8");
     const bool merge_attn_ = env_on("VEGA_GPU_ATTN_MERGE");
+    const bool fuse_qkv_rope_ = fuse_ && env_on("VEGA_GPU_FUSE_QKV_ROPE");
     int act_rows_ = 0;
     int64_t act_n_ = 0;
     ops::Act act_;

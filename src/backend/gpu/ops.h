@@ -23,16 +23,42 @@ struct Act {
     float eps = 0.f;
 };
 
+struct RopeArgs {
+    int n_rot = 0;
+    float freq_base = 10000.f, freq_scale = 1.f;
+    double ln_base = 9.210340371976184;  // log(double(freq_base)), set with it
+    bool neox = false;
+    const float* freq_factors = nullptr;  // device [n_rot/2] or null
+};
+
+// The cache of one layer: K and V [n_seq][n_kv_head][n_ctx][hd], f16 or f32.
+struct KvLayer {
+    void* k = nullptr;
+    void* v = nullptr;
+    bool f16 = true;
+    int n_seq = 1, n_ctx = 0, n_kv_head = 0, hd = 0;
+};
+
+// The rope epilogue of the decode q+k+v matvec (ops::matvec_qkv_rope): the layer's
+// cache, the rotation, and the token's position and sequence.
+struct QkvRope {
+    KvLayer c;
+    RopeArgs r;
+    const int32_t* pos = nullptr;  // [1] on the device
+    const int32_t* seq = nullptr;  // [1] on the device
+};
 // Residual + norm epilogue of a decode matvec (ops::matvec_residual_norm): for
 // row r of y = W·act, x[r] += y[r] (y itself is not written); per 32-row chunk c,
 // q/ds get q8(x * w) without the 1/rms factor and ss[c] = sum of x^2: the
-// deferred-norm input of the next matmul (Act::ss).
+// deferred-norm input of the next matmul (Act::ss). The q8 epilogue of the gate/up
+// kernel uses q/ds; the q+k+v kernel's rope epilogue uses `rope`.
 struct Epi {
     float* x = nullptr;
     const float* w = nullptr;
     int8_t* q = nullptr;
     float* ds = nullptr;
     float* ss = nullptr;
+    QkvRope rope;
 };
 
 // out [n][table.n_in] = dequantized rows tokens[i] of the table.
@@ -58,15 +84,26 @@ void matvec_residual_norm(const GpuMat& W, const Act& a, const Epi& e, void* s);
 // Whether the epilogue kernel (and a deferred-norm Act) can serve W with this input
 // (wave32 targets, one row, quantized, n_out % 128 == 0, n_out <= 128 * wave).
 bool matvec_epi_ok(const GpuMat& W, int rows);
+// Decode (one row): y = {q, k, v} = act @ {Wq, Wk, Wv}^T in one launch, then, in the
+// same kernel, rope(q) and rope(k) in place and k, v into the cache at (seq[0],
+// pos[0]): what matvec3 + rope_store do, without the second kernel (each wave owns
+// the two rows of a rotated pair). Returns false, having launched nothing, when it
+// cannot serve these shapes (needs the 3-matrix launch (NVIDIA), quantized weights
+// of one type, Wq [n_head * hd], Wk, Wv [n_kv_head * hd], even hd and n_rot <= hd).
+bool matvec_qkv_rope(const GpuMat* W, float* const* y, const Act& a, const QkvRope& e, int n_head, void* s);
+// Whether matvec_qkv_rope may serve these weights and input at all (the rest is
+// checked by the call).
+bool matvec_qkv_rope_ok(const GpuMat* W, int rows);
 // Tuning runs: decode matvec shapes other than the per-target table's (rows per
 // wave, loads in flight; 0 = the table's). Initially from VEGA_GPU_MV,
-// VEGA_GPU_SWIGLU and VEGA_GPU_EPI ("R,U"); only builds with VEGA_GPU_TUNING=ON
+// VEGA_GPU_SWIGLU, VEGA_GPU_EPI and VEGA_GPU_QKV ("R,U"); only builds with VEGA_GPU_TUNING=ON
 // (NVIDIA) compile the variants.
 struct MatvecTuning {
     struct Shape {
         int rows = 0, unroll = 0;
     };
-    Shape plain, swiglu, epi;  // q/k/v, output; gate/up; o/down with the residual + norm epilogue
+    // q/k/v, output; gate/up; o/down with the residual + norm epilogue; q+k+v with rope (VEGA_GPU_QKV)
+    Shape plain, swiglu, epi, qkv_rope;
 };
 void set_matvec_tuning(const MatvecTuning& t);
 
@@ -76,23 +113,9 @@ void swiglu(const float* g, const float* u, float* h, int64_t n, void* s);  // h
 // x [rows][n_head][hd] *= w[hd] / rms (per head).
 void head_rms_norm(float* x, const float* w, int rows, int n_head, int hd, float eps, void* s);
 
-struct RopeArgs {
-    int n_rot = 0;
-    float freq_base = 10000.f, freq_scale = 1.f;
-    double ln_base = 9.210340371976184;  // log(double(freq_base)), set with it
-    bool neox = false;
-    const float* freq_factors = nullptr;  // device [n_rot/2] or null
-};
 // In place on x [rows][n_head][hd] at positions pos[rows].
 void rope(float* x, int rows, int n_head, int hd, const RopeArgs& r, const int32_t* pos, void* s);
 
-// The cache of one layer: K and V [n_seq][n_kv_head][n_ctx][hd], f16 or f32.
-struct KvLayer {
-    void* k = nullptr;
-    void* v = nullptr;
-    bool f16 = true;
-    int n_seq = 1, n_ctx = 0, n_kv_head = 0, hd = 0;
-};
 // rope(q), rope(k) in place, then k, v into the cache at (seq[i], pos[i]): one launch.
 void rope_store(const KvLayer& c, float* q, float* k, const float* v, int rows, int n_head, const RopeArgs& r,
                 const int32_t* pos, const int32_t* seq, void* s);

@@ -9,8 +9,9 @@ struct MatvecShape {
     int rows, unroll;
 };
 // What a decode matvec computes: q/k/v and the output (plain), gate/up + SwiGLU
-// (and its q8 epilogue), o/down with the residual + norm epilogue.
-enum class Role { kPlain, kSwiglu, kResidualNorm };
+// (and its q8 epilogue), o/down with the residual + norm epilogue, q+k+v with the
+// rope + cache-store epilogue (rows per wave even: a wave owns whole rotated pairs).
+enum class Role { kPlain, kSwiglu, kResidualNorm, kQkvRope };
 }  // namespace vega::gpu::arch
 
 #if defined(__HIP_PLATFORM_AMD__) || defined(__HIP__)

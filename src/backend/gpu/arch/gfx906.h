@@ -20,7 +20,10 @@ constexpr const char* kName = "gfx906";
 // and the batch kernels. Not measured on a gfx906 card yet: the unrolls that keep
 // the audit's occupancy floors (the fused gate/up kernel streams two matrices,
 // so it keeps one load per matrix in flight). There is no epilogue kernel here
-// (it needs wave32), so Role::kResidualNorm is unused.
-constexpr MatvecShape decode_shape(GgmlType, Role role) { return {1, role == Role::kSwiglu ? 1 : kMatvecUnroll}; }
+// (it needs wave32), so Role::kResidualNorm is unused, and no 3-matrix launch, so
+// neither is Role::kQkvRope (its shape needs an even row count).
+constexpr MatvecShape decode_shape(GgmlType, Role role) {
+    return role == Role::kQkvRope ? MatvecShape{2, kMatvecUnroll} : MatvecShape{1, role == Role::kSwiglu ? 1 : kMatvecUnroll};
+}
 constexpr MatvecShape batch_shape(GgmlType, bool swiglu) { return {1, swiglu ? 1 : kMatvecUnroll}; }
 }  // namespace vega::gpu::arch

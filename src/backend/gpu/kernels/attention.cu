@@ -14,6 +14,7 @@
 #include "backend/gpu/ops.h"
 #include "backend/gpu/runtime.h"
 #include "backend/gpu/wave.h"
+#include "backend/gpu/kernels/rope.h"
 
 namespace vega::gpu {
 namespace {
@@ -29,46 +30,6 @@ constexpr int kRopeThreads = 64;
 
 unsigned grid_for(int64_t n, int per) { return unsigned((n + per - 1) / per); }
 
-// Rotation of pair j at position p, as the CPU backend computes it: the angle,
-// cos and sin in double, then rounded to float (a float angle is off by ~1e-6
-// rad at position 50, which the bf16 rounding of later activations magnifies).
-// The library's double sincos keeps a large-argument path that needs scratch on
-// gfx906 (audit), so: Cody-Waite reduction by pi/2 (two-part constant, exact
-// for the angles of any context length) and Taylor series on [-pi/4, pi/4],
-// accurate to ~1e-15 before the rounding to float.
-__device__ __forceinline__ void sincos_f64(double x, double* s, double* c) {
-    constexpr double kTwoOverPi = 0.63661977236758134308, kPio2Hi = 1.57079632673412561417e+00,
-                     kPio2Lo = 6.07710050650619224932e-11;
-    const double k = rint(x * kTwoOverPi);
-    const double r = (x - k * kPio2Hi) - k * kPio2Lo, r2 = r * r;
-    // sin r = r (1 - r2/3! + ... - r2^6/13!), cos r = 1 - r2/2! + ... + r2^7/14!
-    double ps = 1.0 / 6227020800.0, pc = -1.0 / 87178291200.0;
-    ps = ps * r2 - 1.0 / 39916800.0, pc = pc * r2 + 1.0 / 479001600.0;
-    ps = ps * r2 + 1.0 / 362880.0, pc = pc * r2 - 1.0 / 3628800.0;
-    ps = ps * r2 - 1.0 / 5040.0, pc = pc * r2 + 1.0 / 40320.0;
-    ps = ps * r2 + 1.0 / 120.0, pc = pc * r2 - 1.0 / 720.0;
-    ps = ps * r2 - 1.0 / 6.0, pc = pc * r2 + 1.0 / 24.0;
-    pc = pc * r2 - 0.5;
-    const double sr = r + r * r2 * ps, cr = 1.0 + r2 * pc;
-    const int q = int(static_cast<long long>(k) & 3);
-    *s = q == 0 ? sr : q == 1 ? cr : q == 2 ? -sr : -cr;
-    *c = q == 0 ? cr : q == 1 ? -sr : q == 2 ? -cr : sr;
-}
-__device__ __forceinline__ void rope_cs(const ops::RopeArgs& r, int p, int j, float* sn, float* cs) {
-    // base^(-2j/n_rot) as exp(-2j/n_rot * ln(base)), ln(base) from the host (a double
-    // pow here needs more SGPRs than gfx906 has: spills, audit).
-    double theta = double(p) * double(r.freq_scale) * exp(-2.0 * j / r.n_rot * r.ln_base);
-    if (r.freq_factors) theta /= double(r.freq_factors[j]);
-    double s, c;
-    sincos_f64(theta, &s, &c);
-    *sn = float(s), *cs = float(c);
-}
-// (x0, x1) rotated by (cs, sn), rounded like the CPU (no fused multiply-add).
-__device__ __forceinline__ void rotate(float x0, float x1, float cs, float sn, float* y0, float* y1) {
-    *y0 = __fsub_rn(__fmul_rn(x0, cs), __fmul_rn(x1, sn));
-    *y1 = __fadd_rn(__fmul_rn(x0, sn), __fmul_rn(x1, cs));
-}
-
 // One thread per rotated pair: x [rows][n_head][hd].
 __global__ void rope_k(float* __restrict__ x, int n_head, int hd, ops::RopeArgs r, const int32_t* __restrict__ pos,
                        int64_t total) {
@@ -83,8 +44,8 @@ __global__ void rope_k(float* __restrict__ x, int n_head, int hd, ops::RopeArgs 
     float sn, cs;
     rope_cs(r, pos[row], j, &sn, &cs);
     float* p = x + vec * hd;
-    const int a = r.neox ? j : 2 * j, b = r.neox ? j + half : 2 * j + 1;
-    rotate(p[a], p[b], cs, sn, &p[a], &p[b]);
+    const RopePair d = rope_pair(r, j);
+    rotate(p[d.a], p[d.b], cs, sn, &p[d.a], &p[d.b]);
 }
 
 template <bool F16>
@@ -133,11 +94,11 @@ __global__ void __launch_bounds__(kRopeThreads) rope_store_k(ops::KvLayer c, flo
     for (int j = threadIdx.x; j < half; j += kRopeThreads) {
         float sn, cs;
         rope_cs(r, p, j, &sn, &cs);
-        const int a = r.neox ? j : 2 * j, b = r.neox ? j + half : 2 * j + 1;
+        const RopePair d = rope_pair(r, j);
         float y0, y1;
-        rotate(x[a], x[b], cs, sn, &y0, &y1);
-        x[a] = y0, x[b] = y1;
-        if (is_k) put(c.k, a, y0), put(c.k, b, y1);
+        rotate(x[d.a], x[d.b], cs, sn, &y0, &y1);
+        x[d.a] = y0, x[d.b] = y1;
+        if (is_k) put(c.k, d.a, y0), put(c.k, d.b, y1);
     }
     if (!is_k) return;
     for (int d = r.n_rot + threadIdx.x; d < hd; d += kRopeThreads) put(c.k, d, x[d]);  // not rotated

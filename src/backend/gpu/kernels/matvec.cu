@@ -18,6 +18,7 @@
 #include "backend/gpu/ops.h"
 #include "backend/gpu/runtime.h"
 #include "backend/gpu/wave.h"
+#include "backend/gpu/kernels/rope.h"
 
 #include <cstdlib>
 
@@ -159,15 +160,17 @@ struct Sel {
     GpuMat W;
     float* y;
     int64_t block;  // block index inside the selected matrix
+    int m;          // which matrix: 0, 1, 2
 };
 __device__ __forceinline__ Sel select(const Job& j) {
     const int64_t b = blockIdx.x;
-    if constexpr (!kMultiMat) return {j.W0, j.y0, b};  // HIP: one matrix per launch (see kMultiMat)
+    if constexpr (!kMultiMat) return {j.W0, j.y0, b, 0};  // HIP: one matrix per launch (see kMultiMat)
     const int m = b < j.end0 ? 0 : b < j.end1 ? 1 : 2;
     Sel s;
     s.W = pick(m, j.W0, j.W1, j.W2);
     s.y = m == 0 ? j.y0 : m == 1 ? j.y1 : j.y2;
     s.block = m == 0 ? b : m == 1 ? b - j.end0 : b - j.end1;
+    s.m = m;
     return s;
 }
 
@@ -177,8 +180,13 @@ __device__ __forceinline__ Sel select(const Job& j) {
 //   kEpiResidualNorm (o / down): x[row] += v, then q8(x * w) and the chunk's sum
 //     of x^2 (ops::Epi: the deferred-norm input of the next matmul);
 //   kEpiQ8 (gate/up + SwiGLU): y[row] = v, and q8(y) (the down matmul's input).
+// And one per wave (plain blocks, the 3-matrix q+k+v launch):
+//   kEpiRope: the wave's R rows are R/2 dimension pairs of one head (rope_pair):
+//     q, k rotated at pos[0], written to y (q, k, v as matvec3 would, rotated),
+//     and k, v also into the cache at (seq[0], pos[0]) (ops::rope_store's work).
 constexpr int kEpiRows = 32;
-constexpr int kEpiNone = 0, kEpiResidualNorm = 1, kEpiQ8 = 2;
+constexpr int kEpiNone = 0, kEpiResidualNorm = 1, kEpiQ8 = 2, kEpiRope = 3;
+constexpr bool block_epi(int epi) { return epi == kEpiResidualNorm || epi == kEpiQ8; }
 
 // Block b covers output rows [b / n_groups * waves * R, +waves * R) (R consecutive
 // rows per wave) for the activation rows [b % n_groups * NB, +NB): blocks sharing
@@ -187,15 +195,17 @@ constexpr int kEpiNone = 0, kEpiResidualNorm = 1, kEpiQ8 = 2;
 // Writes y [a.rows][W.n_out] (or h = silu(W·x) * (U·x) when SWIGLU). The first
 // weight loads are issued before pdl_wait(): they overlap the previous kernel.
 // A deferred-norm input (a.ss, NB == 1) scales each result by 1/rms.
-// EPI: kEpi* above (block = the 32-row chunk, kEpiRows / R waves).
+// EPI: kEpi* above (block epilogues: block = the 32-row chunk, kEpiRows / R waves).
 // U: 16-byte-load chunks in flight per lane, row and matrix.
 template <GgmlType T, int NB, bool SWIGLU, int EPI, int R, int U>
-__global__ void __launch_bounds__((EPI ? kEpiRows / R : kMatvecWaves) * kWave)
+__global__ void __launch_bounds__((block_epi(EPI) ? kEpiRows / R : kMatvecWaves) * kWave)
     matvec_q(Job job, ops::Act a, ops::Epi e) {
-    constexpr int kWaves = EPI ? kEpiRows / R : kMatvecWaves;
+    constexpr int kWaves = block_epi(EPI) ? kEpiRows / R : kMatvecWaves;
     static_assert(R == 1 || NB == 1, "several rows per wave: decode only");
-    static_assert(!EPI || (NB == 1 && kWaves * kWave <= 1024 && kEpiRows % R == 0), "epilogue: decode, wave32");
+    static_assert(!EPI || NB == 1, "epilogues: decode");
+    static_assert(!block_epi(EPI) || (kWaves * kWave <= 1024 && kEpiRows % R == 0), "block epilogue: wave32");
     static_assert(EPI != kEpiResidualNorm || !SWIGLU, "residual epilogue: one matrix");
+    static_assert(EPI != kEpiRope || (R % 2 == 0 && !SWIGLU), "rope epilogue: whole pairs per wave");
     const Sel sel = select(job);
     const GpuMat W = sel.W;
     const GpuMat& V = job.W1;  // the up matrix (SWIGLU)
@@ -212,6 +222,22 @@ __global__ void __launch_bounds__((EPI ? kEpiRows / R : kMatvecWaves) * kWave)
     int64_t rows[R];  // rows past the end (last wave only) re-read the last row; not written
 #pragma unroll
     for (int r = 0; r < R; ++r) rows[r] = min(row0 + r, W.n_out - 1);
+    // kEpiRope: row0 / 2 + k is the wave's pair k (n_out is even); its head and its
+    // two rows, j and whether it is rotated (never for v, matrix 2).
+    [[maybe_unused]] int pair_j[EPI == kEpiRope ? R / 2 : 1];
+    [[maybe_unused]] bool pair_rot[EPI == kEpiRope ? R / 2 : 1];
+    if constexpr (EPI == kEpiRope) {
+        const int hd = e.rope.c.hd, half_hd = hd / 2;
+#pragma unroll
+        for (int k = 0; k < R / 2; ++k) {
+            const int p = int(min(row0 / 2 + k, W.n_out / 2 - 1));
+            const int h = p / half_hd, j = p % half_hd;
+            RopePair d = rope_pair(e.rope.r, j);
+            if (sel.m == 2) d = {2 * j, 2 * j + 1, false};
+            rows[2 * k] = int64_t(h) * hd + d.a, rows[2 * k + 1] = int64_t(h) * hd + d.b;
+            pair_j[k] = j, pair_rot[k] = d.rotated;
+        }
+    }
     const int nt = min(NB, a.rows - t0);
     const int64_t nc = W.n_chunk;
     const int lane = lane_id();
@@ -240,6 +266,15 @@ __global__ void __launch_bounds__((EPI ? kEpiRows / R : kMatvecWaves) * kWave)
     }
     pdl_wait();
     pdl_trigger();
+    // kEpiRope: the rotations now (double-precision latency under the weight loads).
+    [[maybe_unused]] float rope_cs_[EPI == kEpiRope ? R / 2 : 1], rope_sn_[EPI == kEpiRope ? R / 2 : 1];
+    if constexpr (EPI == kEpiRope) {
+#pragma unroll
+        for (int k = 0; k < R / 2; ++k) {
+            rope_cs_[k] = 1.f, rope_sn_[k] = 0.f;
+            if (pair_rot[k]) rope_cs(e.rope.r, e.rope.pos[0], pair_j[k], &rope_sn_[k], &rope_cs_[k]);
+        }
+    }
     // Deferred norm: the per-chunk sums of x^2, one float4 per lane (nc <= 4 * kWave,
     // checked by the host); loaded now, summed after the main loop.
     float4 ss4 = make_float4(0.f, 0.f, 0.f, 0.f);
@@ -274,7 +309,28 @@ __global__ void __launch_bounds__((EPI ? kEpiRows / R : kMatvecWaves) * kWave)
     if constexpr (NB == 1) {
         if (a.ss) sc = 1.f / sqrtf(wave_reduce_sum(ss4.x + ss4.y + ss4.z + ss4.w) / float(a.n) + a.eps);
     }
-    if constexpr (EPI != kEpiNone) {
+    if constexpr (EPI == kEpiRope) {
+        const ops::KvLayer& c = e.rope.c;
+        const int hd = c.hd;
+        // Cache row of this wave's head at (seq[0], pos[0]) (k and v rows only).
+        const int64_t head = rows[0] / hd;
+        const int64_t dst = ((int64_t(e.rope.seq[0]) * c.n_kv_head + head) * c.n_ctx + e.rope.pos[0]) * hd - head * hd;
+        void* cache = sel.m == 1 ? c.k : c.v;
+#pragma unroll
+        for (int k = 0; k < R / 2; ++k) {
+            float y0 = wave_reduce_sum(acc[2 * k]) * sc, y1 = wave_reduce_sum(acc[2 * k + 1]) * sc;
+            if (pair_rot[k]) rotate(y0, y1, rope_cs_[k], rope_sn_[k], &y0, &y1);
+            if (lane < 2 && row0 / 2 + k < W.n_out / 2) {
+                const int64_t rr = lane == 0 ? rows[2 * k] : rows[2 * k + 1];
+                const float v = lane == 0 ? y0 : y1;
+                y[rr] = v;
+                if (sel.m != 0) {
+                    if (c.f16) static_cast<uint16_t*>(cache)[dst + rr] = f2h(v);
+                    else static_cast<float*>(cache)[dst + rr] = v;
+                }
+            }
+        }
+    } else if constexpr (EPI != kEpiNone) {
         __shared__ float xs[kEpiRows];
 #pragma unroll
         for (int r = 0; r < R; ++r) {
@@ -437,11 +493,11 @@ void launch_nb(const GpuMat* Ws, float* const* ys, int n_mat, const ops::Act& a,
     j.end0 = ends[0], j.end1 = nm > 1 ? ends[1] : blocks;
     if constexpr (T == GgmlType::F32 || T == GgmlType::F16 || T == GgmlType::BF16) {
         launch(matvec_f<T, NB, SW>, dim3(unsigned(blocks)), dim3(kMatvecThreads), s, j, a);
-    } else if constexpr (EPI != kEpiNone) {
+    } else if constexpr (block_epi(EPI)) {
         launch(matvec_q<T, 1, SW, EPI, R, U>, dim3(unsigned(Ws[0].n_out / kEpiRows)), dim3(kEpiRows / R * kWave), s,
                j, a, e);
     } else {
-        launch(matvec_q<T, NB, SW, kEpiNone, R, U>, dim3(unsigned(blocks)), dim3(kMatvecWaves * kWave), s, j, a, e);
+        launch(matvec_q<T, NB, SW, EPI, R, U>, dim3(unsigned(blocks)), dim3(kMatvecWaves * kWave), s, j, a, e);
     }
 }
 
@@ -458,6 +514,7 @@ ops::MatvecTuning& tuning() {
         parse("VEGA_GPU_MV", r.plain);
         parse("VEGA_GPU_SWIGLU", r.swiglu);
         parse("VEGA_GPU_EPI", r.epi);
+        parse("VEGA_GPU_QKV", r.qkv_rope);
         return r;
     }();
     return t;
@@ -466,6 +523,7 @@ ops::MatvecTuning& tuning() {
 template <GgmlType T, int NB, bool SW, int EPI>
 void launch_shaped(const GpuMat* Ws, float* const* ys, int n_mat, const ops::Act& a, const ops::Epi& e, void* s) {
     constexpr arch::Role role = EPI == kEpiResidualNorm ? arch::Role::kResidualNorm
+                                : EPI == kEpiRope       ? arch::Role::kQkvRope
                                 : SW                    ? arch::Role::kSwiglu
                                                         : arch::Role::kPlain;
     // Float weights (matvec_f): one row per wave always.
@@ -476,11 +534,15 @@ void launch_shaped(const GpuMat* Ws, float* const* ys, int n_mat, const ops::Act
         const ops::MatvecTuning& tu = tuning();
         const ops::MatvecTuning::Shape sh = role == arch::Role::kResidualNorm ? tu.epi
                                             : role == arch::Role::kSwiglu     ? tu.swiglu
+                                            : role == arch::Role::kQkvRope    ? tu.qkv_rope
                                                                               : tu.plain;
         const int r = sh.rows, u = sh.unroll;
         if (r > 0 && (r != d.rows || u != d.unroll)) {
-#define VEGA_MV_VARIANT(RR, UU) \
-    if (r == RR && u == UU) return launch_nb<T, NB, SW, EPI, RR, UU>(Ws, ys, n_mat, a, e, s);
+            // (the rope epilogue: even row counts only)
+#define VEGA_MV_VARIANT(RR, UU)                                                              \
+    if constexpr (EPI != kEpiRope || RR % 2 == 0) {                                          \
+        if (r == RR && u == UU) return launch_nb<T, NB, SW, EPI, RR, UU>(Ws, ys, n_mat, a, e, s); \
+    }
             VEGA_MV_VARIANT(1, 1) VEGA_MV_VARIANT(1, 2) VEGA_MV_VARIANT(1, 4) VEGA_MV_VARIANT(2, 1)
             VEGA_MV_VARIANT(2, 2) VEGA_MV_VARIANT(2, 4) VEGA_MV_VARIANT(4, 1) VEGA_MV_VARIANT(4, 2)
 #undef VEGA_MV_VARIANT
@@ -531,6 +593,21 @@ void dispatch_epi(const GpuMat* Ws, float* const* ys, int n_mat, const ops::Act&
     }
 }
 
+// q+k+v with the rope epilogue (one activation row); On: the 3-matrix launch
+// exists (else never instantiated, so gfx906 builds none of these kernels).
+template <bool On>
+bool dispatch_qkv_rope(const GpuMat* W, float* const* y, const ops::Act& a, const ops::Epi& e, void* s) {
+    if constexpr (On) switch (W[0].type) {
+#define VEGA_ROPE_CASE(TT) \
+    case GgmlType::TT: launch_shaped<GgmlType::TT, 1, false, kEpiRope>(W, y, 3, a, e, s); return true;
+        VEGA_ROPE_CASE(Q4_0) VEGA_ROPE_CASE(Q4_1) VEGA_ROPE_CASE(Q5_0) VEGA_ROPE_CASE(Q5_1)
+        VEGA_ROPE_CASE(Q8_0) VEGA_ROPE_CASE(Q4_K) VEGA_ROPE_CASE(Q5_K) VEGA_ROPE_CASE(Q6_K)
+#undef VEGA_ROPE_CASE
+        default: return false;
+    }
+    return false;
+}
+
 }  // namespace
 
 void ops::matvec(const GpuMat& W, const Act& a, float* y, void* s) {
@@ -564,10 +641,26 @@ bool ops::matvec_swiglu(const GpuMat& G, const GpuMat& U, const Act& a, float* h
     return false;
 }
 
-// The epilogue kernel needs wave32 (a 32-row chunk = one block of 32 waves), and the
-// deferred-norm input one float4 of partial sums per lane (n <= 128 * kWave).
+bool ops::matvec_qkv_rope_ok(const GpuMat* W, int rows) {
+    return kMultiMat && rows == 1 && !is_float_type(W[0].type) && W[1].type == W[0].type && W[2].type == W[0].type &&
+           W[1].n_in == W[0].n_in && W[2].n_in == W[0].n_in && W[0].n_chunk > 0;
+}
+
+bool ops::matvec_qkv_rope(const GpuMat* W, float* const* y, const Act& a, const QkvRope& q, int n_head, void* s) {
+    const KvLayer& c = q.c;
+    if (!matvec_qkv_rope_ok(W, a.rows) || c.hd <= 0 || c.hd % 2 || q.r.n_rot % 2 || q.r.n_rot > c.hd ||
+        q.r.n_rot < 0 || W[0].n_out != int64_t(n_head) * c.hd || W[1].n_out != int64_t(c.n_kv_head) * c.hd ||
+        W[2].n_out != W[1].n_out || !q.pos || !q.seq)
+        return false;
+    Epi e;
+    e.rope = q;
+    return dispatch_qkv_rope<kMultiMat>(W, y, a, e, s);
+}
+
 void ops::set_matvec_tuning(const MatvecTuning& t) { tuning() = t; }
 
+// The epilogue kernel needs wave32 (a 32-row chunk = one block of 32 waves), and the
+// deferred-norm input one float4 of partial sums per lane (n <= 128 * kWave).
 bool ops::matvec_epi_ok(const GpuMat& W, int rows) {
     return kWave == 32 && rows == 1 && !is_float_type(W.type) && W.n_out % 128 == 0 && W.n_out <= 128 * kWave &&
            W.n_chunk > 0;
