@@ -368,10 +368,11 @@ TEST_F(Parity, RopeBothStyles) {
 }
 
 TEST_F(Parity, KvStoreAndAttention) {
+    // head_dim 128 and 64 take the kernel variant for <= 128 dims, 256 the other.
     for (GgmlType kv : {GgmlType::F16, GgmlType::F32}) {
-        for (int n_ctx : {40, 1100}) {
+        for (auto [n_ctx, hd] : {std::pair{40, 128}, std::pair{1100, 128}, std::pair{70, 64}, std::pair{300, 256}}) {
             KvCacheDesc d;
-            d.n_layer = 2, d.n_seq = 2, d.n_ctx = n_ctx, d.n_kv_head = 2, d.head_dim = 128, d.type = kv;
+            d.n_layer = 2, d.n_seq = 2, d.n_ctx = n_ctx, d.n_kv_head = 2, d.head_dim = hd, d.type = kv;
             auto cg = gpu_->create_kv_cache(d);
             auto cc = cpu_->create_kv_cache(d);
             const int n_head = 8;  // GQA 4:1
@@ -399,10 +400,10 @@ TEST_F(Parity, KvStoreAndAttention) {
             bg.n_kv_max = bc.n_kv_max = n_ctx;
             auto q = pair(randn(qpos.size() * wq));
             auto out = pair_n(qpos.size() * wq);
-            gpu_->attention(*cg, 1, q.g, out.g, n_head, 1.f / std::sqrt(128.f), bg);
-            cpu_->attention(*cc, 1, q.c, out.c, n_head, 1.f / std::sqrt(128.f), bc);
+            gpu_->attention(*cg, 1, q.g, out.g, n_head, 1.f / std::sqrt(float(hd)), bg);
+            cpu_->attention(*cc, 1, q.c, out.c, n_head, 1.f / std::sqrt(float(hd)), bc);
             EXPECT_LT(compare(out, "attention"), kv == GgmlType::F16 ? 1e-6 : 1e-9)
-                << type_traits(kv).name << " n_ctx " << n_ctx;
+                << type_traits(kv).name << " n_ctx " << n_ctx << " head_dim " << hd;
         }
     }
 }

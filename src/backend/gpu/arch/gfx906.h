@@ -14,6 +14,8 @@ constexpr int kEltThreads = 256;      // element-wise kernels
 constexpr int kAttnThreads = 256;     // attention block (4 waves)
 constexpr int kAttnGroup = 16;        // lanes cooperating on one KV position (reduce via DPP)
 constexpr int kAttnSplit = 64;        // KV positions per attention block (split-K): 4 per group of 16 lanes
+constexpr int kAttnAhead = 1;         // steps (positions per group) whose K, V are loaded before use;
+                                      // more would cost the 4-wave floor
 constexpr const char* kName = "gfx906";
 
 // Matvec shapes (one row per wave, loads in flight per matrix): decode by role,

@@ -2,8 +2,9 @@
 //
 // attention: grid (n_split, n_head, rows). Each block takes kAttnSplit
 // positions of one (token, head); groups of kAttnGroup lanes own one position at
-// a time (q.k reduced inside the group with DPP), keep an online softmax and a
-// partial V sum, merge through LDS and write (max, sum, acc[hd]) per split. A
+// a time (q.k reduced inside the group with DPP; K and V of kAttnAhead positions
+// loaded before the first is used), keep an online softmax and a partial V sum,
+// merge through LDS and write (max, sum, acc[hd]) per split. A
 // second kernel merges the splits, or (with a counter buffer) the last split
 // block of each head does. The token's KV length is pos[t] + 1, read
 // on the device, so a captured graph stays valid as positions advance.
@@ -19,12 +20,15 @@
 namespace vega::gpu {
 namespace {
 
+using arch::kAttnAhead;
 using arch::kAttnGroup;
 using arch::kAttnSplit;
 using arch::kAttnThreads;
 using arch::kEltThreads;
 constexpr int kMaxHd = 256;
 constexpr int kPairs = kMaxHd / 2 / kAttnGroup;  // dim pairs per lane at most
+static_assert(kAttnSplit % (kAttnThreads / kAttnGroup * kAttnAhead) == 0, "whole load batches per split");
+constexpr int kPairsHd128 = 128 / 2 / kAttnGroup;  // the same for head_dim <= 128 (registers)
 constexpr int kGroups = kAttnThreads / kAttnGroup;
 constexpr int kRopeThreads = 64;
 
@@ -170,7 +174,8 @@ struct Merge {
     int8_t* oq = nullptr;
     float* ods = nullptr;
 };
-template <bool F16, bool MERGE>
+// PAIRS: dim pairs per lane (kPairsHd128 when head_dim <= 128, else kPairs).
+template <bool F16, bool MERGE, int PAIRS>
 __global__ void __launch_bounds__(kAttnThreads) attn_split(ops::KvLayer c, const float* __restrict__ q,
                                                            float* __restrict__ part, int n_head, float scale,
                                                            const int32_t* __restrict__ pos,
@@ -189,47 +194,68 @@ __global__ void __launch_bounds__(kAttnThreads) attn_split(ops::KvLayer c, const
     const int kvh = h / (n_head / c.n_kv_head);
     const int64_t base = (int64_t(seq[t]) * c.n_kv_head + kvh) * c.n_ctx * hd;
     const float* qr = q + (int64_t(t) * n_head + h) * hd;
-    float2 qv[kPairs], acc[kPairs];
+    float2 qv[PAIRS], acc[PAIRS];
 #pragma unroll
-    for (int k = 0; k < kPairs; ++k) {
+    for (int k = 0; k < PAIRS; ++k) {
         const int d = 2 * (sub + k * kAttnGroup);
         qv[k] = d < hd ? make_float2(qr[d] * scale, qr[d + 1] * scale) : make_float2(0.f, 0.f);
         acc[k] = make_float2(0.f, 0.f);
     }
     float m = -INFINITY, l = 0.f;
-    for (int pb = p0; pb < p1; pb += kGroups) {  // uniform trip count: all lanes reach the reductions
-        const int p = pb + g;
-        const bool valid = p < p1;
-        const int64_t row = base + int64_t(valid ? p : p0) * hd;
-        float s = 0.f;
+    // Each group takes the positions p0 + g, + kGroups, ... (steps). K and V of a
+    // step are loaded together, and those of kAhead steps before any is used: the
+    // kernel is a chain of memory latencies at decode lengths, so one wait serves
+    // kAhead steps (K and V in registers: heads of <= 128 dims, and kAttnAhead
+    // from the target's table, 1 on gfx906 for its occupancy floor). 256 dims: V
+    // after the score, as registers allow.
+    constexpr bool kVEarly = PAIRS <= kPairsHd128;
+    constexpr int kAhead = kVEarly ? kAttnAhead : 1;
+    for (int pb0 = p0; pb0 < p1; pb0 += kGroups * kAhead) {  // uniform trip counts: all lanes reach the reductions
+        float2 vv[kAhead * PAIRS];  // [i * PAIRS + k] (flat: gfx906 registers)
+        float sp[kAhead];           // this lane's part of q.k per step
 #pragma unroll
-        for (int k = 0; k < kPairs; ++k) {
-            const int d = 2 * (sub + k * kAttnGroup);
-            if (d < hd) {
-                const float2 kk = load_pair<F16>(c.k, row + d);
-                s += qv[k].x * kk.x + qv[k].y * kk.y;
-            }
-        }
-        s = group_reduce_sum<kAttnGroup>(s);
-        if (valid) {
-            const float mn = fmaxf(m, s);
-            const float corr = expf(m - mn), e = expf(s - mn);
-            l = l * corr + e;
+        for (int i = 0; i < kAhead; ++i) {
+            const int p = pb0 + i * kGroups + g;
+            const int64_t row = base + int64_t(p < p1 ? p : p0) * hd;
+            sp[i] = 0.f;
 #pragma unroll
-            for (int k = 0; k < kPairs; ++k) {
+            for (int k = 0; k < PAIRS; ++k) {
                 const int d = 2 * (sub + k * kAttnGroup);
                 if (d < hd) {
-                    const float2 vv = load_pair<F16>(c.v, row + d);
-                    acc[k].x = acc[k].x * corr + e * vv.x;
-                    acc[k].y = acc[k].y * corr + e * vv.y;
+                    const float2 kk = load_pair<F16>(c.k, row + d);
+                    if constexpr (kVEarly) vv[i * PAIRS + k] = load_pair<F16>(c.v, row + d);
+                    sp[i] += qv[k].x * kk.x + qv[k].y * kk.y;
                 }
             }
-            m = mn;
+        }
+#pragma unroll
+        for (int i = 0; i < kAhead; ++i) {
+            const int pb = pb0 + i * kGroups;
+            if (pb >= p1) break;  // block-uniform
+            const int p = pb + g;
+            const bool valid = p < p1;
+            const int64_t row = base + int64_t(valid ? p : p0) * hd;
+            const float s = group_reduce_sum<kAttnGroup>(sp[i]);
+            if (valid) {
+                const float mn = fmaxf(m, s);
+                const float corr = expf(m - mn), e = expf(s - mn);
+                l = l * corr + e;
+#pragma unroll
+                for (int k = 0; k < PAIRS; ++k) {
+                    const int d = 2 * (sub + k * kAttnGroup);
+                    if (d < hd) {
+                        if constexpr (!kVEarly) vv[i * PAIRS + k] = load_pair<F16>(c.v, row + d);
+                        acc[k].x = acc[k].x * corr + e * vv[i * PAIRS + k].x;
+                        acc[k].y = acc[k].y * corr + e * vv[i * PAIRS + k].y;
+                    }
+                }
+                m = mn;
+            }
         }
     }
     if (sub == 0) s_ml[g][0] = m, s_ml[g][1] = l;
 #pragma unroll
-    for (int k = 0; k < kPairs; ++k) {
+    for (int k = 0; k < PAIRS; ++k) {
         const int d = 2 * (sub + k * kAttnGroup);
         if (d < hd) s_acc[g][d] = acc[k].x, s_acc[g][d + 1] = acc[k].y;
     }
@@ -317,14 +343,18 @@ void ops::attention(const KvLayer& c, const float* q, float* out, int rows, int 
     const int n_split = attention_splits(n_kv_max);
     const dim3 grid{unsigned(n_split), unsigned(n_head), unsigned(rows)};
     Merge mg;
+    if (count) mg.count = count, mg.out = out, mg.oq = oq, mg.ods = ods;
+    const bool small = c.hd <= 2 * kAttnGroup * kPairsHd128;
+#define VEGA_ATTN_LAUNCH(F16, MERGE, P) \
+    launch(attn_split<F16, MERGE, P>, grid, dim3(kAttnThreads), s, c, q, part, n_head, scale, pos, seq, n_split, mg)
     if (count) {
-        mg.count = count, mg.out = out, mg.oq = oq, mg.ods = ods;
-        if (c.f16) launch(attn_split<true, true>, grid, dim3(kAttnThreads), s, c, q, part, n_head, scale, pos, seq, n_split, mg);
-        else launch(attn_split<false, true>, grid, dim3(kAttnThreads), s, c, q, part, n_head, scale, pos, seq, n_split, mg);
+        if (c.f16) small ? VEGA_ATTN_LAUNCH(true, true, kPairsHd128) : VEGA_ATTN_LAUNCH(true, true, kPairs);
+        else small ? VEGA_ATTN_LAUNCH(false, true, kPairsHd128) : VEGA_ATTN_LAUNCH(false, true, kPairs);
         return;
     }
-    if (c.f16) launch(attn_split<true, false>, grid, dim3(kAttnThreads), s, c, q, part, n_head, scale, pos, seq, n_split, mg);
-    else launch(attn_split<false, false>, grid, dim3(kAttnThreads), s, c, q, part, n_head, scale, pos, seq, n_split, mg);
+    if (c.f16) small ? VEGA_ATTN_LAUNCH(true, false, kPairsHd128) : VEGA_ATTN_LAUNCH(true, false, kPairs);
+    else small ? VEGA_ATTN_LAUNCH(false, false, kPairsHd128) : VEGA_ATTN_LAUNCH(false, false, kPairs);
+#undef VEGA_ATTN_LAUNCH
     launch(attn_combine, dim3(unsigned(n_head), unsigned(rows)), dim3(kEltThreads), s, (const float*)part, out, n_head,
            c.hd, n_split, pos, oq, ods);
 }
