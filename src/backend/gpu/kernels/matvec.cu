@@ -187,6 +187,13 @@ __device__ __forceinline__ Sel select(const Job& j) {
 constexpr int kEpiRows = 32;
 constexpr int kEpiNone = 0, kEpiResidualNorm = 1, kEpiQ8 = 2, kEpiRope = 3;
 constexpr bool block_epi(int epi) { return epi == kEpiResidualNorm || epi == kEpiQ8; }
+// Waves per block of matvec_q: a 32-row chunk's worth for the block epilogues, else the table's.
+constexpr int block_waves(int epi, int r) { return block_epi(epi) ? kEpiRows / r : kMatvecWaves; }
+// Whether a block epilogue can serve W: wave32 (a chunk of 32 waves at most), one
+// activation row, quantized weights, whole chunks.
+bool block_epi_ok(const GpuMat& W, int rows) {
+    return kWave == 32 && rows == 1 && !is_float_type(W.type) && W.n_out % kEpiRows == 0 && W.n_chunk > 0;
+}
 
 // Block b covers output rows [b / n_groups * waves * R, +waves * R) (R consecutive
 // rows per wave) for the activation rows [b % n_groups * NB, +NB): blocks sharing
@@ -198,9 +205,8 @@ constexpr bool block_epi(int epi) { return epi == kEpiResidualNorm || epi == kEp
 // EPI: kEpi* above (block epilogues: block = the 32-row chunk, kEpiRows / R waves).
 // U: 16-byte-load chunks in flight per lane, row and matrix.
 template <GgmlType T, int NB, bool SWIGLU, int EPI, int R, int U>
-__global__ void __launch_bounds__((block_epi(EPI) ? kEpiRows / R : kMatvecWaves) * kWave)
-    matvec_q(Job job, ops::Act a, ops::Epi e) {
-    constexpr int kWaves = block_epi(EPI) ? kEpiRows / R : kMatvecWaves;
+__global__ void __launch_bounds__(block_waves(EPI, R) * kWave) matvec_q(Job job, ops::Act a, ops::Epi e) {
+    constexpr int kWaves = block_waves(EPI, R);
     static_assert(R == 1 || NB == 1, "several rows per wave: decode only");
     static_assert(!EPI || NB == 1, "epilogues: decode");
     static_assert(!block_epi(EPI) || (kWaves * kWave <= 1024 && kEpiRows % R == 0), "block epilogue: wave32");
@@ -486,19 +492,18 @@ void launch_nb(const GpuMat* Ws, float* const* ys, int n_mat, const ops::Act& a,
     Job j;
     j.W0 = Ws[0], j.W1 = n_mat > 1 ? Ws[1] : Ws[0], j.W2 = n_mat > 2 ? Ws[2] : Ws[0];
     j.y0 = ys[0], j.y1 = n_mat > 1 ? ys[1] : ys[0], j.y2 = n_mat > 2 ? ys[2] : ys[0];
+    const dim3 threads(unsigned(block_waves(EPI, R) * kWave));
+    if constexpr (block_epi(EPI)) {  // one block per 32-row chunk of the (first) matrix
+        launch(matvec_q<T, 1, SW, EPI, R, U>, dim3(unsigned(Ws[0].n_out / kEpiRows)), threads, s, j, a, e);
+        return;
+    }
     // SWIGLU: one set of blocks over the gate rows (the up rows ride along).
     const int nm = SW ? 1 : n_mat;
     int64_t blocks = 0, ends[3] = {0, 0, 0};
     for (int m = 0; m < nm; ++m) blocks += blocks_for(Ws[m], a.rows, NB, R), ends[m] = blocks;
     j.end0 = ends[0], j.end1 = nm > 1 ? ends[1] : blocks;
-    if constexpr (T == GgmlType::F32 || T == GgmlType::F16 || T == GgmlType::BF16) {
-        launch(matvec_f<T, NB, SW>, dim3(unsigned(blocks)), dim3(kMatvecThreads), s, j, a);
-    } else if constexpr (block_epi(EPI)) {
-        launch(matvec_q<T, 1, SW, EPI, R, U>, dim3(unsigned(Ws[0].n_out / kEpiRows)), dim3(kEpiRows / R * kWave), s,
-               j, a, e);
-    } else {
-        launch(matvec_q<T, NB, SW, EPI, R, U>, dim3(unsigned(blocks)), dim3(kMatvecWaves * kWave), s, j, a, e);
-    }
+    if constexpr (is_float_type(T)) launch(matvec_f<T, NB, SW>, dim3(unsigned(blocks)), threads, s, j, a);
+    else launch(matvec_q<T, NB, SW, EPI, R, U>, dim3(unsigned(blocks)), threads, s, j, a, e);
 }
 
 // Decode shapes (rows per wave, loads in flight) per role: the per-target table's
@@ -630,8 +635,7 @@ bool ops::matvec_swiglu(const GpuMat& G, const GpuMat& U, const Act& a, float* h
     if (a.rows <= 0) return false;
     const GpuMat W[2] = {G, U};
     float* const y[2] = {h, h};
-    // The q8 epilogue: wave32 (a 32-row chunk per block), one row, quantized weights.
-    if (hq && hds && kWave == 32 && a.rows == 1 && !is_float_type(G.type) && G.n_out % kEpiRows == 0) {
+    if (hq && hds && block_epi_ok(G, a.rows)) {
         Epi e;
         e.q = hq, e.ds = hds;
         dispatch_epi<kWave == 32, true, kEpiQ8>(W, y, 2, a, e, s);
@@ -659,11 +663,10 @@ bool ops::matvec_qkv_rope(const GpuMat* W, float* const* y, const Act& a, const 
 
 void ops::set_matvec_tuning(const MatvecTuning& t) { tuning() = t; }
 
-// The epilogue kernel needs wave32 (a 32-row chunk = one block of 32 waves), and the
-// deferred-norm input one float4 of partial sums per lane (n <= 128 * kWave).
+// The residual epilogue: a block epilogue whose result, the next deferred-norm input,
+// has whole float4s of chunk sums of squares, at most one per lane (n_out <= 128 * kWave).
 bool ops::matvec_epi_ok(const GpuMat& W, int rows) {
-    return kWave == 32 && rows == 1 && !is_float_type(W.type) && W.n_out % 128 == 0 && W.n_out <= 128 * kWave &&
-           W.n_chunk > 0;
+    return block_epi_ok(W, rows) && W.n_out % 128 == 0 && W.n_out <= 128 * kWave;
 }
 
 void ops::matvec_residual_norm(const GpuMat& W, const Act& a, const Epi& e, void* s) {
