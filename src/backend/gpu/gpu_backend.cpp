@@ -278,16 +278,15 @@ public:
         r.n_rot = p.n_rot, r.freq_base = p.freq_base, r.freq_scale = p.freq_scale, r.neox = p.neox;
         r.ln_base = std::log(double(p.freq_base));
         r.freq_factors = p.freq_factors;
-        // The held-back q+k+v matvec of these buffers (one token) does it all in its epilogue.
-        const PendQkv pq = pqkv_;
-        if (pq.on && pq.y[0] == q && pq.y[1] == k && pq.y[2] == v && b.n_tokens == 1) {
-            pqkv_ = {};
+        // The held-back q+k+v matvec of these buffers (one token) does it all in its
+        // epilogue; shapes the epilogue cannot serve run it unfused (flush()).
+        if (pqkv_.on && pqkv_.y[0] == q && pqkv_.y[1] == k && pqkv_.y[2] == v && b.n_tokens == 1) {
             ops::QkvRope e;
             e.c = L, e.r = r, e.pos = b.pos, e.seq = b.seq;
-            float* const y[3] = {q, k, const_cast<float*>(v)};
-            if (ops::matvec_qkv_rope(pq.W, y, pq.act, e, n_head, stream_)) return rt::check("matmul_qkv + rope + kv store");
-            ops::matvec3(pq.W, y, 3, pq.act, stream_);  // shapes the epilogue cannot serve
-            rt::check("matmul_qkv");
+            if (ops::matvec_qkv_rope(pqkv_.W, pqkv_.y, pqkv_.act, e, n_head, stream_)) {
+                pqkv_ = {};
+                return rt::check("matmul_qkv + rope + kv store");
+            }
         }
         flush();
         ops::rope_store(L, q, k, v, b.n_tokens, n_head, r, b.pos, b.seq, stream_);
