@@ -318,21 +318,21 @@ __global__ void __launch_bounds__(block_waves(EPI, R) * kWave) matvec_q(Job job,
     if constexpr (EPI == kEpiRope) {
         const ops::KvLayer& c = e.rope.c;
         const int hd = c.hd;
-        // Cache row of this wave's head at (seq[0], pos[0]) (k and v rows only).
-        const int64_t head = rows[0] / hd;
-        const int64_t dst = ((int64_t(e.rope.seq[0]) * c.n_kv_head + head) * c.n_ctx + e.rope.pos[0]) * hd - head * hd;
         void* cache = sel.m == 1 ? c.k : c.v;
 #pragma unroll
         for (int k = 0; k < R / 2; ++k) {
             float y0 = wave_reduce_sum(acc[2 * k]) * sc, y1 = wave_reduce_sum(acc[2 * k + 1]) * sc;
             if (pair_rot[k]) rotate(y0, y1, rope_cs_[k], rope_sn_[k], &y0, &y1);
             if (lane < 2 && row0 / 2 + k < W.n_out / 2) {
-                const int64_t rr = lane == 0 ? rows[2 * k] : rows[2 * k + 1];
+                const int64_t rr = lane == 0 ? rows[2 * k] : rows[2 * k + 1];  // head * hd + dim
                 const float v = lane == 0 ? y0 : y1;
                 y[rr] = v;
-                if (sel.m != 0) {
-                    if (c.f16) static_cast<uint16_t*>(cache)[dst + rr] = f2h(v);
-                    else static_cast<float*>(cache)[dst + rr] = v;
+                if (sel.m != 0) {  // k, v: the head's cache row at (seq[0], pos[0])
+                    const int64_t head = rr / hd;
+                    const int64_t dst =
+                        ((int64_t(e.rope.seq[0]) * c.n_kv_head + head) * c.n_ctx + e.rope.pos[0]) * hd + (rr - head * hd);
+                    if (c.f16) static_cast<uint16_t*>(cache)[dst] = f2h(v);
+                    else static_cast<float*>(cache)[dst] = v;
                 }
             }
         }
