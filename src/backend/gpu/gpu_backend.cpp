@@ -261,10 +261,7 @@ public:
     }
     void rope(float* x, int n_head, int head_dim, const RopeParams& p, const BatchView& b) override {
         flush();
-        ops::RopeArgs r;
-        r.n_rot = p.n_rot, r.freq_base = p.freq_base, r.freq_scale = p.freq_scale, r.neox = p.neox;
-        r.ln_base = std::log(double(p.freq_base));
-        r.freq_factors = p.freq_factors;
+        const ops::RopeArgs r = rope_args(p);
         ops::rope(x, b.n_tokens, n_head, head_dim, r, b.pos, stream_);
         rt::check("rope");
     }
@@ -274,10 +271,7 @@ public:
         if (n_kv_head != L.n_kv_head || head_dim != L.hd || p.n_rot > head_dim)
             fail("rope_kv_store: {} kv heads of {} dims against a cache of {} x {}", n_kv_head, head_dim, L.n_kv_head,
                  L.hd);
-        ops::RopeArgs r;
-        r.n_rot = p.n_rot, r.freq_base = p.freq_base, r.freq_scale = p.freq_scale, r.neox = p.neox;
-        r.ln_base = std::log(double(p.freq_base));
-        r.freq_factors = p.freq_factors;
+        const ops::RopeArgs r = rope_args(p);
         // The held-back q+k+v matvec of these buffers (one token) does it all in its
         // epilogue; shapes the epilogue cannot serve run it unfused (flush()).
         if (pqkv_.on && pqkv_.y[0] == q && pqkv_.y[1] == k && pqkv_.y[2] == v && b.n_tokens == 1) {
@@ -370,6 +364,13 @@ private:
         return static_cast<const float*>(w.data);
     }
     static GpuKvCache& cache(KvCache& c) { return static_cast<GpuKvCache&>(c); }
+    static ops::RopeArgs rope_args(const RopeParams& p) {
+        ops::RopeArgs r;
+        r.n_rot = p.n_rot, r.freq_base = p.freq_base, r.freq_scale = p.freq_scale, r.neox = p.neox;
+        r.ln_base = std::log(double(p.freq_base));
+        r.freq_factors = p.freq_factors;
+        return r;
+    }
 
     void alloc_attention_scratch() {
         if (part_) return;
