@@ -11,6 +11,7 @@
 #include <string>
 #include <vector>
 
+#include "backend/kv_layout.h"
 #include "quant/types.h"
 
 namespace vega {
@@ -48,7 +49,10 @@ struct KvCacheDesc {
     GgmlType type = GgmlType::F16;  // F16 or F32
 };
 
-// Opaque per-backend KV cache: K and V per layer laid out [seq][kv_head][ctx][head_dim].
+// The layout of one layer's K (or V) of a cache described by d (kv_layout.h).
+inline KvLayout kv_layout(const KvCacheDesc& d) { return {d.n_seq, d.n_ctx, d.n_kv_head, d.head_dim}; }
+
+// Opaque per-backend KV cache: K and V per layer laid out as kv_layout.h says.
 class KvCache {
 public:
     virtual ~KvCache() = default;

@@ -38,6 +38,40 @@ TEST_P(RepackTest, DecodesLikeReference) {
     }
 }
 
+// Every plane a GpuMat points at lies inside the buffer, for the last row of a
+// 128k-row matrix too, and planes the type does not use are null (a kernel that
+// read the absent qh plane of a Q4_0 token embedding crashed on llama3-8b).
+TEST_P(RepackTest, ViewPlanesStayInsideTheBuffer) {
+    const GgmlType t = GetParam();
+    const int64_t n_in = 4096, n_out = 128256;
+    const RepackLayout L = repack_layout(t, n_in, n_out);
+    static const uint8_t base_byte = 0;
+    const uint8_t* base = &base_byte;  // only addresses are compared
+    const GpuMat m = gpu_mat_view(t, n_in, n_out, base);
+    const PlaneSizes ps = plane_sizes(t);
+    EXPECT_EQ(m.n_chunk, n_in / 32);
+    const size_t chunks = size_t(n_out) * size_t(m.n_chunk);
+    auto inside = [&](const uint8_t* p, size_t bytes, const char* plane) {
+        ASSERT_NE(p, nullptr) << plane;
+        EXPECT_LE(size_t(p - base) + bytes, L.total) << plane << " plane ends past the buffer";
+    };
+    inside(m.qs, chunks * size_t(ps.qs), "qs");
+    inside(m.sc, chunks * size_t(ps.sc), "sc");
+    if (ps.qh) inside(m.qh, chunks * size_t(ps.qh), "qh");
+    else EXPECT_EQ(m.qh, nullptr) << "a type without a qh plane must not point at one";
+    if (ps.sb) inside(m.sb, chunks / 8 * size_t(ps.sb), "sb");
+    else EXPECT_EQ(m.sb, nullptr) << "a type without super-blocks must not point at an sb plane";
+}
+
+TEST(RepackView, FloatTypesKeepTheirRows) {
+    static const uint8_t b = 0;
+    const GpuMat m = gpu_mat_view(GgmlType::F16, 64, 3, &b);
+    EXPECT_EQ(m.qs, &b);
+    EXPECT_EQ(m.qh, nullptr);
+    EXPECT_EQ(m.sc, nullptr);
+    EXPECT_EQ(m.sb, nullptr);
+}
+
 INSTANTIATE_TEST_SUITE_P(Types, RepackTest,
                          ::testing::Values(GgmlType::Q4_0, GgmlType::Q4_1, GgmlType::Q5_0, GgmlType::Q5_1, GgmlType::Q8_0,
                                            GgmlType::Q4_K, GgmlType::Q5_K, GgmlType::Q6_K),

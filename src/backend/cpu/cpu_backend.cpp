@@ -23,7 +23,7 @@ class CpuKvCache : public KvCache {
 public:
     explicit CpuKvCache(const KvCacheDesc& d) {
         desc_ = d;
-        per_layer_ = size_t(d.n_seq) * d.n_kv_head * d.n_ctx * d.head_dim;
+        per_layer_ = size_t(kv_layout(d).layer_elems());
         elem_ = d.type == GgmlType::F16 ? 2 : 4;
         k_.assign(per_layer_ * d.n_layer * elem_, 0);
         v_.assign(per_layer_ * d.n_layer * elem_, 0);
@@ -31,8 +31,7 @@ public:
     size_t bytes() const override { return k_.size() + v_.size(); }
     // Start of row (layer, seq, head, pos).
     size_t row(int layer, int seq, int head, int pos) const {
-        const KvCacheDesc& d = desc_;
-        return (size_t(layer) * per_layer_ + ((size_t(seq) * d.n_kv_head + head) * d.n_ctx + pos) * d.head_dim);
+        return size_t(layer) * per_layer_ + size_t(kv_layout(desc_).row(seq, head, pos));
     }
     uint8_t* k() { return k_.data(); }
     uint8_t* v() { return v_.data(); }

@@ -37,7 +37,7 @@ public:
     void* buf() const { return buf_; }
     ops::KvLayer layer(int il) const {
         const size_t esz = desc_.type == GgmlType::F16 ? 2 : 4;
-        const size_t per = size_t(desc_.n_seq) * desc_.n_kv_head * desc_.n_ctx * desc_.head_dim * esz;
+        const size_t per = size_t(kv_layout(desc_).layer_elems()) * esz;
         ops::KvLayer L;
         L.k = static_cast<uint8_t*>(buf_) + 2 * size_t(il) * per;
         L.v = static_cast<uint8_t*>(buf_) + (2 * size_t(il) + 1) * per;
@@ -126,14 +126,7 @@ public:
         } else {
             rt::h2d(d, t.data, size_t(t.n_bytes), stream_);
         }
-        GpuMat m;
-        m.type = t.type;
-        m.n_in = w.n_in, m.n_out = w.n_out, m.n_chunk = w.n_in / 32;
-        m.qs = d + L.qs;
-        m.qh = d + L.qh;
-        m.sc = d + L.sc;
-        m.sb = d + L.sb;
-        mats_[d] = m;
+        mats_[d] = gpu_mat_view(t.type, w.n_in, w.n_out, d);
         w.data = d;
         return w;
     }
@@ -158,7 +151,7 @@ public:
     std::unique_ptr<KvCache> create_kv_cache(const KvCacheDesc& d) override {
         if (d.type != GgmlType::F16 && d.type != GgmlType::F32) fail("GPU KV cache type must be F16 or F32");
         const size_t esz = d.type == GgmlType::F16 ? 2 : 4;
-        const size_t bytes = 2 * size_t(d.n_layer) * d.n_seq * d.n_kv_head * d.n_ctx * d.head_dim * esz;
+        const size_t bytes = 2 * size_t(d.n_layer) * size_t(kv_layout(d).layer_elems()) * esz;
         void* buf = alloc(bytes, "KV cache");
         rt::memset(buf, 0, bytes, stream_);
         alloc_attention_scratch();

@@ -4,6 +4,7 @@
 #include <cstdint>
 
 #include "backend/gpu/gpu_mat.h"
+#include "backend/kv_layout.h"
 
 namespace vega::gpu::ops {
 
@@ -31,12 +32,15 @@ struct RopeArgs {
     const float* freq_factors = nullptr;  // device [n_rot/2] or null
 };
 
-// The cache of one layer: K and V [n_seq][n_kv_head][n_ctx][hd], f16 or f32.
+// The cache of one layer: K and V laid out as kv_layout.h says, f16 or f32.
 struct KvLayer {
     void* k = nullptr;
     void* v = nullptr;
     bool f16 = true;
     int n_seq = 1, n_ctx = 0, n_kv_head = 0, hd = 0;
+    VEGA_HOST_DEVICE KvLayout layout() const { return {n_seq, n_ctx, n_kv_head, hd}; }
+    // Element offset of (seq, kv head, pos), dimension 0, in k or v.
+    VEGA_HOST_DEVICE int64_t row(int seq, int head, int pos) const { return layout().row(seq, head, pos); }
 };
 
 // The rope epilogue of the decode q+k+v matvec (ops::matvec_qkv_rope): the layer's

@@ -146,6 +146,24 @@ RepackLayout repack_layout(GgmlType t, int64_t n_in, int64_t n_out) {
     return L;
 }
 
+GpuMat gpu_mat_view(GgmlType t, int64_t n_in, int64_t n_out, const uint8_t* base) {
+    GpuMat m;
+    m.type = t;
+    m.n_in = n_in, m.n_out = n_out;
+    if (!is_repacked(t)) {
+        m.qs = base;  // float rows as in the file
+        return m;
+    }
+    const RepackLayout L = repack_layout(t, n_in, n_out);
+    const PlaneSizes ps = plane_sizes(t);
+    m.n_chunk = n_in / 32;
+    m.qs = base + L.qs;
+    m.qh = ps.qh ? base + L.qh : nullptr;
+    m.sc = ps.sc ? base + L.sc : nullptr;
+    m.sb = ps.sb ? base + L.sb : nullptr;
+    return m;
+}
+
 void repack_rows(GgmlType t, const void* src, int64_t n_in, int64_t n_out, int64_t r0, int64_t r1, uint8_t* dst) {
     const size_t rb = size_t(n_in / type_traits(t).block_size) * size_t(type_traits(t).type_size);
     if (!is_repacked(t)) {

@@ -15,6 +15,12 @@ struct RepackLayout {
 };
 RepackLayout repack_layout(GgmlType t, int64_t n_in, int64_t n_out);
 
+// The GpuMat of a matrix stored at `base` in that layout. Planes the type does not
+// use are null, so no kernel can read a neighbour plane (or past the buffer) by
+// mistake: a Q4_0 token embedding of a 128k vocabulary once read its absent qh
+// plane 20-30 MB past the allocation for high token ids.
+GpuMat gpu_mat_view(GgmlType t, int64_t n_in, int64_t n_out, const uint8_t* base);
+
 // True when the type is stored repacked (quantized types); float types are copied.
 bool is_repacked(GgmlType t);
 

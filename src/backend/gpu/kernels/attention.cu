@@ -62,7 +62,7 @@ __global__ void kv_store_k(ops::KvLayer c, const float* __restrict__ k, const fl
     if (i >= width) return;
     const int t = blockIdx.y;
     const int h = i / c.hd, d = i % c.hd;
-    const int64_t dst = ((int64_t(seq[t]) * c.n_kv_head + h) * c.n_ctx + pos[t]) * c.hd + d;
+    const int64_t dst = c.row(seq[t], h, pos[t]) + d;
     const float kv = k[int64_t(t) * width + i], vv = v[int64_t(t) * width + i];
     if constexpr (F16) {
         static_cast<uint16_t*>(c.k)[dst] = f2h(kv);
@@ -89,7 +89,7 @@ __global__ void __launch_bounds__(kRopeThreads) rope_store_k(ops::KvLayer c, flo
     const int h = is_k ? int(blockIdx.x) - n_head : int(blockIdx.x);
     const int p = pos[t];
     float* x = is_k ? k + (int64_t(t) * c.n_kv_head + h) * hd : q + (int64_t(t) * n_head + h) * hd;
-    const int64_t dst = ((int64_t(seq[t]) * c.n_kv_head + h) * c.n_ctx + p) * hd;
+    const int64_t dst = c.row(seq[t], h, p);
     auto put = [&](void* base, int d, float val) {
         if constexpr (F16) static_cast<uint16_t*>(base)[dst + d] = f2h(val);
         else static_cast<float*>(base)[dst + d] = val;
@@ -192,7 +192,7 @@ __global__ void __launch_bounds__(kAttnThreads) attn_split(ops::KvLayer c, const
     if (p0 >= p1) return;  // beyond this token's context: the combine reads only splits < ceil(kv_len / split)
     const int g = threadIdx.x / kAttnGroup, sub = threadIdx.x % kAttnGroup;
     const int kvh = h / (n_head / c.n_kv_head);
-    const int64_t base = (int64_t(seq[t]) * c.n_kv_head + kvh) * c.n_ctx * hd;
+    const int64_t base = c.row(seq[t], kvh, 0);
     const float* qr = q + (int64_t(t) * n_head + h) * hd;
     float2 qv[PAIRS], acc[PAIRS];
 #pragma unroll

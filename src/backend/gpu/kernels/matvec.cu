@@ -329,8 +329,7 @@ __global__ void __launch_bounds__(block_waves(EPI, R) * kWave) matvec_q(Job job,
                 y[rr] = v;
                 if (sel.m != 0) {  // k, v: the head's cache row at (seq[0], pos[0])
                     const int64_t head = rr / hd;
-                    const int64_t dst =
-                        ((int64_t(e.rope.seq[0]) * c.n_kv_head + head) * c.n_ctx + e.rope.pos[0]) * hd + (rr - head * hd);
+                    const int64_t dst = c.row(e.rope.seq[0], int(head), e.rope.pos[0]) + (rr - head * hd);
                     if (c.f16) static_cast<uint16_t*>(cache)[dst] = f2h(v);
                     else static_cast<float*>(cache)[dst] = v;
                 }

@@ -40,7 +40,9 @@ __device__ float weight_elem(const GpuMat& W, int64_t row, int64_t i) {
     if (W.type == GgmlType::Q8_0) return h2f(sc16[ch]) * float(int8_t(W.qs[ch * 32 + e]));
     const uint8_t b = W.qs[ch * 16 + (e % 16)];
     const int nib = e < 16 ? (b & 0xF) : (b >> 4);
-    const int h5 = W.qh ? int((reinterpret_cast<const uint32_t*>(W.qh)[ch] >> e) & 1) << 4 : 0;
+    // The 5th bit: Q5_* only (Q6_K's qh plane holds 2 bits an element, read below).
+    const bool has_h5 = W.type == GgmlType::Q5_0 || W.type == GgmlType::Q5_1 || W.type == GgmlType::Q5_K;
+    const int h5 = has_h5 ? int((reinterpret_cast<const uint32_t*>(W.qh)[ch] >> e) & 1) << 4 : 0;
     const int64_t sbi = row * (W.n_chunk / 8) + c / 8;
     switch (W.type) {
         case GgmlType::Q4_0: return h2f(sc16[ch]) * float(nib - 8);
