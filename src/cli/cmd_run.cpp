@@ -1,4 +1,6 @@
 // vega run: generate text from a prompt, streaming it to stdout; timings on stderr.
+// With --prompts-file, every line of the file is a prompt and --parallel N of them
+// are in flight at once (continuous batching through the Scheduler).
 #include <cstdio>
 #include <fstream>
 #include <string>
@@ -8,6 +10,7 @@
 #include "cli/common.h"
 #include "core/error.h"
 #include "engine/sampler.h"
+#include "engine/scheduler.h"
 
 namespace vega::cli {
 
@@ -23,6 +26,8 @@ struct RunOptions {
     bool special = false;
     std::string ids_out;
     bool quiet = false;
+    std::string prompts_file;
+    int parallel = 1;
 };
 
 std::string join_ids(const std::vector<int32_t>& ids) {
@@ -115,6 +120,73 @@ void run(const RunOptions& o) {
     }
 }
 
+// Every non-blank line of prompts_file is a prompt; `parallel` sequences are in
+// flight at once and a waiting prompt joins as soon as one finishes. Results are
+// printed in input order (each as soon as it and all before it are done); the
+// ids file gets one line per prompt: prompt ids, a tab, generated ids.
+void run_many(const RunOptions& o) {
+    std::ifstream f(o.prompts_file, std::ios::binary);
+    if (!f) fail("cannot read prompts file '{}'", o.prompts_file);
+    std::vector<std::string> prompts;
+    for (std::string line; std::getline(f, line);) {
+        if (!line.empty() && line.back() == '\r') line.pop_back();
+        if (line.find_first_not_of(" \t") != std::string::npos) prompts.push_back(line);
+    }
+    if (prompts.empty()) fail("prompts file '{}' has no non-blank line", o.prompts_file);
+    Loaded l = load(o.m, !o.quiet, o.parallel);
+    const Tokenizer& tok = l.model->tokenizer();
+    Session& s = *l.session;
+    const int n_ctx = s.params().n_ctx;
+    Scheduler sched(s, tok);
+    std::vector<std::vector<int32_t>> prompt_ids(prompts.size()), generated(prompts.size());
+    for (size_t i = 0; i < prompts.size(); ++i) {
+        prompt_ids[i] = tok.encode(prompts[i], /*add_special=*/true, o.special);
+        if (prompt_ids[i].empty()) fail("prompt {} is empty and the vocabulary adds no BOS token", i + 1);
+        if (int(prompt_ids[i].size()) + o.n_predict > n_ctx)
+            fail("prompt {} ({} tokens) + -n {} exceeds the context size {} (use -c)", i + 1, prompt_ids[i].size(),
+                 o.n_predict, n_ctx);
+        GenRequest r;
+        r.prompt = prompt_ids[i];
+        r.sampling = o.sp;
+        // Same --seed for every prompt: each line samples as it would when run alone.
+        r.n_predict = o.n_predict;
+        r.ignore_eos = o.ignore_eos;
+        const int id = sched.submit(std::move(r));
+        if (id != int(i)) fail("internal: request ids out of order");
+    }
+    std::vector<char> done(prompts.size(), 0);
+    size_t printed = 0;
+    auto print_ready = [&] {
+        for (; printed < prompts.size() && done[printed]; ++printed) {
+            std::string text = prompts[printed];
+            for (int32_t t : generated[printed])
+                if (o.ignore_eos || !tok.is_eog(t)) text += tok.token_to_piece(t);
+            std::fprintf(stdout, "%s\n", text.c_str());
+            std::fflush(stdout);
+        }
+    };
+    const double t0 = now_seconds();
+    sched.run([&](int id, int32_t t) { generated[size_t(id)].push_back(t); return true; },
+              [&](int id, FinishReason) {
+                  done[size_t(id)] = 1;
+                  print_ready();
+              });
+    const double dt = now_seconds() - t0;
+    if (!o.ids_out.empty()) {
+        std::ofstream out(o.ids_out, std::ios::binary);
+        if (!out) fail("cannot write '{}'", o.ids_out);
+        for (size_t i = 0; i < prompts.size(); ++i) out << join_ids(prompt_ids[i]) << "\t" << join_ids(generated[i]) << "\n";
+    }
+    if (!o.quiet) {
+        const SchedulerStats& st = sched.stats();
+        std::fprintf(stderr,
+                     "\nvega: load %.2f s | %zu prompts, %d in parallel | %lld prompt tokens, %lld generated in %lld "
+                     "steps | %.2f s, %.2f generated tokens/s\n",
+                     l.load_seconds, prompts.size(), o.parallel, (long long)st.prompt_tokens, (long long)st.generated,
+                     (long long)st.steps, dt, dt > 0 ? double(st.generated) / dt : 0.0);
+    }
+}
+
 }  // namespace
 
 void register_run(CLI::App& app) {
@@ -123,7 +195,13 @@ void register_run(CLI::App& app) {
     add_model_options(*cmd, o->m);
     auto* p = cmd->add_option("-p,--prompt", o->prompt, "prompt text");
     auto* pf = cmd->add_option("-f,--file", o->prompt_file, "read the prompt from a file");
+    auto* pm = cmd->add_option("--prompts-file", o->prompts_file,
+                               "generate for every non-blank line of this file (see --parallel); results in input order");
     p->excludes(pf);
+    pm->excludes(p)->excludes(pf);
+    cmd->add_option("--parallel", o->parallel, "with --prompts-file: sequences in flight at once")
+        ->capture_default_str()
+        ->check(CLI::Range(1, 256));
     cmd->add_option("-n,--n-predict", o->n_predict, "tokens to generate")->capture_default_str()->check(CLI::PositiveNumber);
     cmd->add_option("--temp", o->sp.temperature, "temperature (0 = greedy)")->capture_default_str();
     cmd->add_option("--top-k", o->sp.top_k, "top-k (0 = off)")->capture_default_str();
@@ -136,10 +214,13 @@ void register_run(CLI::App& app) {
     cmd->add_option("--seed", o->sp.seed, "sampling seed (0 = random)")->capture_default_str();
     cmd->add_flag("--ignore-eos", o->ignore_eos, "keep generating after end-of-generation tokens");
     cmd->add_flag("--special", o->special, "parse special-token text in the prompt");
-    cmd->add_option("--ids-out", o->ids_out, "write prompt ids and generated ids (two lines) to this file");
+    cmd->add_option("--ids-out", o->ids_out,
+                    "write prompt ids and generated ids to this file (two lines; with --prompts-file one line per "
+                    "prompt: prompt ids, a tab, generated ids)");
     cmd->add_flag("-q,--quiet", o->quiet, "no progress or timing on stderr");
     cmd->callback([o] {
-        if (o->prompt.empty() && o->prompt_file.empty()) o->prompt = "";
+        if (!o->prompts_file.empty()) return run_many(*o);
+        if (o->parallel != 1) fail("--parallel needs --prompts-file");
         run(*o);
     });
 }

@@ -52,6 +52,8 @@ public:
     void reset();
 
     bool is_greedy() const { return params_.temperature <= 0.f; }
+    // True when the repetition/frequency/presence penalties change logits (they need the full row).
+    bool penalties_active() const;
     uint64_t seed() const { return seed_; }  // the seed in use (drawn when params.seed == 0)
     const SamplerParams& params() const { return params_; }
     int32_t n_vocab() const { return n_vocab_; }
@@ -61,7 +63,6 @@ public:
     void apply_penalties(float* logits) const;
 
 private:
-    bool penalties_active() const;
     // top-p, min-p, temperature and the draw over ids[0..n_kept) (sorted: by `before`).
     int32_t truncate_and_draw(const float* w, int32_t* ids, size_t n_kept, bool sorted);
     int32_t argmax(const float* x) const;

@@ -1,0 +1,258 @@
+#include "engine/scheduler.h"
+
+#include <algorithm>
+
+#include "core/error.h"
+#include "tokenizer/tokenizer.h"
+
+namespace vega {
+
+const char* finish_reason_name(FinishReason r) {
+    switch (r) {
+        case FinishReason::Stop: return "stop";
+        case FinishReason::Length: return "length";
+        case FinishReason::Cancelled: return "cancelled";
+    }
+    return "?";
+}
+
+namespace {
+
+struct Slot {
+    int seq = 0;
+    int id = -1;  // request in this slot, -1: free
+    GenRequest req;
+    std::unique_ptr<Sampler> sampler;
+    std::vector<int32_t> cells;  // the tokens in this sequence's cache cells 0..size-1
+    size_t prompt_done = 0;      // prompt tokens in the cache (reused or evaluated)
+    int n_generated = 0;
+    int32_t next = -1;           // sampled token not yet in the cache
+    bool generating = false;
+    bool cancel = false;
+    int64_t admitted = 0;        // admission order (prompt chunks go first-come)
+};
+
+struct Queued {
+    int id;
+    GenRequest req;
+};
+
+size_t common_prefix(const std::vector<int32_t>& a, const std::vector<int32_t>& b) {
+    const size_t n = std::min(a.size(), b.size());
+    size_t i = 0;
+    while (i < n && a[i] == b[i]) ++i;
+    return i;
+}
+
+enum class Mode { Argmax, TopK, Logits };
+
+}  // namespace
+
+struct Scheduler::Impl {
+    Session& s;
+    const Tokenizer& tok;
+    std::vector<Slot> slots;
+    std::deque<Queued> queue;
+    std::vector<int> cancelled_queued;  // ids cancelled while queued, reported by the next step
+    int next_id = 0;
+    int64_t admissions = 0;
+    SchedulerStats stats;
+    // Per-step scratch, reused.
+    std::vector<BatchToken> batch;
+    std::vector<int> row_slot;  // for each row that wants logits: its slot
+
+    Impl(Session& session, const Tokenizer& t) : s(session), tok(t) {
+        slots.resize(size_t(s.params().n_seq));
+        for (size_t i = 0; i < slots.size(); ++i) slots[i].seq = int(i);
+    }
+
+    void finish(Slot& sl, FinishReason r, const DoneFn& on_done) {
+        const int id = sl.id;
+        sl.id = -1;
+        sl.generating = false;
+        sl.cancel = false;
+        sl.sampler.reset();
+        if (on_done) on_done(id, r);
+    }
+
+    // Puts queued requests into free slots, each into the free slot whose cache
+    // shares the longest prefix with its prompt.
+    void admit() {
+        while (!queue.empty()) {
+            Slot* best = nullptr;
+            size_t best_lcp = 0;
+            for (Slot& sl : slots) {
+                if (sl.id >= 0) continue;
+                const size_t l = common_prefix(sl.cells, queue.front().req.prompt);
+                if (!best || l > best_lcp) best = &sl, best_lcp = l;
+            }
+            if (!best) return;
+            Queued q = std::move(queue.front());
+            queue.pop_front();
+            Slot& sl = *best;
+            // At least the last prompt token is evaluated: its logits give the first token.
+            const size_t reuse = std::min(best_lcp, q.req.prompt.size() - 1);
+            sl.cells.resize(reuse);
+            sl.prompt_done = reuse;
+            stats.cached_tokens += int64_t(reuse);
+            sl.id = q.id;
+            sl.req = std::move(q.req);
+            sl.sampler = std::make_unique<Sampler>(sl.req.sampling, s.n_vocab());
+            for (int32_t t : sl.req.prompt) sl.sampler->accept(t);
+            sl.n_generated = 0;
+            sl.next = -1;
+            sl.generating = false;
+            sl.cancel = false;
+            sl.admitted = admissions++;
+        }
+    }
+
+    // What the wanted rows need from the backend: argmax when every one is greedy
+    // without penalties; the top-k candidates when the others can sample from them;
+    // else whole logits rows.
+    Mode choose_mode(int& k) const {
+        Mode m = Mode::Argmax;
+        k = 1;
+        for (int si : row_slot) {
+            const Sampler& sp = *slots[size_t(si)].sampler;
+            if (sp.penalties_active()) return Mode::Logits;
+            if (sp.is_greedy()) continue;
+            if (!sp.can_sample_candidates() || sp.params().top_k > Backend::kTopKMax) return Mode::Logits;
+            m = Mode::TopK;
+            k = std::max(k, sp.params().top_k);
+        }
+        return m;
+    }
+};
+
+Scheduler::Scheduler(Session& session, const Tokenizer& tokenizer)
+    : impl_(std::make_unique<Impl>(session, tokenizer)) {}
+Scheduler::~Scheduler() = default;
+
+int Scheduler::submit(GenRequest req) {
+    Impl& I = *impl_;
+    const int n_ctx = I.s.params().n_ctx, n_vocab = I.s.n_vocab();
+    if (req.prompt.empty()) fail("request: the prompt has no tokens");
+    for (int32_t t : req.prompt)
+        if (t < 0 || t >= n_vocab) fail("request: token id {} is out of range [0, {})", t, n_vocab);
+    if (int64_t(req.prompt.size()) > n_ctx)
+        fail("request: the prompt has {} tokens, more than the context size {}", req.prompt.size(), n_ctx);
+    if (req.n_predict < 0) fail("request: n_predict must not be negative (got {})", req.n_predict);
+    Sampler check(req.sampling, n_vocab);  // validates the sampling parameters now, not mid-batch
+    (void)check;
+    const int id = I.next_id++;
+    I.queue.push_back({id, std::move(req)});
+    return id;
+}
+
+void Scheduler::cancel(int id) {
+    Impl& I = *impl_;
+    for (Slot& sl : I.slots)
+        if (sl.id == id) sl.cancel = true;
+    for (auto it = I.queue.begin(); it != I.queue.end(); ++it)
+        if (it->id == id) {
+            I.queue.erase(it);
+            I.cancelled_queued.push_back(id);
+            break;
+        }
+}
+
+bool Scheduler::step(const TokenFn& on_token, const DoneFn& on_done) {
+    Impl& I = *impl_;
+    bool did = false;
+    for (int id : I.cancelled_queued) {
+        if (on_done) on_done(id, FinishReason::Cancelled);
+        did = true;
+    }
+    I.cancelled_queued.clear();
+    for (Slot& sl : I.slots)
+        if (sl.id >= 0 && sl.cancel) I.finish(sl, FinishReason::Cancelled, on_done), did = true;
+    // A request that asks for no tokens ends at once.
+    I.admit();
+    for (Slot& sl : I.slots)
+        if (sl.id >= 0 && sl.req.n_predict == 0) I.finish(sl, FinishReason::Length, on_done), did = true;
+    I.admit();
+
+    const int n_batch = I.s.params().n_batch;
+    I.batch.clear();
+    I.row_slot.clear();
+    // Every generating slot feeds its last token ...
+    for (size_t i = 0; i < I.slots.size(); ++i) {
+        Slot& sl = I.slots[i];
+        if (sl.id < 0 || !sl.generating) continue;
+        I.batch.push_back({sl.next, int32_t(sl.cells.size()), sl.seq, true});
+        I.row_slot.push_back(int(i));
+        sl.cells.push_back(sl.next);
+    }
+    // ... then prompt chunks fill the rest of the batch, first come first served.
+    std::vector<size_t> joining;
+    for (size_t i = 0; i < I.slots.size(); ++i)
+        if (I.slots[i].id >= 0 && !I.slots[i].generating) joining.push_back(i);
+    std::sort(joining.begin(), joining.end(),
+              [&](size_t a, size_t b) { return I.slots[a].admitted < I.slots[b].admitted; });
+    int budget = std::max(0, n_batch - int(I.batch.size()));
+    for (size_t i : joining) {
+        Slot& sl = I.slots[i];
+        const std::vector<int32_t>& p = sl.req.prompt;
+        while (budget > 0 && sl.prompt_done < p.size()) {
+            const bool last = sl.prompt_done + 1 == p.size();
+            I.batch.push_back({p[sl.prompt_done], int32_t(sl.cells.size()), sl.seq, last});
+            if (last) I.row_slot.push_back(int(i));
+            sl.cells.push_back(p[sl.prompt_done]);
+            ++sl.prompt_done;
+            ++I.stats.prompt_tokens;
+            --budget;
+        }
+    }
+    if (I.batch.empty()) return did;
+
+    int k = 1;
+    const Mode mode = I.choose_mode(k);
+    const std::vector<int32_t>* greedy = nullptr;
+    const Session::TopK* cand = nullptr;
+    const std::vector<float>* logits = nullptr;
+    if (mode == Mode::Argmax) greedy = &I.s.decode_greedy(I.batch);
+    else if (mode == Mode::TopK) cand = &I.s.decode_top_k(I.batch, k);
+    else logits = &I.s.decode(I.batch);
+    ++I.stats.steps;
+
+    const int n_ctx = I.s.params().n_ctx;
+    for (size_t r = 0; r < I.row_slot.size(); ++r) {
+        Slot& sl = I.slots[size_t(I.row_slot[r])];
+        Sampler& sp = *sl.sampler;
+        int32_t t;
+        if (greedy) t = (*greedy)[r];
+        else if (cand) {
+            const size_t off = r * size_t(k);
+            t = sp.is_greedy() ? cand->ids[off]
+                               : sp.sample_candidates(cand->ids.data() + off, cand->logits.data() + off, sp.params().top_k);
+        } else t = sp.sample(logits->data() + r * size_t(I.s.n_vocab()));
+        sp.accept(t);
+        ++sl.n_generated;
+        ++I.stats.generated;
+        const bool keep = on_token ? on_token(sl.id, t) : true;
+        sl.generating = true;
+        sl.next = t;
+        if (!keep || (!sl.req.ignore_eos && I.tok.is_eog(t))) I.finish(sl, FinishReason::Stop, on_done);
+        else if (sl.n_generated >= sl.req.n_predict || int(sl.cells.size()) >= n_ctx)
+            I.finish(sl, FinishReason::Length, on_done);
+    }
+    return true;
+}
+
+void Scheduler::run(const TokenFn& on_token, const DoneFn& on_done) {
+    while (step(on_token, on_done)) {
+    }
+}
+
+bool Scheduler::idle() const { return n_active() == 0 && impl_->queue.empty() && impl_->cancelled_queued.empty(); }
+int Scheduler::n_slots() const { return int(impl_->slots.size()); }
+int Scheduler::n_active() const {
+    int n = 0;
+    for (const Slot& sl : impl_->slots) n += sl.id >= 0;
+    return n;
+}
+int Scheduler::n_queued() const { return int(impl_->queue.size()); }
+const SchedulerStats& Scheduler::stats() const { return impl_->stats; }
+
+}  // namespace vega

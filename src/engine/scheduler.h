@@ -1,0 +1,75 @@
+// Continuous batching over one Session: each of its sequences is a slot; every
+// step() evaluates, in one forward call, the next token of every generating slot
+// plus chunks of the prompts of slots that are joining, then samples each slot's
+// token with its own sampler. Requests beyond the slots wait in a FIFO queue and
+// join as others finish. A slot remembers the tokens in its cache cells, so a
+// request that shares a prefix with them (a chat re-sending its history) only
+// evaluates the rest. Used by `vega run --prompts-file --parallel` and the server.
+#pragma once
+#include <cstdint>
+#include <deque>
+#include <functional>
+#include <memory>
+#include <vector>
+
+#include "engine/sampler.h"
+#include "engine/session.h"
+
+namespace vega {
+
+class Tokenizer;
+
+struct GenRequest {
+    std::vector<int32_t> prompt;  // token ids (BOS included when the model wants it); not empty
+    SamplerParams sampling;
+    int n_predict = 128;          // most tokens to generate; generation also stops at the context end
+    bool ignore_eos = false;      // keep going past end-of-generation tokens
+};
+
+enum class FinishReason { Stop, Length, Cancelled };
+const char* finish_reason_name(FinishReason r);  // "stop", "length", "cancelled"
+
+struct SchedulerStats {
+    int64_t prompt_tokens = 0;    // prompt tokens evaluated
+    int64_t cached_tokens = 0;    // prompt tokens reused from a slot's cache
+    int64_t generated = 0;        // tokens sampled
+    int64_t steps = 0;            // forward calls
+};
+
+class Scheduler {
+public:
+    // Called for every sampled token (in batch order within a step). Return false to
+    // finish the request now (e.g. a stop string was seen); it ends with Stop.
+    using TokenFn = std::function<bool(int id, int32_t token)>;
+    // Called once per request when it ends (never for one still queued or running).
+    using DoneFn = std::function<void(int id, FinishReason reason)>;
+
+    // Slots = the session's sequences. is_eog decides end of generation.
+    Scheduler(Session& session, const Tokenizer& tokenizer);
+    ~Scheduler();
+
+    // Queues a request; returns its id (0, 1, 2, ...). Throws vega::Error when the
+    // prompt is empty, has an out-of-range id, or does not fit the context.
+    int submit(GenRequest req);
+    // Ends a queued or running request with Cancelled (reported by the next step()).
+    // Unknown or finished ids are ignored.
+    void cancel(int id);
+
+    // One forward call over every active slot. Returns false when there was nothing
+    // to do (no running and no queued requests).
+    bool step(const TokenFn& on_token, const DoneFn& on_done);
+    // step() until everything submitted has finished.
+    void run(const TokenFn& on_token, const DoneFn& on_done);
+
+    bool idle() const;
+    int n_slots() const;
+    int n_active() const;   // slots holding a request
+    int n_queued() const;
+    const SchedulerStats& stats() const;
+
+private:
+    struct Impl;
+    std::unique_ptr<Impl> impl_;
+};
+
+}  // namespace vega

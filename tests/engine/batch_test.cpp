@@ -1,0 +1,245 @@
+// Batched decode: one step over B sequences, each at its own position, gives the
+// logits that B single-sequence steps give (B = 1, 3, 8, 33), and the Scheduler
+// (continuous batching) generates exactly what each prompt generates alone. The
+// device is $VEGA_TEST_DEVICE (default cpu): on the CPU rows are computed
+// independently, so results must be bitwise equal; a GPU runs other kernels for
+// one row than for many, so there the bound is the end-to-end tests' NMSE.
+#include <gtest/gtest.h>
+
+#include <cmath>
+#include <memory>
+#include <random>
+#include <string>
+#include <vector>
+
+#include "backend/backend_factory.h"
+#include "engine/scheduler.h"
+#include "engine/session.h"
+#include "model/model.h"
+#include "run_vega.h"
+#include "test_data.h"
+
+namespace vega::test {
+namespace {
+
+double nmse(const float* a, const float* ref, size_t n) {
+    double num = 0, den = 0;
+    for (size_t i = 0; i < n; ++i) {
+        if (!std::isfinite(a[i])) return INFINITY;
+        num += (double(a[i]) - ref[i]) * (double(a[i]) - ref[i]);
+        den += double(ref[i]) * ref[i];
+    }
+    return den > 0 ? num / den : num;
+}
+
+struct Loaded {
+    std::unique_ptr<Backend> be;
+    std::unique_ptr<Model> model;
+};
+Loaded load_model(const std::string& rel) {
+    Loaded l;
+    l.be = create_backend(test_device(), 2);
+    l.model = Model::load(data_file(rel), *l.be, nullptr);
+    return l;
+}
+
+// Prefix lengths 1..: sequence i holds prefix_len(i) tokens before the batched step.
+int prefix_len(int i) { return 1 + (i * 7) % 23; }
+
+class BatchedStep : public ::testing::TestWithParam<std::tuple<std::string, int>> {};
+
+TEST_P(BatchedStep, MatchesSingleSequenceSteps) {
+    VEGA_REQUIRE_TEST_DATA();
+    const auto& [rel, B] = GetParam();
+    Loaded l = load_model(rel);
+    const int n_vocab = l.model->hparams().n_vocab;
+    std::mt19937 rng(uint32_t(B) * 31u + 7u);
+    std::uniform_int_distribution<int32_t> tok(3, n_vocab - 1);
+    std::vector<std::vector<int32_t>> prefix(B);
+    std::vector<int32_t> next(B);
+    for (int i = 0; i < B; ++i) {
+        prefix[i].resize(size_t(prefix_len(i)));
+        for (auto& t : prefix[i]) t = tok(rng);
+        next[i] = tok(rng);
+    }
+    ContextParams cp;
+    cp.n_ctx = 64;
+    cp.n_seq = B;
+    cp.n_batch = 64;
+    // Batched: every prefix in one batch (positions differ per sequence), then one step with B rows.
+    Session batched(*l.model, *l.be, cp);
+    std::vector<BatchToken> b;
+    for (int i = 0; i < B; ++i)
+        for (size_t p = 0; p < prefix[i].size(); ++p) b.push_back({prefix[i][p], int32_t(p), i, false});
+    batched.decode(b);
+    b.clear();
+    for (int i = 0; i < B; ++i) b.push_back({next[i], int32_t(prefix[i].size()), i, true});
+    const std::vector<float> got = batched.decode(b);
+    ASSERT_EQ(got.size(), size_t(B) * n_vocab);
+    // Reference: one sequence at a time, one token per step.
+    cp.n_seq = 1;
+    Session single(*l.model, *l.be, cp);
+    const bool cpu = test_device() == "cpu";
+    for (int i = 0; i < B; ++i) {
+        single.eval(prefix[i], 0);
+        const std::vector<float>& ref = single.eval({next[i]}, int(prefix[i].size()));
+        const float* row = got.data() + size_t(i) * n_vocab;
+        const double e = nmse(row, ref.data(), size_t(n_vocab));
+        if (cpu) EXPECT_EQ(e, 0.0) << "sequence " << i << " (position " << prefix[i].size() << ")";
+        else EXPECT_LT(e, 5e-3) << "sequence " << i << " (position " << prefix[i].size() << ")";
+    }
+}
+
+INSTANTIATE_TEST_SUITE_P(Models, BatchedStep,
+                         ::testing::Combine(::testing::Values("models/stories260K.gguf", "models/synth-llama-q4_0.gguf",
+                                                              "models/synth-qwen3-q8_0.gguf", "models/synth-qwen2-q8_0.gguf"),
+                                            ::testing::Values(1, 3, 8, 33)),
+                         [](const auto& info) {
+                             std::string n = std::get<0>(info.param);
+                             n = n.substr(n.find('/') + 1);
+                             for (char& c : n)
+                                 if (!isalnum(static_cast<unsigned char>(c))) c = '_';
+                             return n + "_B" + std::to_string(std::get<1>(info.param));
+                         });
+
+// Greedy generation through the Scheduler (4 slots, 9 requests of different
+// lengths joining as others finish, prompts chunked into a small batch) equals
+// each prompt generated alone.
+TEST(Scheduler, ContinuousBatchingEqualsOneAtATime) {
+    VEGA_REQUIRE_TEST_DATA();
+    Loaded l = load_model("models/stories260K.gguf");
+    const Tokenizer& tk = l.model->tokenizer();
+    const std::vector<std::string> prompts = {"Once upon a time", "The little dog", "Lily wanted to", "One day, a big",
+                                              "Tom and Sue went to the park and", "The sun", "A bird sat on",
+                                              "There was a girl named", "Max"};
+    SamplerParams greedy;
+    greedy.temperature = 0.f;
+    auto generate = [&](int n_seq, int n_batch, const std::vector<size_t>& which) {
+        ContextParams cp;
+        cp.n_ctx = 96;
+        cp.n_seq = n_seq;
+        cp.n_batch = n_batch;
+        Session s(*l.model, *l.be, cp);
+        Scheduler sched(s, tk);
+        std::vector<std::vector<int32_t>> out(prompts.size());
+        std::vector<int> id_to_prompt;
+        for (size_t i : which) {
+            GenRequest r;
+            r.prompt = tk.encode(prompts[i], true, false);
+            r.sampling = greedy;
+            r.n_predict = 20 + int(i) * 5;  // different lengths: slots free up at different steps
+            r.ignore_eos = true;
+            EXPECT_EQ(sched.submit(r), int(id_to_prompt.size()));
+            id_to_prompt.push_back(int(i));
+        }
+        std::vector<FinishReason> reasons(which.size(), FinishReason::Cancelled);
+        sched.run([&](int id, int32_t t) { out[size_t(id_to_prompt[size_t(id)])].push_back(t); return true; },
+                  [&](int id, FinishReason r) { reasons[size_t(id)] = r; });
+        for (FinishReason r : reasons) EXPECT_EQ(r, FinishReason::Length);
+        EXPECT_TRUE(sched.idle());
+        return out;
+    };
+    std::vector<size_t> all(prompts.size());
+    for (size_t i = 0; i < all.size(); ++i) all[i] = i;
+    const auto together = generate(4, 7, all);
+    for (size_t i = 0; i < prompts.size(); ++i) {
+        const auto alone = generate(1, 64, {i});
+        EXPECT_EQ(together[i], alone[i]) << "prompt " << i << ": " << prompts[i];
+        EXPECT_EQ(together[i].size(), size_t(20 + i * 5));
+    }
+}
+
+// A slot keeps its cache: a second request that extends the first one's prompt
+// only evaluates the new tokens, and gives what a fresh session gives.
+TEST(Scheduler, ReusesTheLongestCachedPrefix) {
+    VEGA_REQUIRE_TEST_DATA();
+    Loaded l = load_model("models/stories260K.gguf");
+    const Tokenizer& tk = l.model->tokenizer();
+    ContextParams cp;
+    cp.n_ctx = 128;
+    cp.n_seq = 2;
+    Session s(*l.model, *l.be, cp);
+    Scheduler sched(s, tk);
+    SamplerParams greedy;
+    greedy.temperature = 0.f;
+    GenRequest a;
+    a.prompt = tk.encode("Once upon a time there was a dog", true, false);
+    a.sampling = greedy;
+    a.n_predict = 8;
+    a.ignore_eos = true;
+    std::vector<int32_t> first;
+    sched.submit(a);
+    sched.run([&](int, int32_t t) { first.push_back(t); return true; }, nullptr);
+    const int64_t evaluated_before = sched.stats().prompt_tokens;
+    // The follow-up re-sends the whole history plus new text (as a chat client does).
+    GenRequest b = a;
+    b.prompt.insert(b.prompt.end(), first.begin(), first.end());
+    const std::vector<int32_t> more = tk.encode(" and a cat", false, false);
+    b.prompt.insert(b.prompt.end(), more.begin(), more.end());
+    std::vector<int32_t> second;
+    sched.submit(b);
+    sched.run([&](int, int32_t t) { second.push_back(t); return true; }, nullptr);
+    // The cache held the first prompt and all but the last generated token.
+    const int64_t reused = int64_t(a.prompt.size() + first.size() - 1);
+    EXPECT_EQ(sched.stats().cached_tokens, reused);
+    EXPECT_EQ(sched.stats().prompt_tokens - evaluated_before, int64_t(b.prompt.size()) - reused);
+    // Same tokens as a fresh scheduler evaluating the whole prompt.
+    Session s2(*l.model, *l.be, cp);
+    Scheduler fresh(s2, tk);
+    std::vector<int32_t> ref;
+    fresh.submit(b);
+    fresh.run([&](int, int32_t t) { ref.push_back(t); return true; }, nullptr);
+    EXPECT_EQ(second, ref);
+}
+
+TEST(Scheduler, StopsCancelsAndRejectsBadRequests) {
+    VEGA_REQUIRE_TEST_DATA();
+    Loaded l = load_model("models/stories260K.gguf");
+    const Tokenizer& tk = l.model->tokenizer();
+    ContextParams cp;
+    cp.n_ctx = 32;
+    cp.n_seq = 1;
+    Session s(*l.model, *l.be, cp);
+    Scheduler sched(s, tk);
+    GenRequest r;
+    r.prompt = tk.encode("Once upon a time", true, false);
+    r.sampling.temperature = 0.f;
+    r.n_predict = 1000;
+    r.ignore_eos = true;
+    // Too long for the context; empty; out of range.
+    GenRequest too_long = r;
+    too_long.prompt.assign(33, 5);
+    EXPECT_THROW(sched.submit(too_long), std::exception);
+    GenRequest empty = r;
+    empty.prompt.clear();
+    EXPECT_THROW(sched.submit(empty), std::exception);
+    GenRequest bad = r;
+    bad.prompt[1] = 1 << 20;
+    EXPECT_THROW(sched.submit(bad), std::exception);
+    // Runs until the context is full: ends with Length.
+    std::vector<FinishReason> reasons;
+    std::vector<int> ids;
+    int n = 0;
+    const int a = sched.submit(r);
+    // A second request waits (one slot); the callback stops the first after 3 tokens.
+    const int b = sched.submit(r);
+    const int c = sched.submit(r);
+    sched.cancel(c);  // cancelled while queued
+    sched.run(
+        [&](int id, int32_t) { return !(id == a && ++n == 3); },
+        [&](int id, FinishReason why) {
+            ids.push_back(id);
+            reasons.push_back(why);
+        });
+    ASSERT_EQ(ids.size(), 3u);
+    EXPECT_EQ(ids[0], c);
+    EXPECT_EQ(reasons[0], FinishReason::Cancelled);
+    EXPECT_EQ(ids[1], a);
+    EXPECT_EQ(reasons[1], FinishReason::Stop);
+    EXPECT_EQ(ids[2], b);
+    EXPECT_EQ(reasons[2], FinishReason::Length);  // the context (32 cells) ran out
+    EXPECT_EQ(n, 3);
+}
+
+}  // namespace
+}  // namespace vega::test

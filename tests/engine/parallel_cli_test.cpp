@@ -1,0 +1,90 @@
+// `vega run --prompts-file F --parallel N`: every line generated with N sequences
+// in flight gives exactly the greedy ids of that line run alone (`vega run -p`),
+// one ids line per prompt in input order; bad use gets a one-line error.
+#include <gtest/gtest.h>
+
+#include <fstream>
+#include <sstream>
+#include <string>
+#include <vector>
+
+#include "run_vega.h"
+#include "test_data.h"
+
+namespace vega::test {
+namespace {
+
+const std::vector<std::string> kPrompts = {
+    "Once upon a time", "The little dog", "Lily wanted to", "One day, a big",
+    "Tom and Sue went to the park and saw", "The sun", "A bird sat on", "There was a girl named"};
+
+std::vector<std::string> lines_of(const std::string& path) {
+    std::ifstream f(path);
+    std::vector<std::string> v;
+    for (std::string l; std::getline(f, l);) v.push_back(l);
+    return v;
+}
+
+void check_parallel_equals_alone(const std::string& model, const std::string& extra) {
+    const std::string dir = temp_dir();
+    const std::string pf = dir + "/prompts.txt", ids = dir + "/par.ids";
+    {
+        std::ofstream f(pf);
+        for (size_t i = 0; i < kPrompts.size(); ++i) f << kPrompts[i] << (i == 3 ? "\n\n" : "\n");  // a blank line is skipped
+    }
+    const std::string common = "-m " + quote(model) + " --device " + test_device() + " -n 24 --temp 0 -q " + extra;
+    const CmdResult par = run_vega("run " + common + " --prompts-file " + quote(pf) + " --parallel 4 --ids-out " + quote(ids));
+    ASSERT_EQ(par.exit_code, 0) << par.err;
+    const std::vector<std::string> got = lines_of(ids);
+    ASSERT_EQ(got.size(), kPrompts.size());
+    for (size_t i = 0; i < kPrompts.size(); ++i) {
+        const std::string one = dir + "/one.ids";
+        const CmdResult r = run_vega("run " + common + " -p " + quote(kPrompts[i]) + " --ids-out " + quote(one));
+        ASSERT_EQ(r.exit_code, 0) << r.err;
+        const std::vector<std::string> alone = lines_of(one);
+        ASSERT_EQ(alone.size(), 2u);
+        EXPECT_EQ(got[i], alone[0] + "\t" + alone[1]) << "prompt " << i << ": " << kPrompts[i];
+    }
+    // stdout: one text per prompt, in input order, each starting with its prompt.
+    std::istringstream out(par.out);
+    std::string line;
+    size_t k = 0;
+    while (std::getline(out, line) && k < kPrompts.size())
+        if (line.rfind(kPrompts[k], 0) == 0) ++k;
+    EXPECT_EQ(k, kPrompts.size()) << par.out;
+}
+
+TEST(ParallelRun, Stories260KEqualsEachPromptAlone) {
+    VEGA_REQUIRE_TEST_DATA();
+    check_parallel_equals_alone(data_file("models/stories260K.gguf"), "--ignore-eos");
+}
+
+TEST(ParallelRun, SynthModelEqualsEachPromptAlone) {
+    VEGA_REQUIRE_TEST_DATA();
+    check_parallel_equals_alone(data_file("models/synth-llama-q4_k_m.gguf"), "--ignore-eos -b 16");
+}
+
+TEST(ParallelRun, BadUseGivesOneLineErrors) {
+    VEGA_REQUIRE_TEST_DATA();
+    const std::string m = quote(data_file("models/stories260K.gguf"));
+    const std::string dir = temp_dir();
+    CmdResult r = run_vega("run -m " + m + " -p hi --parallel 2");
+    EXPECT_EQ(r.exit_code, 1);
+    EXPECT_NE(r.err.find("--parallel needs --prompts-file"), std::string::npos) << r.err;
+    r = run_vega("run -m " + m + " --prompts-file " + quote(dir + "/missing.txt"));
+    EXPECT_EQ(r.exit_code, 1);
+    EXPECT_NE(r.err.find("cannot read prompts file"), std::string::npos) << r.err;
+    const std::string blank = dir + "/blank.txt";
+    std::ofstream(blank) << "\n  \n";
+    r = run_vega("run -m " + m + " --prompts-file " + quote(blank));
+    EXPECT_EQ(r.exit_code, 1);
+    EXPECT_NE(r.err.find("no non-blank line"), std::string::npos) << r.err;
+    const std::string one = dir + "/one.txt";
+    std::ofstream(one) << "Once upon a time\n";
+    r = run_vega("run -m " + m + " --prompts-file " + quote(one) + " -c 16 -n 64");
+    EXPECT_EQ(r.exit_code, 1);
+    EXPECT_NE(r.err.find("exceeds the context size"), std::string::npos) << r.err;
+}
+
+}  // namespace
+}  // namespace vega::test
