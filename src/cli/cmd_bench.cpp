@@ -7,6 +7,12 @@
 // tg runs Session::decode_greedy one token at a time; on a backend that records
 // graphs the session replays one captured decode step (the forward pass and the
 // device argmax) per token: only token ids cross the bus.
+//
+// -B 1,4,16: tg with B sequences decoded together (one forward call per step over
+// B rows, as llama-batched-bench): aggregate t/s = B x steps/s, per-stream t/s =
+// steps/s. -d 0,4096: each test runs with every sequence's cache first filled to
+// that depth (as llama-bench -d); pp at depth d evaluates positions d..d+p-1.
+#include <algorithm>
 #include <cmath>
 #include <cstdio>
 #include <random>
@@ -31,6 +37,8 @@ struct BenchOptions {
     ModelOptions m;
     std::vector<int> n_prompt{512};
     std::vector<int> n_gen{128};
+    std::vector<int> n_seqs{1};   // -B: sequences per tg step
+    std::vector<int> depths{0};   // -d: cache depth before each test
     int reps = 5;
     std::string output = "md";
     bool no_graph = false;
@@ -52,36 +60,49 @@ Stats stats(const std::vector<double>& v) {
     return s;
 }
 
+#ifdef VEGA_HAVE_GPU
 int gpu_index(const std::string& device) {
     if (device == "auto" || device == "gpu") return 0;
     return std::atoi(device.c_str());
 }
+#endif
 
 struct Row {
     std::string test;
-    int n;
-    std::vector<double> tps;
+    int n;                  // tokens per test (all sequences)
+    int seqs;               // sequences per step (tg) or 1 (pp)
+    int depth;              // cache depth before the test
+    std::vector<double> tps;  // aggregate tokens/s per repetition
     double bytes_per_call;  // weight bytes read per forward call
     int calls;              // forward calls per test
 };
 
 void bench(const BenchOptions& o) {
-    int max_p = 0, max_g = 0;
+    int max_p = 0, max_g = 0, max_b = 1, max_d = 0;
     for (int p : o.n_prompt) max_p = std::max(max_p, p);
     for (int g : o.n_gen) max_g = std::max(max_g, g);
+    for (int b : o.n_seqs) {
+        if (b < 1) fail("-B: batch sizes must be at least 1 (got {})", b);
+        max_b = std::max(max_b, b);
+    }
+    for (int d : o.depths) {
+        if (d < 0) fail("-d: depths must not be negative (got {})", d);
+        max_d = std::max(max_d, d);
+    }
     ModelOptions mo = o.m;
-    if (mo.ctx <= 0) mo.ctx = std::max(max_p + 1, max_g + 1);
-    mo.batch = std::max(mo.batch, max_p);
+    const int need_ctx = max_d + std::max(max_p, max_g) + 1;
+    if (mo.ctx <= 0) mo.ctx = need_ctx;
+    if (mo.ctx < need_ctx) fail("-c {} is too small: depth {} + {} tokens need {}", mo.ctx, max_d, std::max(max_p, max_g), need_ctx);
+    mo.batch = std::max({mo.batch, max_p, max_b});
     const bool quiet = o.output == "json";
-    Loaded l = load(mo, !quiet);
+    Loaded l = load(mo, !quiet, max_b);
     Backend& be = *l.backend;
     const Model& model = *l.model;
     Session& s = *l.session;
-    const bool is_gpu = be.name().rfind("gpu", 0) == 0;
 
     double copy_gbs = 0;
 #ifdef VEGA_HAVE_GPU
-    if (is_gpu) copy_gbs = gpu_copy_bandwidth_gbs(gpu_index(mo.device));
+    if (be.name().rfind("gpu", 0) == 0) copy_gbs = gpu_copy_bandwidth_gbs(gpu_index(mo.device));
 #endif
     if (!quiet) {
         std::fprintf(stderr, "vega: backend %s\n", be.name().c_str());
@@ -100,39 +121,58 @@ void bench(const BenchOptions& o) {
     std::uniform_int_distribution<int32_t> tok(3, model.hparams().n_vocab - 1);
     std::vector<Row> rows;
 
-    for (int p : o.n_prompt) {
-        if (p <= 0) continue;
-        std::vector<BatchToken> b(static_cast<size_t>(p));
-        for (int i = 0; i < p; ++i) b[size_t(i)] = {tok(rng), i, 0, i + 1 == p};
-        Row r{"pp" + std::to_string(p), p, {}, wbytes * std::ceil(double(p) / double(s.params().n_batch)), 1};
-        s.decode(b);  // warm-up
-        for (int rep = 0; rep < o.reps; ++rep) {
-            const double t0 = now_seconds();
-            s.decode(b);
-            r.tps.push_back(double(p) / (now_seconds() - t0));
+    std::vector<int> depths = o.depths;
+    std::sort(depths.begin(), depths.end());
+    int filled = 0;  // every sequence's cache holds random tokens at positions [0, filled)
+    for (int d : depths) {
+        // Fill positions [filled, d) of every sequence, n_batch tokens per call.
+        if (d > filled) {
+            if (!quiet) std::fprintf(stderr, "vega: filling %d sequence(s) to depth %d\n", max_b, d);
+            std::vector<BatchToken> fill;
+            for (int q = 0; q < max_b; ++q)
+                for (int i = filled; i < d; ++i) fill.push_back({tok(rng), i, q, false});
+            fill.back().want_logits = true;  // the session returns one row; nothing is computed for the others
+            s.decode(fill);
+            filled = d;
         }
-        rows.push_back(r);
-    }
-
-    s.set_use_graphs(!o.no_graph);
-    for (int g : o.n_gen) {
-        if (g <= 0) continue;
-        Row r{"tg" + std::to_string(g), g, {}, wbytes, g};
-        auto run_once = [&] {
-            int32_t t = tok(rng);
-            std::vector<BatchToken> one(1);
-            for (int i = 0; i < g; ++i) {
-                one[0] = {t, i, 0, true};
-                t = s.decode_greedy(one).back();
+        const std::string at = d > 0 ? " @ d" + std::to_string(d) : "";
+        for (int p : o.n_prompt) {
+            if (p <= 0) continue;
+            std::vector<BatchToken> b(static_cast<size_t>(p));
+            for (int i = 0; i < p; ++i) b[size_t(i)] = {tok(rng), d + i, 0, i + 1 == p};
+            Row r{"pp" + std::to_string(p) + at, p, 1, d, {}, wbytes * std::ceil(double(p) / double(s.params().n_batch)), 1};
+            s.decode(b);  // warm-up
+            for (int rep = 0; rep < o.reps; ++rep) {
+                const double t0 = now_seconds();
+                s.decode(b);
+                r.tps.push_back(double(p) / (now_seconds() - t0));
             }
-        };
-        run_once();  // warm-up
-        for (int rep = 0; rep < o.reps; ++rep) {
-            const double t0 = now_seconds();
-            run_once();
-            r.tps.push_back(double(g) / (now_seconds() - t0));
+            rows.push_back(r);
         }
-        rows.push_back(r);
+        s.set_use_graphs(!o.no_graph);
+        for (int B : o.n_seqs) {
+            for (int g : o.n_gen) {
+                if (g <= 0) continue;
+                Row r{"tg" + std::to_string(g) + at, g * B, B, d, {}, wbytes, g};
+                // B sequences, each continuing its own greedy chain from position d.
+                std::vector<BatchToken> step(static_cast<size_t>(B));
+                auto run_once = [&] {
+                    for (int q = 0; q < B; ++q) step[size_t(q)] = {tok(rng), d, q, true};
+                    for (int i = 0; i < g; ++i) {
+                        const std::vector<int32_t>& next = s.decode_greedy(step);
+                        for (int q = 0; q < B; ++q) step[size_t(q)] = {next[size_t(q)], d + i + 1, q, true};
+                    }
+                };
+                run_once();  // warm-up
+                for (int rep = 0; rep < o.reps; ++rep) {
+                    const double t0 = now_seconds();
+                    run_once();
+                    r.tps.push_back(double(g) * B / (now_seconds() - t0));
+                }
+                rows.push_back(r);
+            }
+        }
+        s.set_use_graphs(true);
     }
 
     const std::string backend = be.name() + (s.use_graphs() ? " [graph]" : "");
@@ -147,6 +187,9 @@ void bench(const BenchOptions& o) {
                            {"backend", backend},
                            {"test", r.test},
                            {"n_tokens", r.n},
+                           {"n_seqs", r.seqs},
+                           {"n_depth", r.depth},
+                           {"per_stream_ts", st.mean / r.seqs},
                            {"reps", r.tps.size()},
                            {"avg_ts", st.mean},
                            {"stddev_ts", st.sd},
@@ -158,14 +201,15 @@ void bench(const BenchOptions& o) {
         std::printf("%s\n", out.dump(2).c_str());
         return;
     }
-    std::printf("| model | size | params | backend | test | t/s | weight GB/s | %% of copy BW |\n");
-    std::printf("| --- | ---: | ---: | --- | --- | ---: | ---: | ---: |\n");
+    std::printf("| model | size | params | backend | B | test | t/s | per stream t/s | weight GB/s | %% of copy BW |\n");
+    std::printf("| --- | ---: | ---: | --- | ---: | --- | ---: | ---: | ---: | ---: |\n");
     for (const Row& r : rows) {
         const Stats st = stats(r.tps);
         const double gbs = r.bytes_per_call * r.calls / r.n * st.mean / 1e9;
-        std::printf("| %s | %.2f GiB | %.2f B | %s | %s | %.2f ± %.2f | %.0f | %s |\n", model.describe().c_str(),
-                    double(model.weight_bytes()) / double(1ull << 30), n_params / 1e9, backend.c_str(), r.test.c_str(),
-                    st.mean, st.sd, gbs, copy_gbs > 0 ? fmt::format("{:.1f}%", 100.0 * gbs / copy_gbs).c_str() : "-");
+        std::printf("| %s | %.2f GiB | %.2f B | %s | %d | %s | %.2f ± %.2f | %.2f | %.0f | %s |\n",
+                    model.describe().c_str(), double(model.weight_bytes()) / double(1ull << 30), n_params / 1e9,
+                    backend.c_str(), r.seqs, r.test.c_str(), st.mean, st.sd, st.mean / r.seqs, gbs,
+                    copy_gbs > 0 ? fmt::format("{:.1f}%", 100.0 * gbs / copy_gbs).c_str() : "-");
     }
 }
 
@@ -175,8 +219,14 @@ void register_bench(CLI::App& app) {
     auto* o = new BenchOptions;  // lives as long as the app
     auto* cmd = app.add_subcommand("bench", "llama-bench-style prompt (pp) and generation (tg) throughput");
     add_model_options(*cmd, o->m);
-    cmd->add_option("-p,--n-prompt", o->n_prompt, "prompt lengths to test (0 = none)")->capture_default_str();
-    cmd->add_option("-n,--n-gen", o->n_gen, "generation lengths to test (0 = none)")->capture_default_str();
+    cmd->add_option("-p,--n-prompt", o->n_prompt, "prompt lengths to test (0 = none)")->capture_default_str()->delimiter(',');
+    cmd->add_option("-n,--n-gen", o->n_gen, "generation lengths to test (0 = none)")->capture_default_str()->delimiter(',');
+    cmd->add_option("-B,--batch-seqs", o->n_seqs, "tg: sequences decoded together per step (aggregate and per-stream t/s)")
+        ->capture_default_str()
+        ->delimiter(',');
+    cmd->add_option("-d,--depth", o->depths, "cache depth (tokens already in every sequence's cache) before each test")
+        ->capture_default_str()
+        ->delimiter(',');
     cmd->add_option("-r,--repetitions", o->reps, "timed repetitions per test")->capture_default_str();
     cmd->add_option("-o,--output", o->output, "md or json")->check(CLI::IsMember({"md", "json"}))->capture_default_str();
     cmd->add_flag("--json", [o](int64_t) { o->output = "json"; }, "same as -o json");

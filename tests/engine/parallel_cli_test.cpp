@@ -4,6 +4,7 @@
 #include <gtest/gtest.h>
 
 #include <fstream>
+#include <nlohmann/json.hpp>
 #include <sstream>
 #include <string>
 #include <vector>
@@ -84,6 +85,31 @@ TEST(ParallelRun, BadUseGivesOneLineErrors) {
     r = run_vega("run -m " + m + " --prompts-file " + quote(one) + " -c 16 -n 64");
     EXPECT_EQ(r.exit_code, 1);
     EXPECT_NE(r.err.find("exceeds the context size"), std::string::npos) << r.err;
+}
+
+// vega bench -B -d: a row per (depth, test, batch size) with aggregate and
+// per-stream rates; generation at B sequences reads the weights once per step.
+TEST(ParallelBench, BatchSizesAndDepthsInJson) {
+    VEGA_REQUIRE_TEST_DATA();
+    const std::string m = quote(data_file("models/stories260K.gguf"));
+    const CmdResult r =
+        run_vega("bench -m " + m + " --device " + test_device() + " -p 8 -n 4 -B 1,3 -d 0,16 -r 1 --json");
+    ASSERT_EQ(r.exit_code, 0) << r.err;
+    const nlohmann::json j = nlohmann::json::parse(r.out);
+    ASSERT_EQ(j.size(), 6u) << r.out;
+    const char* tests[] = {"pp8", "tg4", "tg4", "pp8 @ d16", "tg4 @ d16", "tg4 @ d16"};
+    const int seqs[] = {1, 1, 3, 1, 1, 3}, depth[] = {0, 0, 0, 16, 16, 16}, tokens[] = {8, 4, 12, 8, 4, 12};
+    for (size_t i = 0; i < 6; ++i) {
+        EXPECT_EQ(j[i]["test"], tests[i]) << i;
+        EXPECT_EQ(j[i]["n_seqs"], seqs[i]) << i;
+        EXPECT_EQ(j[i]["n_depth"], depth[i]) << i;
+        EXPECT_EQ(j[i]["n_tokens"], tokens[i]) << i;
+        EXPECT_GT(j[i]["avg_ts"].get<double>(), 0.0) << i;
+        EXPECT_NEAR(j[i]["per_stream_ts"].get<double>() * seqs[i], j[i]["avg_ts"].get<double>(), 1e-6) << i;
+    }
+    const CmdResult bad = run_vega("bench -m " + m + " --device cpu -B 0 -r 1");
+    EXPECT_EQ(bad.exit_code, 1);
+    EXPECT_NE(bad.err.find("-B"), std::string::npos) << bad.err;
 }
 
 }  // namespace
