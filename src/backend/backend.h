@@ -71,6 +71,46 @@ struct RopeParams {
     const float* freq_factors = nullptr;  // optional [n_rot/2] divisors of theta (llama3 rope_freqs)
 };
 
+// ---- block ops: whole steps of a layer, inputs and outputs as arguments ----
+//
+// The forward pass calls one attention_block and one ffn_block per layer. Each
+// has a reference composition from the primitive ops below (Backend's default,
+// backend/blocks.cpp), which the CPU uses and parity tests compare a backend's
+// own version against. A backend that fuses does so inside one block call, from
+// the arguments it is given, never by holding an op back until a later call.
+
+// Activation scratch a block may use, [rows][...] floats, owned by the caller.
+struct BlockBuffers {
+    float* q = nullptr;    // [rows][n_head * head_dim]
+    float* k = nullptr;    // [rows][n_kv_head * head_dim]
+    float* v = nullptr;    // [rows][n_kv_head * head_dim]
+    float* att = nullptr;  // [rows][n_head * head_dim]
+    float* tmp = nullptr;  // [rows][n_embd]
+    float* g = nullptr;    // [rows][n_ff]
+    float* u = nullptr;    // [rows][n_ff]
+    float* h = nullptr;    // [rows][n_ff]
+};
+
+// x += Wo · attention(rope(Wq·n(x) + bq), rope(Wk·n(x) + bk), Wv·n(x) + bv), with
+// n = RMS norm by `norm`, optional biases, optional per-head q/k norm (qwen3),
+// and the batch's K/V written into the cache first.
+struct AttentionBlock {
+    Weight norm, wq, wk, wv, wo;
+    Weight bq, bk, bv;        // optional (qwen2)
+    Weight q_norm, k_norm;    // optional (qwen3)
+    int n_head = 0, n_kv_head = 0, head_dim = 0;
+    float eps = 1e-5f;
+    float scale = 1.f;        // attention logit scale (1/sqrt(head_dim))
+    RopeParams rope;
+};
+
+// x += Wdown · (silu(Wgate·n(x)) * Wup·n(x)). Where a mixture of experts goes:
+// router + expert tensors here, expert ids chosen on the device inside the block.
+struct FfnBlock {
+    Weight norm, gate, up, down;
+    float eps = 1e-5f;
+};
+
 class Backend {
 public:
     virtual ~Backend() = default;
@@ -138,6 +178,13 @@ public:
     // host memory; backends override it.
     static constexpr int kTopKMax = 64;
     virtual void top_k(const float* logits, int rows, int64_t n, int k, int32_t* ids, float* vals);
+
+    // ---- block ops (defaults: the reference compositions in blocks.cpp) ----
+    // x [b.n_tokens][n_embd] in place.
+    virtual void attention_block(const AttentionBlock& a, KvCache& c, int layer, const BatchView& b, float* x,
+                                 const BlockBuffers& buf);
+    // x [rows][n_embd] in place.
+    virtual void ffn_block(const FfnBlock& f, float* x, int rows, const BlockBuffers& buf);
 
     // ---- graph capture (optional; the GPU backend records CUDA/HIP graphs) ----
     // Ops issued between capture_begin() and capture_end() are recorded, not run;

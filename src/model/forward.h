@@ -3,6 +3,7 @@
 // optional weights in the Model. Scratch is allocated on the backend once.
 #pragma once
 #include <cstdint>
+#include <vector>
 
 #include "backend/backend.h"
 #include "model/model.h"
@@ -27,8 +28,11 @@ private:
     KvCache& cache_;
     int max_tokens_;
     // Scratch activations, [max_tokens][...] floats.
-    float *x_ = nullptr, *q_ = nullptr, *k_ = nullptr, *v_ = nullptr, *att_ = nullptr, *tmp_ = nullptr;
-    float *g_ = nullptr, *u_ = nullptr, *h_ = nullptr, *xo_ = nullptr;
+    float *x_ = nullptr, *xo_ = nullptr;
+    BlockBuffers buf_;
+    // Each layer's two block ops, described once.
+    std::vector<AttentionBlock> attn_;
+    std::vector<FfnBlock> ffn_;
 };
 
 }  // namespace vega

@@ -1,0 +1,35 @@
+// The reference compositions of the block ops (backend.h) from primitive ops: what
+// every backend computes, and what the CPU runs. A backend overriding a block op is
+// checked against these by the parity tests.
+#include "backend/backend.h"
+
+namespace vega {
+
+void Backend::attention_block(const AttentionBlock& a, KvCache& c, int layer, const BatchView& b, float* x,
+                              const BlockBuffers& buf) {
+    const int T = b.n_tokens;
+    const int64_t E = a.wq.n_in, Dq = int64_t(a.n_head) * a.head_dim, Dkv = int64_t(a.n_kv_head) * a.head_dim;
+    matmul_input_rms_norm(x, a.norm, a.eps, T, E);
+    matmul_qkv(a.wq, a.wk, a.wv, buf.q, buf.k, buf.v);
+    if (a.bq) add_bias(buf.q, a.bq, T, int(Dq));
+    if (a.bk) add_bias(buf.k, a.bk, T, int(Dkv));
+    if (a.bv) add_bias(buf.v, a.bv, T, int(Dkv));
+    if (a.q_norm) head_rms_norm(buf.q, a.q_norm, T, a.n_head, a.head_dim, a.eps);
+    if (a.k_norm) head_rms_norm(buf.k, a.k_norm, T, a.n_kv_head, a.head_dim, a.eps);
+    rope_kv_store(c, layer, buf.q, buf.k, buf.v, a.n_head, a.n_kv_head, a.head_dim, a.rope, b);
+    attention(c, layer, buf.q, buf.att, a.n_head, a.scale, b);
+    matmul_input(buf.att, T, Dq);
+    matmul(a.wo, buf.tmp);
+    add(x, buf.tmp, int64_t(T) * E);
+}
+
+void Backend::ffn_block(const FfnBlock& f, float* x, int rows, const BlockBuffers& buf) {
+    const int64_t E = f.gate.n_in;
+    matmul_input_rms_norm(x, f.norm, f.eps, rows, E);
+    matmul_swiglu(f.gate, f.up, buf.g, buf.u, buf.h, rows);
+    matmul_input(buf.h, rows, f.gate.n_out);
+    matmul(f.down, buf.tmp);
+    add(x, buf.tmp, int64_t(rows) * E);
+}
+
+}  // namespace vega
