@@ -9,9 +9,14 @@ cd "$(dirname "$0")/.."
 packages=(
   build-essential cmake ninja-build pkg-config git
   libfmt-dev libpcre2-dev libcli11-dev nlohmann-json3-dev libgtest-dev
+  # vega pull / -hf: HTTP through libcurl, sha256 through OpenSSL; the tests' loopback server.
+  libcurl4-openssl-dev libssl-dev libcpp-httplib-dev
   # AMD GPU code: compiled for gfx906 and audited even without a GPU.
   hipcc libamdhip64-dev rocm-device-libs
 )
+
+# The server test drives vega serve with the official openai npm client (Node.js).
+command -v npm >/dev/null 2>&1 || packages+=(nodejs npm)
 
 if [ "${VEGA_SKIP_INSTALL:-0}" != 1 ]; then
   sudo=""
@@ -30,3 +35,11 @@ fi
 cmake --preset default
 cmake --build --preset default
 echo "setup: built ./build/vega"
+
+# tests/server/openai_client.cjs: the openai npm package (v4 runs on Debian's Node 18), in build/npm.
+OPENAI_NPM=openai@4.104.0
+if [ "$(cat build/npm/.installed 2>/dev/null)" != "$OPENAI_NPM" ]; then
+  echo "setup: npm install $OPENAI_NPM (for the server test)"
+  npm install --prefix build/npm --no-audit --no-fund --loglevel=error "$OPENAI_NPM"
+  echo "$OPENAI_NPM" > build/npm/.installed
+fi

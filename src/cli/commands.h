@@ -11,5 +11,9 @@ void register_inspect(CLI::App& app);
 void register_tokenize(CLI::App& app);
 void register_synth(CLI::App& app);
 void register_bench(CLI::App& app);
+void register_template(CLI::App& app);
+void register_pull(CLI::App& app);
+void register_serve(CLI::App& app);
+void register_chat(CLI::App& app);
 
 }  // namespace vega::cli

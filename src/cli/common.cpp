@@ -6,11 +6,17 @@
 
 #include "backend/backend_factory.h"
 #include "core/error.h"
+#include "hub/hub.h"
 
 namespace vega::cli {
 
 void add_model_options(CLI::App& cmd, ModelOptions& o, bool ctx_option) {
-    cmd.add_option("-m,--model", o.model_path, "GGUF model file")->required()->check(CLI::ExistingFile);
+    cmd.add_option("-m,--model", o.model_path, "GGUF model file")->check(CLI::ExistingFile);
+    // (main() turns "-hf" into "--hf-repo": CLI11 has no multi-letter short options.)
+    cmd.add_option("--hf-repo", o.hf_repo,
+                   "-hf: a Hugging Face repo to take the model from when -m is not given: REPO[:QUANT|:FILE.gguf] "
+                   "(downloaded once into the cache, see `vega pull`)");
+    cmd.add_option("--hf-endpoint", o.hf_endpoint, "Hugging Face Hub URL (default: $HF_ENDPOINT or https://huggingface.co)");
     cmd.add_option("-t,--threads", o.threads, "CPU threads (default: all cores)");
     cmd.add_option("--device", o.device, "cpu, gpu, a GPU index, or auto (GPU when present)")
         ->capture_default_str();
@@ -30,8 +36,23 @@ double now_seconds() {
     return duration<double>(steady_clock::now().time_since_epoch()).count();
 }
 
-Loaded load(const ModelOptions& o, bool verbose, int n_seq) {
+std::string resolve_model_path(const ModelOptions& o, bool verbose) {
+    if (!o.model_path.empty()) return o.model_path;
+    if (o.hf_repo.empty())
+        fail("no model given: use -m FILE.gguf, or -hf REPO[:QUANT] to download one from Hugging Face "
+             "(e.g. -hf bartowski/Qwen2.5-0.5B-Instruct-GGUF:Q4_K_M, or first `vega pull REPO[:QUANT]`)");
+    hub::HfRequest req;
+    req.spec = o.hf_repo;
+    req.endpoint = o.hf_endpoint;
+    req.verbose = verbose;
+    return hub::resolve_hf_model(req);
+}
+
+Loaded load(const ModelOptions& opts, bool verbose, int n_seq) {
+    ModelOptions o = opts;
+    o.model_path = resolve_model_path(opts, verbose);
     Loaded l;
+    l.model_path = o.model_path;
     const double t0 = now_seconds();
     l.backend = create_backend(o.device, o.threads);
     int last = -1;

@@ -13,6 +13,8 @@ namespace vega::cli {
 
 struct ModelOptions {
     std::string model_path;
+    std::string hf_repo;      // -hf REPO[:QUANT|:FILE.gguf], used when -m is not given
+    std::string hf_endpoint;  // --hf-endpoint (default: $HF_ENDPOINT or huggingface.co)
     std::string device = "auto";
     int threads = 0;
     int ctx = 0;
@@ -20,14 +22,20 @@ struct ModelOptions {
     std::string kv_type = "f16";
 };
 
-// Adds -m/--model, -t/--threads, --device, -c/--ctx-size, -b/--batch-size, --kv-type.
+// Adds -m/--model, -hf/--hf-repo, --hf-endpoint, -t/--threads, --device, -c/--ctx-size,
+// -b/--batch-size, --kv-type.
 void add_model_options(CLI::App& cmd, ModelOptions& o, bool ctx_option = true);
+
+// The model file: -m, else -hf resolved through the download cache (downloading it if
+// needed); fails with how to get a model when neither is given.
+std::string resolve_model_path(const ModelOptions& o, bool verbose);
 
 // A model loaded on its backend with one session.
 struct Loaded {
     std::unique_ptr<Backend> backend;
     std::unique_ptr<Model> model;
     std::unique_ptr<Session> session;
+    std::string model_path;  // the file loaded (from -m, or the cache for -hf)
     double load_seconds = 0;
 };
 

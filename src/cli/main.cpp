@@ -1,5 +1,6 @@
 // vega — LLM inference for AMD gfx906 (and NVIDIA, and the CPU).
 #include <cstdio>
+#include <cstring>
 #include <exception>
 
 #include "cli/commands.h"
@@ -16,6 +17,13 @@ int main(int argc, char** argv) {
     vega::cli::register_tokenize(app);
     vega::cli::register_synth(app);
     vega::cli::register_bench(app);
+    vega::cli::register_template(app);
+    vega::cli::register_pull(app);
+    vega::cli::register_serve(app);
+    vega::cli::register_chat(app);
+    // -hf (llama.cpp's spelling) for --hf-repo: CLI11 has no multi-letter short options.
+    for (int i = 1; i < argc; ++i)
+        if (std::strcmp(argv[i], "-hf") == 0) argv[i] = const_cast<char*>("--hf-repo");
     try {
         app.parse(argc, argv);
     } catch (const CLI::ParseError& e) {

@@ -30,6 +30,7 @@ struct Slot {
     bool generating = false;
     bool cancel = false;
     int64_t admitted = 0;        // admission order (prompt chunks go first-come)
+    size_t reused = 0;           // prompt tokens found in the cache at admission
 };
 
 struct Queued {
@@ -94,6 +95,7 @@ struct Scheduler::Impl {
             const size_t reuse = std::min(best_lcp, q.req.prompt.size() - 1);
             sl.cells.resize(reuse);
             sl.prompt_done = reuse;
+            sl.reused = reuse;
             stats.cached_tokens += int64_t(reuse);
             sl.id = q.id;
             sl.req = std::move(q.req);
@@ -243,6 +245,12 @@ bool Scheduler::step(const TokenFn& on_token, const DoneFn& on_done) {
 void Scheduler::run(const TokenFn& on_token, const DoneFn& on_done) {
     while (step(on_token, on_done)) {
     }
+}
+
+int Scheduler::reused_tokens(int id) const {
+    for (const Slot& sl : impl_->slots)
+        if (sl.id == id) return int(sl.reused);
+    return -1;
 }
 
 bool Scheduler::idle() const { return n_active() == 0 && impl_->queue.empty() && impl_->cancelled_queued.empty(); }

@@ -61,6 +61,10 @@ public:
     // step() until everything submitted has finished.
     void run(const TokenFn& on_token, const DoneFn& on_done);
 
+    // Prompt tokens a running request took from its slot's cache (0 if none; -1 when
+    // the id is not running).
+    int reused_tokens(int id) const;
+
     bool idle() const;
     int n_slots() const;
     int n_active() const;   // slots holding a request

@@ -1,0 +1,97 @@
+// vega serve: the OpenAI-compatible HTTP server (src/server). --parallel N slots
+// decode together (continuous batching); -c is the context of each slot.
+#include <csignal>
+#include <cstdio>
+#include <fstream>
+#include <pthread.h>
+#include <string>
+#include <thread>
+
+#include "cli/commands.h"
+#include "cli/common.h"
+#include "core/error.h"
+#include "server/server.h"
+
+namespace vega::cli {
+
+namespace {
+
+struct ServeOptions {
+    ModelOptions m;
+    server::ServerOptions s;
+    int parallel = 4;
+    std::string template_file;
+    bool quiet = false;
+};
+
+std::string file_name(const std::string& path) {
+    const size_t k = path.find_last_of('/');
+    return k == std::string::npos ? path : path.substr(k + 1);
+}
+
+void serve(ServeOptions o) {
+    if (!o.template_file.empty()) {
+        std::ifstream f(o.template_file, std::ios::binary);
+        if (!f) fail("cannot read chat template file '{}'", o.template_file);
+        o.s.chat_template.assign(std::istreambuf_iterator<char>(f), std::istreambuf_iterator<char>());
+    }
+    o.s.log_requests = !o.quiet;
+    // SIGINT/SIGTERM are taken by one thread (sigwait) that stops the server; every
+    // other thread, created after this, inherits the blocked mask. SIGPIPE (a client
+    // that hung up) must not end the process.
+    std::signal(SIGPIPE, SIG_IGN);
+    sigset_t stop_signals;
+    sigemptyset(&stop_signals);
+    sigaddset(&stop_signals, SIGINT);
+    sigaddset(&stop_signals, SIGTERM);
+    pthread_sigmask(SIG_BLOCK, &stop_signals, nullptr);
+
+    Loaded l = load(o.m, !o.quiet, o.parallel);
+    if (o.s.model_id.empty()) o.s.model_id = file_name(l.model_path);
+    server::Server srv(*l.model, *l.session, o.s);
+    std::thread waiter([&] {
+        int sig = 0;
+        sigwait(&stop_signals, &sig);
+        if (sig == SIGUSR1) return;  // sent below when the server stopped on its own
+        std::fprintf(stderr, "vega serve: signal %d, stopping\n", sig);
+        srv.stop();
+    });
+    sigaddset(&stop_signals, SIGUSR1);
+    pthread_sigmask(SIG_BLOCK, &stop_signals, nullptr);
+    try {
+        srv.run([&](int port) {
+            std::fprintf(stderr, "vega serve: %s, %d slots of %d tokens, listening on http://%s:%d\n",
+                         o.s.model_id.c_str(), o.parallel, l.session->params().n_ctx, o.s.host.c_str(), port);
+            std::fflush(stderr);
+        });
+    } catch (...) {
+        pthread_kill(waiter.native_handle(), SIGTERM);
+        waiter.join();
+        throw;
+    }
+    waiter.join();
+}
+
+}  // namespace
+
+void register_serve(CLI::App& app) {
+    auto o = std::make_shared<ServeOptions>();
+    CLI::App* cmd = app.add_subcommand("serve", "OpenAI-compatible HTTP server (chat and text completions)");
+    add_model_options(*cmd, o->m);
+    cmd->add_option("--host", o->s.host, "address to listen on")->capture_default_str();
+    cmd->add_option("--port", o->s.port, "port (0: any free port, printed at start)")->capture_default_str()->check(CLI::Range(0, 65535));
+    cmd->add_option("--parallel", o->parallel, "slots: requests decoded together (continuous batching)")
+        ->capture_default_str()
+        ->check(CLI::Range(1, 256));
+    cmd->add_option("--api-key", o->s.api_key, "require 'Authorization: Bearer KEY' on every request but /health");
+    cmd->add_option("--max-queue", o->s.max_queue, "requests that may wait for a slot (beyond: 503)")
+        ->capture_default_str()
+        ->check(CLI::Range(0, 100000));
+    cmd->add_option("--max-body", o->s.max_body_bytes, "largest request body in bytes (beyond: 413)")->capture_default_str();
+    cmd->add_option("--chat-template-file", o->template_file, "Jinja chat template to use instead of the model's");
+    cmd->add_option("--alias", o->s.model_id, "model id in responses and /v1/models (default: the file name)");
+    cmd->add_flag("-q,--quiet", o->quiet, "no request log on stderr");
+    cmd->callback([o] { serve(*o); });
+}
+
+}  // namespace vega::cli

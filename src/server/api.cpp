@@ -1,0 +1,197 @@
+#include "server/api.h"
+
+#include <cmath>
+
+namespace vega::server {
+
+json error_body(int status, const std::string& message, const std::string& type, const std::string& code) {
+    json e;
+    e["message"] = message;
+    e["type"] = type;
+    e["code"] = code.empty() ? json(status) : json(code);
+    return json{{"error", e}};
+}
+
+namespace {
+
+[[noreturn]] void bad(const std::string& msg, const std::string& code = "invalid_value") { throw ApiError(400, msg, "invalid_request_error", code); }
+
+const json* field(const json& body, const char* name) {
+    auto it = body.find(name);
+    if (it == body.end() || it->is_null()) return nullptr;
+    return &*it;
+}
+
+double number(const json& body, const char* name, double lo, double hi, double dflt) {
+    const json* v = field(body, name);
+    if (!v) return dflt;
+    if (!v->is_number()) bad(std::string("'") + name + "' must be a number");
+    const double x = v->get<double>();
+    if (!std::isfinite(x) || x < lo || x > hi)
+        bad(std::string("'") + name + "' must be between " + json(lo).dump() + " and " + json(hi).dump() + " (got " +
+            v->dump() + ")");
+    return x;
+}
+
+int integer(const json& body, const char* name, int64_t lo, int64_t hi, int dflt) {
+    const json* v = field(body, name);
+    if (!v) return dflt;
+    if (!v->is_number_integer()) bad(std::string("'") + name + "' must be an integer");
+    const int64_t x = v->get<int64_t>();
+    if (x < lo || x > hi) bad(std::string("'") + name + "' must be between " + std::to_string(lo) + " and " + std::to_string(hi));
+    return int(x);
+}
+
+bool boolean(const json& body, const char* name, bool dflt) {
+    const json* v = field(body, name);
+    if (!v) return dflt;
+    if (!v->is_boolean()) bad(std::string("'") + name + "' must be a boolean");
+    return v->get<bool>();
+}
+
+// Chat message content: a string, or an array of {type: "text", text} parts.
+void check_messages(const json& msgs) {
+    if (!msgs.is_array()) bad("'messages' must be an array", "invalid_type");
+    if (msgs.empty()) bad("'messages' must not be empty");
+    for (size_t i = 0; i < msgs.size(); ++i) {
+        const json& m = msgs[i];
+        const std::string at = "messages[" + std::to_string(i) + "]";
+        if (!m.is_object()) bad("'" + at + "' must be an object", "invalid_type");
+        auto r = m.find("role");
+        if (r == m.end() || !r->is_string()) bad("'" + at + ".role' must be a string", "invalid_type");
+        auto c = m.find("content");
+        if (c == m.end() || c->is_null()) {
+            if (*r == "assistant" && m.contains("tool_calls")) continue;
+            bad("'" + at + ".content' is missing", "missing_field");
+        }
+        if (c->is_string()) continue;
+        if (!c->is_array()) bad("'" + at + ".content' must be a string or an array of parts", "invalid_type");
+        for (const json& part : *c)
+            if (!part.is_object() || part.value("type", "") != "text" || !part.contains("text") || !part["text"].is_string())
+                bad("'" + at + ".content': only text parts are supported", "invalid_type");
+    }
+}
+
+}  // namespace
+
+CompletionParams parse_completion_request(const json& body, Endpoint ep) {
+    if (!body.is_object()) bad("the request body must be a JSON object", "invalid_type");
+    CompletionParams p;
+    p.endpoint = ep;
+    if (const json* m = field(body, "model")) {
+        if (!m->is_string()) bad("'model' must be a string", "invalid_type");
+        p.model = m->get<std::string>();
+    }
+    if (ep == Endpoint::Chat) {
+        const json* msgs = field(body, "messages");
+        if (!msgs) bad("'messages' is required", "missing_field");
+        check_messages(*msgs);
+        p.messages = *msgs;
+        // Content parts are joined into one string for the template.
+        for (json& m : p.messages)
+            if (m.contains("content") && m["content"].is_array()) {
+                std::string s;
+                for (const json& part : m["content"]) s += part["text"].get<std::string>();
+                m["content"] = s;
+            }
+        if (const json* t = field(body, "tools")) {
+            if (!t->is_array()) bad("'tools' must be an array", "invalid_type");
+            if (!t->empty()) p.tools = *t;
+        }
+    } else {
+        const json* pr = field(body, "prompt");
+        if (!pr) bad("'prompt' is required", "missing_field");
+        if (pr->is_string()) p.prompt = pr->get<std::string>();
+        else if (pr->is_array() && pr->size() == 1 && (*pr)[0].is_string()) p.prompt = (*pr)[0].get<std::string>();
+        else bad("'prompt' must be a string (or an array of one string)", "invalid_type");
+    }
+    if (integer(body, "n", 1, 1 << 20, 1) != 1) bad("only n = 1 is supported", "unsupported_value");
+    int mt = integer(body, "max_tokens", 0, 1 << 30, ep == Endpoint::Completion ? 16 : -1);
+    mt = integer(body, "max_completion_tokens", 0, 1 << 30, mt);
+    p.max_tokens = mt;
+    SamplerParams& s = p.sampling;
+    s.temperature = float(number(body, "temperature", 0.0, 2.0, 1.0));
+    s.top_p = float(number(body, "top_p", 0.0, 1.0, 1.0));
+    s.top_k = integer(body, "top_k", 0, 1 << 30, 0);
+    s.min_p = float(number(body, "min_p", 0.0, 1.0, 0.0));
+    s.presence_penalty = float(number(body, "presence_penalty", -2.0, 2.0, 0.0));
+    s.frequency_penalty = float(number(body, "frequency_penalty", -2.0, 2.0, 0.0));
+    s.repeat_penalty = float(number(body, "repeat_penalty", 0.01, 10.0, 1.0));
+    if (const json* seed = field(body, "seed")) {
+        if (!seed->is_number_integer()) bad("'seed' must be an integer", "invalid_type");
+        s.seed = uint64_t(seed->get<int64_t>());
+        if (s.seed == 0) s.seed = 0x5EED;  // 0 means "random" to the sampler; a client's 0 is a fixed seed
+    }
+    if (const json* st = field(body, "stop")) {
+        if (st->is_string()) p.stop.push_back(st->get<std::string>());
+        else if (st->is_array()) {
+            if (st->size() > 16) bad("'stop' may hold at most 16 strings");
+            for (const json& x : *st) {
+                if (!x.is_string()) bad("'stop' must be a string or an array of strings", "invalid_type");
+                p.stop.push_back(x.get<std::string>());
+            }
+        } else bad("'stop' must be a string or an array of strings", "invalid_type");
+    }
+    p.stream = boolean(body, "stream", false);
+    p.ignore_eos = boolean(body, "ignore_eos", false);
+    if (const json* so = field(body, "stream_options")) {
+        if (!so->is_object()) bad("'stream_options' must be an object", "invalid_type");
+        p.include_usage = boolean(*so, "include_usage", false);
+    }
+    return p;
+}
+
+namespace {
+json base(const CompletionParams& p, const std::string& id, long created, bool chunk) {
+    const bool chat = p.endpoint == Endpoint::Chat;
+    return json{{"id", id},
+                {"object", chat ? (chunk ? "chat.completion.chunk" : "chat.completion") : "text_completion"},
+                {"created", created},
+                {"model", p.model}};
+}
+json usage_json(const Usage& u) {
+    return json{{"prompt_tokens", u.prompt_tokens},
+                {"completion_tokens", u.completion_tokens},
+                {"total_tokens", u.prompt_tokens + u.completion_tokens},
+                {"prompt_tokens_details", {{"cached_tokens", u.cached_tokens}}}};
+}
+}  // namespace
+
+json completion_response(const CompletionParams& p, const std::string& id, long created, const std::string& text,
+                         const char* finish_reason, const Usage& u) {
+    json r = base(p, id, created, false);
+    json choice{{"index", 0}};
+    if (p.endpoint == Endpoint::Chat) choice["message"] = {{"role", "assistant"}, {"content", text}};
+    else choice["text"] = text, choice["logprobs"] = nullptr;
+    choice["finish_reason"] = finish_reason;
+    r["choices"] = json::array({choice});
+    r["usage"] = usage_json(u);
+    return r;
+}
+
+json stream_chunk(const CompletionParams& p, const std::string& id, long created, const std::string& text,
+                  const char* finish_reason, bool first) {
+    json r = base(p, id, created, true);
+    json choice{{"index", 0}};
+    if (p.endpoint == Endpoint::Chat) {
+        json delta = json::object();
+        if (first) delta["role"] = "assistant";
+        if (!finish_reason) delta["content"] = text;
+        choice["delta"] = delta;
+    } else {
+        choice["text"] = text;
+        choice["logprobs"] = nullptr;
+    }
+    choice["finish_reason"] = finish_reason ? json(finish_reason) : json(nullptr);
+    r["choices"] = json::array({choice});
+    return r;
+}
+
+json usage_chunk(const CompletionParams& p, const std::string& id, long created, const Usage& u) {
+    json r = base(p, id, created, true);
+    r["choices"] = json::array();
+    r["usage"] = usage_json(u);
+    return r;
+}
+
+}  // namespace vega::server

@@ -1,0 +1,38 @@
+// Chat messages -> prompt text through the model's Jinja chat template (GGUF
+// tokenizer.chat_template, its tool_use variant when tools are passed, or a file
+// given by the user), rendered as transformers' apply_chat_template does.
+#pragma once
+#include <memory>
+#include <string>
+
+#include <nlohmann/json.hpp>
+
+namespace vega {
+class Model;
+}
+
+namespace vega::server {
+
+class ChatPrompt {
+public:
+    // override_text: a template given by the user (wins over the model's). A model
+    // with neither gets chatml, and `warning` says so. Throws vega::Error when a
+    // template does not parse.
+    ChatPrompt(const Model& model, const std::string& override_text, std::string* warning);
+    ~ChatPrompt();
+
+    // messages: [{role, content, ...}], tools: array or null.
+    std::string render(const nlohmann::ordered_json& messages, const nlohmann::ordered_json& tools,
+                       bool add_generation_prompt) const;
+    const std::string& bos_text() const { return bos_; }
+
+private:
+    struct Impl;
+    std::unique_ptr<Impl> impl_;
+    std::string bos_;
+};
+
+// ChatML, for models without a template (with a warning).
+extern const char* const kChatmlTemplate;
+
+}  // namespace vega::server

@@ -1,0 +1,43 @@
+// vega serve: an OpenAI-compatible HTTP server (cpp-httplib) in front of one model.
+//   POST /v1/chat/completions, /v1/completions; GET /v1/models, /health, /metrics.
+// Generation runs on the EngineLoop (continuous batching over the session's
+// sequences); handlers only parse, tokenize, wait for text and write it.
+#pragma once
+#include <functional>
+#include <memory>
+#include <string>
+
+#include "engine/session.h"
+#include "model/model.h"
+
+namespace vega::server {
+
+struct ServerOptions {
+    std::string host = "127.0.0.1";
+    int port = 8080;                // 0: any free port (see Server::port())
+    std::string api_key;            // non-empty: requests need "Authorization: Bearer <key>"
+    int max_queue = 64;             // requests that may wait for a slot; beyond: 503
+    size_t max_body_bytes = 8u << 20;  // larger bodies: 413
+    std::string model_id;           // /v1/models id (default: the file name)
+    std::string chat_template;      // override of the GGUF's template (text); empty: the model's
+    bool log_requests = true;       // one line per request on stderr
+};
+
+class Server {
+public:
+    // The session's sequences are the slots. Throws vega::Error when the chat
+    // template does not parse.
+    Server(const Model& model, Session& session, const ServerOptions& opts);
+    ~Server();
+
+    // Binds and serves until stop(); calls on_ready(port) once listening.
+    // Throws vega::Error when the address cannot be bound.
+    void run(const std::function<void(int port)>& on_ready = nullptr);
+    void stop();
+
+private:
+    struct Impl;
+    std::unique_ptr<Impl> impl_;
+};
+
+}  // namespace vega::server

@@ -1,0 +1,92 @@
+// The official `openai` npm client (v4) against `vega serve` on stories260K:
+// chat and text completions, streaming and not; the streamed text must equal the
+// non-streamed text. Run by ctest (server_openai_npm_client); scripts/setup.sh
+// installs the package into build/npm. Exit 77 = skipped (no VEGA_TEST_DATA).
+'use strict';
+const { spawn } = require('child_process');
+const fs = require('fs');
+const os = require('os');
+const path = require('path');
+const assert = require('assert');
+
+const data = process.env.VEGA_TEST_DATA;
+if (!data) {
+  console.log('VEGA_TEST_DATA is not set; data-driven test skipped');
+  process.exit(77);
+}
+const npmDir = process.env.VEGA_NPM_DIR;
+let OpenAI;
+try {
+  OpenAI = require(path.join(npmDir, 'node_modules', 'openai'));
+} catch (e) {
+  console.error(`the openai npm package is missing under ${npmDir}: run scripts/setup.sh ` +
+                `(npm install --prefix ${npmDir} openai@4)`);
+  process.exit(1);
+}
+
+const chatml = "{% for message in messages %}{{ '<|im_start|>' + message['role'] + '\\n' + message['content'] + " +
+               "'<|im_end|>\\n' }}{% endfor %}{% if add_generation_prompt %}{{ '<|im_start|>assistant\\n' }}{% endif %}";
+const tmp = fs.mkdtempSync(path.join(os.tmpdir(), 'vega-openai-'));
+fs.writeFileSync(path.join(tmp, 'chatml.jinja'), chatml);
+
+const server = spawn(process.env.VEGA_BINARY, [
+  'serve', '-m', path.join(data, 'models', 'stories260K.gguf'), '--device', 'cpu', '--port', '0',
+  '--parallel', '2', '-c', '256', '--api-key', 'test-key', '--chat-template-file', path.join(tmp, 'chatml.jinja')]);
+let log = '';
+const ready = new Promise((resolve, reject) => {
+  server.stderr.on('data', (d) => {
+    log += d;
+    const m = /listening on http:\/\/127\.0\.0\.1:(\d+)/.exec(log);
+    if (m) resolve(Number(m[1]));
+  });
+  server.on('exit', (code) => reject(new Error(`vega serve exited (${code}):\n${log}`)));
+  setTimeout(() => reject(new Error(`vega serve did not start:\n${log}`)), 60000);
+});
+
+async function main() {
+  const port = await ready;
+  const client = new OpenAI({ apiKey: 'test-key', baseURL: `http://127.0.0.1:${port}/v1` });
+  const messages = [{ role: 'system', content: 'Tell a story.' }, { role: 'user', content: 'Once upon a time' }];
+
+  const models = await client.models.list();
+  assert.strictEqual(models.data[0].id, 'stories260K.gguf');
+
+  const chat = await client.chat.completions.create({ model: 'stories', messages, max_tokens: 24, temperature: 0 });
+  assert.strictEqual(chat.object, 'chat.completion');
+  assert.strictEqual(chat.choices[0].message.role, 'assistant');
+  assert.strictEqual(chat.choices[0].finish_reason, 'length');
+  assert.strictEqual(chat.usage.completion_tokens, 24);
+  const chatText = chat.choices[0].message.content;
+  assert.ok(chatText.length > 0);
+
+  let streamed = '', finish = null, usage = null;
+  const s = await client.chat.completions.create({ model: 'stories', messages, max_tokens: 24, temperature: 0,
+                                                   stream: true, stream_options: { include_usage: true } });
+  for await (const chunk of s) {
+    if (chunk.usage) usage = chunk.usage;
+    if (!chunk.choices.length) continue;
+    streamed += chunk.choices[0].delta.content || '';
+    if (chunk.choices[0].finish_reason) finish = chunk.choices[0].finish_reason;
+  }
+  assert.strictEqual(streamed, chatText, 'streamed chat text differs from the non-streamed text');
+  assert.strictEqual(finish, 'length');
+  assert.strictEqual(usage.completion_tokens, 24);
+
+  const comp = await client.completions.create({ model: 'stories', prompt: 'The little dog', max_tokens: 20, temperature: 0 });
+  assert.strictEqual(comp.object, 'text_completion');
+  const compText = comp.choices[0].text;
+  let compStreamed = '';
+  const cs = await client.completions.create({ model: 'stories', prompt: 'The little dog', max_tokens: 20, temperature: 0, stream: true });
+  for await (const chunk of cs) compStreamed += chunk.choices[0].text;
+  assert.strictEqual(compStreamed, compText, 'streamed completion text differs from the non-streamed text');
+
+  // The client surfaces the server's error object.
+  await assert.rejects(client.chat.completions.create({ model: 'stories', messages, n: 2 }),
+                       (e) => e.status === 400 && /n = 1/.test(e.message));
+  const bad = new OpenAI({ apiKey: 'wrong', baseURL: `http://127.0.0.1:${port}/v1`, maxRetries: 0 });
+  await assert.rejects(bad.models.list(), (e) => e.status === 401);
+  console.log(`openai npm client: chat ${JSON.stringify(chatText)}; completion ${JSON.stringify(compText)}; all checks passed`);
+}
+
+main().then(() => { server.kill('SIGTERM'); process.exit(0); },
+            (e) => { console.error(e); console.error(log); server.kill('SIGKILL'); process.exit(1); });

@@ -1,0 +1,56 @@
+#include "serve_process.h"
+
+#include <signal.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <chrono>
+#include <fstream>
+#include <regex>
+#include <sstream>
+#include <thread>
+
+#include "run_vega.h"
+
+namespace vega::test {
+
+ServeProcess::ServeProcess(const std::string& args) {
+    static int n = 0;
+    log_path_ = temp_dir() + "/serve-" + std::to_string(getpid()) + "-" + std::to_string(n++) + ".log";
+    const std::string cmd = "exec " + quote(VEGA_BINARY) + " serve --host 127.0.0.1 --port 0 " + args + " 2> " + quote(log_path_);
+    pid_ = fork();
+    if (pid_ == 0) {
+        execl("/bin/sh", "sh", "-c", cmd.c_str(), static_cast<char*>(nullptr));
+        _exit(127);
+    }
+    const std::regex re("listening on http://127\\.0\\.0\\.1:([0-9]+)");
+    for (int i = 0; i < 600 && port_ < 0; ++i) {  // up to 60 s (model load)
+        std::smatch m;
+        const std::string l = log();
+        if (std::regex_search(l, m, re)) port_ = std::stoi(m[1].str());
+        else if (waitpid(pid_, nullptr, WNOHANG) == pid_) {
+            pid_ = -1;
+            break;
+        } else std::this_thread::sleep_for(std::chrono::milliseconds(100));
+    }
+}
+
+ServeProcess::~ServeProcess() {
+    if (pid_ <= 0) return;
+    kill(pid_, SIGTERM);
+    for (int i = 0; i < 100; ++i) {
+        if (waitpid(pid_, nullptr, WNOHANG) == pid_) return;
+        std::this_thread::sleep_for(std::chrono::milliseconds(50));
+    }
+    kill(pid_, SIGKILL);
+    waitpid(pid_, nullptr, 0);
+}
+
+std::string ServeProcess::log() const {
+    std::ifstream f(log_path_);
+    std::stringstream ss;
+    ss << f.rdbuf();
+    return ss.str();
+}
+
+}  // namespace vega::test

@@ -1,0 +1,26 @@
+// Starts `vega serve ... --port 0` as a child process for a test, waits for its
+// "listening on http://127.0.0.1:PORT" line, and stops it (SIGTERM) at the end.
+#pragma once
+#include <string>
+
+namespace vega::test {
+
+class ServeProcess {
+public:
+    // args: everything after `vega serve` except --port (the model, options).
+    explicit ServeProcess(const std::string& args);
+    ~ServeProcess();
+    ServeProcess(const ServeProcess&) = delete;
+    ServeProcess& operator=(const ServeProcess&) = delete;
+
+    int port() const { return port_; }
+    bool ok() const { return port_ > 0; }
+    std::string log() const;  // the server's stderr so far
+
+private:
+    int pid_ = -1;
+    int port_ = -1;
+    std::string log_path_;
+};
+
+}  // namespace vega::test

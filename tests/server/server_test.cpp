@@ -1,0 +1,374 @@
+// vega serve against stories260K (CPU), through real HTTP on the loopback: the
+// OpenAI response shapes, streamed text == non-streamed text, concurrency that
+// changes nothing, a client hanging up, every error status, the API key, and a
+// bounded load test (200 requests, 16 at a time).
+#include <gtest/gtest.h>
+#include <httplib.h>
+
+#include <arpa/inet.h>
+#include <netinet/in.h>
+#include <sys/socket.h>
+#include <unistd.h>
+
+#include <atomic>
+#include <chrono>
+#include <fstream>
+#include <map>
+#include <memory>
+#include <nlohmann/json.hpp>
+#include <regex>
+#include <string>
+#include <thread>
+#include <vector>
+
+#include "run_vega.h"
+#include "serve_process.h"
+#include "test_data.h"
+
+namespace vega::test {
+namespace {
+
+using json = nlohmann::json;
+
+const char* kChatml =
+    "{% for message in messages %}{{ '<|im_start|>' + message['role'] + '\\n' + message['content'] + '<|im_end|>\\n' }}"
+    "{% endfor %}{% if add_generation_prompt %}{{ '<|im_start|>assistant\\n' }}{% endif %}";
+
+std::string chatml_file() {
+    const std::string p = temp_dir() + "/chatml.jinja";
+    std::ofstream(p) << kChatml;
+    return p;
+}
+
+std::string model_args(const std::string& extra) {
+    return "-m " + quote(data_file("models/stories260K.gguf")) + " --device cpu -t 2 -q " + extra;
+}
+
+struct Reply {
+    int status = -1;
+    std::string body;
+    json j;
+};
+
+Reply post(int port, const std::string& path, const std::string& body, const httplib::Headers& h = {}) {
+    httplib::Client c("127.0.0.1", port);
+    c.set_read_timeout(120, 0);
+    Reply r;
+    auto res = c.Post(path.c_str(), h, body, "application/json");
+    if (!res) return r;
+    r.status = res->status;
+    r.body = res->body;
+    r.j = json::parse(res->body, nullptr, false);
+    return r;
+}
+Reply post(int port, const std::string& path, const json& body, const httplib::Headers& h = {}) {
+    return post(port, path, body.dump(), h);
+}
+Reply get(int port, const std::string& path, const httplib::Headers& h = {}) {
+    httplib::Client c("127.0.0.1", port);
+    Reply r;
+    auto res = c.Get(path.c_str(), h);
+    if (!res) return r;
+    r.status = res->status;
+    r.body = res->body;
+    r.j = json::parse(res->body, nullptr, false);
+    return r;
+}
+
+// SSE: every `data:` event; done = the stream ended with [DONE].
+struct Stream {
+    int status = -1;
+    std::vector<json> events;
+    bool done = false;
+};
+Stream stream(int port, const std::string& path, json body) {
+    body["stream"] = true;
+    Reply r = post(port, path, body);
+    Stream s;
+    s.status = r.status;
+    std::istringstream in(r.body);
+    for (std::string line; std::getline(in, line);) {
+        if (line.rfind("data: ", 0) != 0) continue;
+        const std::string d = line.substr(6);
+        if (d == "[DONE]") s.done = true;
+        else s.events.push_back(json::parse(d));
+    }
+    return s;
+}
+
+std::string chat_text(const Reply& r) { return r.j["choices"][0]["message"]["content"].get<std::string>(); }
+
+int64_t metric(int port, const std::string& name) {
+    const Reply m = get(port, "/metrics");
+    std::smatch k;
+    const std::regex re("\n" + name + " ([0-9]+)");
+    const std::string body = "\n" + m.body;
+    return std::regex_search(body, k, re) ? std::stoll(k[1].str()) : -1;
+}
+
+json chat_body(const std::string& user, int max_tokens) {
+    return json{{"model", "stories"},
+                {"messages", json::array({{{"role", "system"}, {"content", "Tell a story."}}, {{"role", "user"}, {"content", user}}})},
+                {"max_tokens", max_tokens},
+                {"temperature", 0}};
+}
+
+class Serve : public ::testing::Test {
+protected:
+    static void SetUpTestSuite() {
+        if (data_dir().empty()) return;
+        srv_ = new ServeProcess(model_args("--parallel 4 -c 256 --chat-template-file " + quote(chatml_file())));
+    }
+    static void TearDownTestSuite() {
+        delete srv_;
+        srv_ = nullptr;
+    }
+    void SetUp() override {
+        VEGA_REQUIRE_TEST_DATA();
+        ASSERT_TRUE(srv_ && srv_->ok()) << (srv_ ? srv_->log() : "");
+    }
+    static int port() { return srv_->port(); }
+    static ServeProcess* srv_;
+};
+ServeProcess* Serve::srv_ = nullptr;
+
+TEST_F(Serve, HealthModelsAndResponseShapes) {
+    EXPECT_EQ(get(port(), "/health").j["status"], "ok");
+    const Reply m = get(port(), "/v1/models");
+    EXPECT_EQ(m.j["object"], "list");
+    EXPECT_EQ(m.j["data"][0]["id"], "stories260K.gguf");
+
+    const Reply c = post(port(), "/v1/chat/completions", chat_body("Once upon a time", 12));
+    ASSERT_EQ(c.status, 200) << c.body;
+    EXPECT_EQ(c.j["object"], "chat.completion");
+    EXPECT_EQ(c.j["model"], "stories");
+    EXPECT_TRUE(c.j["id"].get<std::string>().rfind("chatcmpl-", 0) == 0);
+    EXPECT_GT(c.j["created"].get<int64_t>(), 1700000000);
+    EXPECT_EQ(c.j["choices"][0]["message"]["role"], "assistant");
+    EXPECT_FALSE(chat_text(c).empty());
+    EXPECT_EQ(c.j["choices"][0]["finish_reason"], "length");
+    EXPECT_EQ(c.j["usage"]["completion_tokens"], 12);
+    EXPECT_EQ(c.j["usage"]["total_tokens"].get<int>(),
+              c.j["usage"]["prompt_tokens"].get<int>() + c.j["usage"]["completion_tokens"].get<int>());
+
+    const Reply t = post(port(), "/v1/completions", json{{"prompt", "Once upon a time"}, {"max_tokens", 8}, {"temperature", 0}});
+    ASSERT_EQ(t.status, 200) << t.body;
+    EXPECT_EQ(t.j["object"], "text_completion");
+    EXPECT_EQ(t.j["choices"][0]["finish_reason"], "length");
+    EXPECT_EQ(t.j["usage"]["prompt_tokens"], 5);  // BOS + 4 prompt tokens
+    // Greedy completion text = what `vega run` generates for the same prompt.
+    const CmdResult run = run_vega("run -m " + quote(data_file("models/stories260K.gguf")) +
+                                   " --device cpu -p 'Once upon a time' -n 8 --temp 0 -q");
+    ASSERT_EQ(run.exit_code, 0);
+    EXPECT_EQ("Once upon a time" + t.j["choices"][0]["text"].get<std::string>() + "\n", run.out);
+}
+
+TEST_F(Serve, StreamedTextEqualsNonStreamedText) {
+    for (const char* path : {"/v1/chat/completions", "/v1/completions"}) {
+        const bool chat = std::string(path).find("chat") != std::string::npos;
+        json body = chat ? chat_body("The little dog", 30) : json{{"prompt", "The little dog"}, {"max_tokens", 30}, {"temperature", 0}};
+        const Reply whole = post(port(), path, body);
+        ASSERT_EQ(whole.status, 200) << whole.body;
+        body["stream_options"] = {{"include_usage", true}};
+        const Stream s = stream(port(), path, body);
+        ASSERT_EQ(s.status, 200);
+        ASSERT_TRUE(s.done) << path;
+        ASSERT_GE(s.events.size(), 3u);
+        std::string text;
+        const json* final_chunk = nullptr;
+        for (const json& e : s.events) {
+            EXPECT_EQ(e["object"], chat ? "chat.completion.chunk" : "text_completion");
+            if (e["choices"].empty()) continue;  // the usage chunk
+            const json& ch = e["choices"][0];
+            if (!ch["finish_reason"].is_null()) final_chunk = &e;
+            if (chat && ch["delta"].contains("content")) text += ch["delta"]["content"].get<std::string>();
+            if (!chat) text += ch["text"].get<std::string>();
+        }
+        if (chat) EXPECT_EQ(s.events[0]["choices"][0]["delta"]["role"], "assistant");
+        ASSERT_NE(final_chunk, nullptr);
+        EXPECT_EQ((*final_chunk)["choices"][0]["finish_reason"], "length");
+        const json& usage = s.events.back();
+        EXPECT_TRUE(usage["choices"].empty());
+        EXPECT_EQ(usage["usage"]["completion_tokens"], 30);
+        EXPECT_EQ(text, chat ? chat_text(whole) : whole.j["choices"][0]["text"].get<std::string>()) << path;
+    }
+}
+
+TEST_F(Serve, StopStringsEndTheText) {
+    const json body{{"prompt", "Once upon a time"}, {"max_tokens", 40}, {"temperature", 0}};
+    const Reply full = post(port(), "/v1/completions", body);
+    const std::string text = full.j["choices"][0]["text"];
+    const size_t cut = text.find(" Lily");
+    ASSERT_NE(cut, std::string::npos) << text;
+    json stop = body;
+    stop["stop"] = json::array({"zzz", " Lily"});
+    const Reply r = post(port(), "/v1/completions", stop);
+    EXPECT_EQ(r.j["choices"][0]["text"], text.substr(0, cut));
+    EXPECT_EQ(r.j["choices"][0]["finish_reason"], "stop");
+    const Stream s = stream(port(), "/v1/completions", stop);
+    std::string streamed;
+    for (const json& e : s.events) streamed += e["choices"][0]["text"].get<std::string>();
+    EXPECT_EQ(streamed, text.substr(0, cut));
+}
+
+std::string prompt_of(int i) {
+    static const char* starts[] = {"Once upon a time", "The little dog", "Lily wanted to", "One day, a big",
+                                   "Tom and Sue went", "The sun was", "A bird sat on", "There was a girl named"};
+    return starts[i % 8];
+}
+
+TEST_F(Serve, ConcurrentRequestsReturnWhatEachReturnsAlone) {
+    const int n = 16;
+    std::vector<std::string> alone(n), together(n);
+    auto body = [](int i) { return json{{"prompt", prompt_of(i)}, {"max_tokens", 16 + i}, {"temperature", 0}}; };
+    for (int i = 0; i < n; ++i) alone[size_t(i)] = post(port(), "/v1/completions", body(i)).j["choices"][0]["text"];
+    std::vector<std::thread> th;
+    for (int i = 0; i < n; ++i)
+        th.emplace_back([&, i] { together[size_t(i)] = post(port(), "/v1/completions", body(i)).j["choices"][0]["text"]; });
+    for (auto& t : th) t.join();
+    for (int i = 0; i < n; ++i) EXPECT_EQ(together[size_t(i)], alone[size_t(i)]) << "request " << i;
+}
+
+TEST_F(Serve, ChatHistoryReusesTheSlotCache) {
+    const int64_t cached0 = metric(port(), "vega_prompt_tokens_cached_total");
+    json body = chat_body("Once upon a time", 10);
+    const Reply first = post(port(), "/v1/chat/completions", body);
+    body["messages"].push_back({{"role", "assistant"}, {"content", chat_text(first)}});
+    body["messages"].push_back({{"role", "user"}, {"content", "And then?"}});
+    const Reply second = post(port(), "/v1/chat/completions", body);
+    ASSERT_EQ(second.status, 200);
+    const int cached = second.j["usage"]["prompt_tokens_details"]["cached_tokens"];
+    EXPECT_GT(cached, first.j["usage"]["prompt_tokens"].get<int>() - 2) << second.body;
+    EXPECT_GE(metric(port(), "vega_prompt_tokens_cached_total") - cached0, cached);
+}
+
+TEST_F(Serve, ErrorsUseOpenAiErrorObjects) {
+    auto expect_error = [](const Reply& r, int status, const std::string& needle) {
+        EXPECT_EQ(r.status, status) << r.body;
+        ASSERT_TRUE(r.j.is_object() && r.j.contains("error")) << r.body;
+        const json& e = r.j["error"];
+        EXPECT_TRUE(e["message"].is_string());
+        EXPECT_TRUE(e["type"].is_string());
+        EXPECT_TRUE(e.contains("code"));
+        EXPECT_NE(e["message"].get<std::string>().find(needle), std::string::npos) << e.dump();
+    };
+    expect_error(post(port(), "/v1/chat/completions", std::string("{not json")), 400, "not valid JSON");
+    expect_error(post(port(), "/v1/chat/completions", json{{"max_tokens", 3}}), 400, "'messages' is required");
+    expect_error(post(port(), "/v1/completions", json::object()), 400, "'prompt' is required");
+    expect_error(post(port(), "/v1/chat/completions", json{{"messages", "hi"}}), 400, "'messages' must be an array");
+    json bad_temp = chat_body("x", 3);
+    bad_temp["temperature"] = "hot";
+    expect_error(post(port(), "/v1/chat/completions", bad_temp), 400, "'temperature' must be a number");
+    json bad_n = chat_body("x", 3);
+    bad_n["n"] = 2;
+    expect_error(post(port(), "/v1/chat/completions", bad_n), 400, "n = 1");
+    json bad_stop = chat_body("x", 3);
+    bad_stop["stop"] = 5;
+    expect_error(post(port(), "/v1/chat/completions", bad_stop), 400, "'stop'");
+    std::string long_prompt;
+    for (int i = 0; i < 300; ++i) long_prompt += " dog";
+    expect_error(post(port(), "/v1/completions", json{{"prompt", long_prompt}}), 400, "context");
+    expect_error(get(port(), "/v1/nothing"), 404, "unknown endpoint");
+}
+
+TEST(ServeLimits, ApiKeyBodyLimitAndFullQueue) {
+    VEGA_REQUIRE_TEST_DATA();
+    ServeProcess s(model_args("--parallel 1 --max-queue 0 -c 2048 --api-key sekret --max-body 2000"));
+    ASSERT_TRUE(s.ok()) << s.log();
+    const json body{{"prompt", "Once upon a time"}, {"max_tokens", 4}, {"temperature", 0}};
+    EXPECT_EQ(post(s.port(), "/v1/completions", body).status, 401);
+    const Reply wrong = post(s.port(), "/v1/completions", body, {{"Authorization", "Bearer nope"}});
+    EXPECT_EQ(wrong.status, 401);
+    EXPECT_EQ(wrong.j["error"]["code"], "invalid_api_key");
+    EXPECT_EQ(get(s.port(), "/v1/models").status, 401);
+    EXPECT_EQ(get(s.port(), "/health").status, 200);  // open, for load balancers
+    const httplib::Headers key{{"Authorization", "Bearer sekret"}};
+    EXPECT_EQ(post(s.port(), "/v1/completions", body, key).status, 200);
+    const Reply big = post(s.port(), "/v1/completions", json{{"prompt", std::string(5000, 'a')}}, key);
+    EXPECT_EQ(big.status, 413) << big.body;
+    EXPECT_TRUE(big.j.contains("error")) << big.body;
+    // One slot, no queue: while a long generation runs, another request gets 503.
+    std::atomic<int> long_status{0};
+    std::thread t([&] {
+        long_status = post(s.port(), "/v1/completions",
+                           json{{"prompt", "Once"}, {"max_tokens", 2000}, {"temperature", 0}, {"ignore_eos", true}}, key)
+                          .status;
+    });
+    Reply busy;
+    for (int i = 0; i < 200; ++i) {  // until the long request holds the slot
+        busy = post(s.port(), "/v1/completions", body, key);
+        if (busy.status == 503) break;
+        std::this_thread::sleep_for(std::chrono::milliseconds(5));
+    }
+    EXPECT_EQ(busy.status, 503) << busy.body;
+    EXPECT_EQ(busy.j["error"]["code"], "queue_full");
+    t.join();
+    EXPECT_EQ(long_status.load(), 200);
+}
+
+// Reads the first SSE event of a long stream over a raw socket, then hangs up.
+TEST(ServeLimits, ClientHangingUpFreesItsSlot) {
+    VEGA_REQUIRE_TEST_DATA();
+    ServeProcess s(model_args("--parallel 1 -c 8192"));
+    ASSERT_TRUE(s.ok()) << s.log();
+    const std::string body =
+        json{{"prompt", "Once upon a time"}, {"max_tokens", 8000}, {"temperature", 0}, {"ignore_eos", true}, {"stream", true}}.dump();
+    const int fd = socket(AF_INET, SOCK_STREAM, 0);
+    sockaddr_in a{};
+    a.sin_family = AF_INET;
+    a.sin_port = htons(uint16_t(s.port()));
+    inet_pton(AF_INET, "127.0.0.1", &a.sin_addr);
+    ASSERT_EQ(connect(fd, reinterpret_cast<sockaddr*>(&a), sizeof a), 0);
+    const std::string req = "POST /v1/completions HTTP/1.1\r\nHost: 127.0.0.1\r\nContent-Type: application/json\r\n"
+                            "Content-Length: " + std::to_string(body.size()) + "\r\n\r\n" + body;
+    ASSERT_EQ(write(fd, req.data(), req.size()), ssize_t(req.size()));
+    std::string got;
+    char buf[4096];
+    while (got.find("data: ") == std::string::npos) {
+        const ssize_t n = read(fd, buf, sizeof buf);
+        ASSERT_GT(n, 0);
+        got.append(buf, size_t(n));
+    }
+    close(fd);
+    // The slot is freed and the request counted as cancelled, long before 8000 tokens.
+    int64_t busy = -1, cancelled = -1;
+    for (int i = 0; i < 100 && !(busy == 0 && cancelled == 1); ++i) {
+        std::this_thread::sleep_for(std::chrono::milliseconds(50));
+        busy = metric(s.port(), "vega_slots_busy");
+        cancelled = metric(s.port(), "vega_requests_cancelled_total");
+    }
+    EXPECT_EQ(busy, 0);
+    EXPECT_EQ(cancelled, 1);
+    EXPECT_LT(metric(s.port(), "vega_generated_tokens_total"), 8000);
+    // The one slot serves the next request.
+    const Reply next = post(s.port(), "/v1/completions", json{{"prompt", "Once upon a time"}, {"max_tokens", 4}, {"temperature", 0}});
+    EXPECT_EQ(next.status, 200) << next.body;
+}
+
+// 200 requests, 16 at a time, over 8 prompts: every answer is its prompt's
+// answer (nothing lost, nothing mixed up), then the server is idle.
+TEST_F(Serve, LoadTestLosesAndMixesNothing) {
+    std::vector<std::string> expect(8);
+    auto body = [](int i) { return json{{"prompt", prompt_of(i)}, {"max_tokens", 12}, {"temperature", 0}}; };
+    for (int i = 0; i < 8; ++i) expect[size_t(i)] = post(port(), "/v1/completions", body(i)).j["choices"][0]["text"];
+    std::atomic<int> next{0}, ok{0}, wrong{0}, failed{0};
+    std::vector<std::thread> th;
+    for (int w = 0; w < 16; ++w)
+        th.emplace_back([&] {
+            for (int i; (i = next++) < 200;) {
+                const Reply r = post(port(), "/v1/completions", body(i));
+                if (r.status != 200) ++failed;
+                else if (r.j["choices"][0]["text"] != expect[size_t(i % 8)]) ++wrong;
+                else ++ok;
+            }
+        });
+    for (auto& t : th) t.join();
+    EXPECT_EQ(ok.load(), 200);
+    EXPECT_EQ(wrong.load(), 0);
+    EXPECT_EQ(failed.load(), 0);
+    EXPECT_EQ(metric(port(), "vega_slots_busy"), 0);
+    EXPECT_EQ(metric(port(), "vega_queue_size"), 0);
+}
+
+}  // namespace
+}  // namespace vega::test
