@@ -14,8 +14,10 @@ OUT=${OUT:-$PWD/gpu_check_out}
 mkdir -p "$OUT"
 export VEGA_TEST_DATA=${VEGA_TEST_DATA:-$PWD/.devdata/testdata}
 B=build-h200
-# Libraries the image may lack (PCRE2, fmt, CLI11, GoogleTest), carried as
-# extracted Debian packages in .devdata/deps (see docs/PERFORMANCE.md).
+# Libraries the image may lack (PCRE2, fmt, CLI11, GoogleTest, nlohmann-json), carried as
+# extracted Debian packages in .devdata/deps (apt-get download, dpkg -x). The network
+# commands (libcurl, OpenSSL, cpp-httplib) are off unless VEGA_NET=ON (then carry those too).
+# After the tests, scripts/gpu_sweep.sh runs every synth shape x type (SWEEP=1).
 if [ -d .devdata/deps/usr ]; then
   D=$PWD/.devdata/deps
   export CMAKE_PREFIX_PATH=$D/usr${CMAKE_PREFIX_PATH:+:$CMAKE_PREFIX_PATH}
@@ -29,7 +31,7 @@ log() { echo "=== $* ($(date +%T))" | tee -a "$OUT/summary.txt"; }
 log "configure + build"
 nvidia-smi --query-gpu=name,memory.total,clocks.max.sm --format=csv | tee -a "$OUT/summary.txt"
 TUNING=${TUNING:-OFF}; [ "$MODE" = tune ] && TUNING=ON
-cmake -S . -B $B -G Ninja -DCMAKE_BUILD_TYPE=Release -DVEGA_CUDA=ON -DVEGA_ASAN_TESTS=OFF -DVEGA_GPU_TUNING=$TUNING \
+cmake -S . -B $B -G Ninja -DCMAKE_BUILD_TYPE=Release -DVEGA_CUDA=ON -DVEGA_ASAN_TESTS=OFF -DVEGA_GPU_TUNING=$TUNING -DVEGA_NET=${VEGA_NET:-OFF} \
       -DCMAKE_CUDA_COMPILER=${NVCC:-$(command -v nvcc || echo /usr/local/cuda/bin/nvcc)} > "$OUT/configure.log" 2>&1 \
   || { tail -30 "$OUT/configure.log"; exit 1; }
 TARGETS="vega vega_gpu_parity_tests vega_engine_tests vega_probe_gpu"
@@ -48,6 +50,11 @@ if [ "$MODE" = all ] || [ "$MODE" = test ]; then
   log "end-to-end reference tests on the GPU"
   VEGA_TEST_DEVICE=gpu timeout 300 $B/tests/vega_engine_tests > "$OUT/e2e_gpu.log" 2>&1; echo "rc=$?" >> "$OUT/e2e_gpu.log"
   grep -E "^\[  (PASSED|FAILED|SKIPPED) |^\[  FAILED|rc=" "$OUT/e2e_gpu.log" | head -40 | tee -a "$OUT/summary.txt"
+fi
+
+if [ "${SWEEP:-0}" = 1 ]; then
+  log "every synth shape x type, GPU vs CPU logits (scripts/gpu_sweep.sh)"
+  OUT=$OUT/sweep scripts/gpu_sweep.sh $B | tee -a "$OUT/summary.txt"
 fi
 
 if [ "$MODE" = all ] || [ "$MODE" = bench ]; then
@@ -85,7 +92,7 @@ fi
 if [ "$MODE" = ab ]; then
   if [ -n "${AB_CUDA_FLAGS:-}" ]; then
     log "second build: CMAKE_CUDA_FLAGS=$AB_CUDA_FLAGS"
-    cmake -S . -B $B-ab -G Ninja -DCMAKE_BUILD_TYPE=Release -DVEGA_CUDA=ON -DVEGA_ASAN_TESTS=OFF -DVEGA_TESTS=OFF \
+    cmake -S . -B $B-ab -G Ninja -DCMAKE_BUILD_TYPE=Release -DVEGA_CUDA=ON -DVEGA_ASAN_TESTS=OFF -DVEGA_TESTS=OFF -DVEGA_NET=OFF \
           -DCMAKE_CUDA_FLAGS="$AB_CUDA_FLAGS" -DCMAKE_CUDA_COMPILER=${NVCC:-$(command -v nvcc || echo /usr/local/cuda/bin/nvcc)} \
           > "$OUT/configure-ab.log" 2>&1 && cmake --build $B-ab -j"$J" --target vega > "$OUT/build-ab.log" 2>&1 \
       || { grep -E "error|FAILED" "$OUT/build-ab.log" "$OUT/configure-ab.log" | head -20; exit 1; }

@@ -17,7 +17,7 @@
 #include "cli/common.h"
 #include "core/error.h"
 #include "engine/scheduler.h"
-#include "server/chat_prompt.h"
+#include "engine/chat_prompt.h"
 
 namespace vega::cli {
 
@@ -46,7 +46,7 @@ void chat(const ChatOptions& o) {
     Loaded l = load(o.m, !o.quiet, 1);
     const Tokenizer& tok = l.model->tokenizer();
     std::string warning;
-    server::ChatPrompt prompt(*l.model, tmpl, &warning);
+    ChatPrompt prompt(*l.model, tmpl, &warning);
     if (!warning.empty() && !o.quiet) std::fprintf(stderr, "vega chat: warning: %s\n", warning.c_str());
     Scheduler sched(*l.session, tok);
     const int n_ctx = l.session->params().n_ctx;

@@ -6,7 +6,9 @@
 
 #include "backend/backend_factory.h"
 #include "core/error.h"
+#ifdef VEGA_HAVE_NET
 #include "hub/hub.h"
+#endif
 
 namespace vega::cli {
 
@@ -41,11 +43,15 @@ std::string resolve_model_path(const ModelOptions& o, bool verbose) {
     if (o.hf_repo.empty())
         fail("no model given: use -m FILE.gguf, or -hf REPO[:QUANT] to download one from Hugging Face "
              "(e.g. -hf bartowski/Qwen2.5-0.5B-Instruct-GGUF:Q4_K_M, or first `vega pull REPO[:QUANT]`)");
+#ifdef VEGA_HAVE_NET
     hub::HfRequest req;
     req.spec = o.hf_repo;
     req.endpoint = o.hf_endpoint;
     req.verbose = verbose;
     return hub::resolve_hf_model(req);
+#else
+    fail("-hf needs a build with network support (cmake -DVEGA_NET=ON, libcurl); use -m FILE.gguf");
+#endif
 }
 
 Loaded load(const ModelOptions& opts, bool verbose, int n_seq) {

@@ -18,8 +18,10 @@ int main(int argc, char** argv) {
     vega::cli::register_synth(app);
     vega::cli::register_bench(app);
     vega::cli::register_template(app);
+#ifdef VEGA_HAVE_NET
     vega::cli::register_pull(app);
     vega::cli::register_serve(app);
+#endif
     vega::cli::register_chat(app);
     // -hf (llama.cpp's spelling) for --hf-repo: CLI11 has no multi-letter short options.
     for (int i = 1; i < argc; ++i)

@@ -11,7 +11,7 @@
 
 #include "core/error.h"
 #include "server/api.h"
-#include "server/chat_prompt.h"
+#include "engine/chat_prompt.h"
 #include "server/engine_loop.h"
 
 namespace vega::server {

@@ -8,10 +8,9 @@
 #include <nlohmann/json.hpp>
 
 namespace vega {
-class Model;
-}
 
-namespace vega::server {
+class Model;
+
 
 class ChatPrompt {
 public:
@@ -35,4 +34,4 @@ private:
 // ChatML, for models without a template (with a warning).
 extern const char* const kChatmlTemplate;
 
-}  // namespace vega::server
+}  // namespace vega

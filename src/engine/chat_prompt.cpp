@@ -1,10 +1,10 @@
-#include "server/chat_prompt.h"
+#include "engine/chat_prompt.h"
 
 #include "core/error.h"
 #include "model/model.h"
 #include "template/chat_template.h"
 
-namespace vega::server {
+namespace vega {
 
 const char* const kChatmlTemplate =
     "{%- for message in messages -%}"
@@ -66,4 +66,4 @@ std::string ChatPrompt::render(const nlohmann::ordered_json& messages, const nlo
     return t.render(ctx);
 }
 
-}  // namespace vega::server
+}  // namespace vega

@@ -1,0 +1,53 @@
+#!/usr/bin/env bash
+# Every `vega synth` shape x type on the GPU: a 24-token prompt plus 16 decode steps
+# (vega eval) on the GPU and on the CPU, same file; the worst row's NMSE must stay
+# under the end-to-end tests' bound for quantized models (5e-3). Catches crashes and
+# wrong results that only one shape or type shows (a Q4_0 llama3-8b once read 20 MB
+# past its token embedding). Re-run it for every GPU change.
+#   scripts/gpu_sweep.sh [BUILD_DIR]     (default build-h200; needs a CUDA or HIP build)
+#   SHAPES="1b llama2-7b llama3-8b qwen2-7b" TYPES="Q4_0 Q8_0 Q4_K_M Q6_K" DEVICE=gpu BOUND=5e-3
+# One line per case on stdout and in $OUT/sweep.txt; exit 1 when any case failed.
+set -u
+B=${1:-build-h200}
+OUT=${OUT:-$PWD/gpu_sweep_out}
+mkdir -p "$OUT"
+SHAPES=${SHAPES:-1b llama2-7b llama3-8b qwen2-7b}
+TYPES=${TYPES:-Q4_0 Q8_0 Q4_K_M Q6_K}
+DEVICE=${DEVICE:-gpu}
+BOUND=${BOUND:-5e-3}
+T=$(nproc)
+here=$(cd "$(dirname "$0")" && pwd)
+# tokens N_VOCAB: line 1 the prompt (24 ids), line 2 the 16 decode steps; fixed seed.
+tokens() {
+  awk -v n="$1" 'BEGIN { srand(7); m = (n < 32000 ? n : 32000) - 4; s = "1";
+                         for (i = 0; i < 23; ++i) s = s " " int(3 + rand() * m); print s;
+                         s = ""; for (i = 0; i < 16; ++i) s = s (i ? " " : "") int(3 + rand() * m); print s }'
+}
+fail=0
+for shape in $SHAPES; do
+  for type in $TYPES; do
+    m=/tmp/sweep-$shape-$type.gguf
+    name="$shape $type"
+    if ! timeout 600 "$B/vega" synth --shape "$shape" --type "$type" -o "$m" > "$OUT/synth.log" 2>&1; then
+      echo "$name: synth FAILED: $(tail -1 "$OUT/synth.log")" | tee -a "$OUT/sweep.txt"; fail=1; continue
+    fi
+    n_vocab=$("$B/vega" inspect "$m" 2>/dev/null | awk '/\.vocab_size / { print $NF; exit }')
+    if [ -z "$n_vocab" ]; then
+      echo "$name: no vocab_size in the file" | tee -a "$OUT/sweep.txt"; fail=1; rm -f "$m"; continue
+    fi
+    tokens "$n_vocab" > "$OUT/tokens.txt"
+    dev_log="$OUT/$shape-$type-$DEVICE.log"
+    if ! timeout 600 "$B/vega" eval -m "$m" --device "$DEVICE" -c 64 --tokens-file "$OUT/tokens.txt" \
+         --logits-out /tmp/sweep-dev.f32 > "$dev_log" 2>&1; then
+      echo "$name: $DEVICE eval FAILED: $(tail -1 "$dev_log")" | tee -a "$OUT/sweep.txt"; fail=1; rm -f "$m"; continue
+    fi
+    if ! timeout 900 "$B/vega" eval -m "$m" --device cpu -t "$T" -c 64 --tokens-file "$OUT/tokens.txt" \
+         --logits-out /tmp/sweep-cpu.f32 > "$OUT/$shape-$type-cpu.log" 2>&1; then
+      echo "$name: cpu eval FAILED: $(tail -1 "$OUT/$shape-$type-cpu.log")" | tee -a "$OUT/sweep.txt"; fail=1; rm -f "$m"; continue
+    fi
+    r=$(python3 "$here/logits_nmse.py" /tmp/sweep-dev.f32 /tmp/sweep-cpu.f32 "$n_vocab" "$BOUND") || fail=1
+    echo "$name: $r" | tee -a "$OUT/sweep.txt"
+    rm -f "$m"
+  done
+done
+exit $fail
