@@ -9,7 +9,7 @@ const os = require('os');
 const path = require('path');
 const assert = require('assert');
 
-const data = process.env.VEGA_TEST_DATA;
+const data = process.env.VEGA_TEST_DATA && path.resolve(process.env.VEGA_TEST_DATA);
 if (!data) {
   console.log('VEGA_TEST_DATA is not set; data-driven test skipped');
   process.exit(77);
