@@ -10,6 +10,20 @@ namespace vega::tmpl {
 
 namespace {
 
+// The two-character escapes json.dumps writes; false for every other character.
+bool short_escape(char32_t c, std::string& out) {
+    switch (c) {
+        case '"': out += "\\\""; return true;
+        case '\\': out += "\\\\"; return true;
+        case '\n': out += "\\n"; return true;
+        case '\r': out += "\\r"; return true;
+        case '\t': out += "\\t"; return true;
+        case '\b': out += "\\b"; return true;
+        case '\f': out += "\\f"; return true;
+        default: return false;
+    }
+}
+
 void dump_string(std::string& out, const std::string& s, bool ensure_ascii) {
     out += '"';
     auto hex4 = [&](unsigned v) {
@@ -17,45 +31,23 @@ void dump_string(std::string& out, const std::string& s, bool ensure_ascii) {
         std::snprintf(b, sizeof b, "\\u%04x", v & 0xffff);
         out += b;
     };
-    if (!ensure_ascii) {
+    if (!ensure_ascii) {  // bytes pass through; only controls are escaped
         for (unsigned char c : s) {
-            switch (c) {
-                case '"': out += "\\\""; break;
-                case '\\': out += "\\\\"; break;
-                case '\n': out += "\\n"; break;
-                case '\r': out += "\\r"; break;
-                case '\t': out += "\\t"; break;
-                case '\b': out += "\\b"; break;
-                case '\f': out += "\\f"; break;
-                default:
-                    if (c < 0x20)
-                        hex4(c);
-                    else
-                        out += (char)c;
-            }
+            if (short_escape(c, out)) continue;
+            if (c < 0x20) hex4(c);
+            else out += char(c);
         }
-    } else {
+    } else {  // everything outside ' '..'~' as \uXXXX (surrogate pairs above the BMP)
         for (char32_t c : text::decode(s)) {
-            switch (c) {
-                case '"': out += "\\\""; break;
-                case '\\': out += "\\\\"; break;
-                case '\n': out += "\\n"; break;
-                case '\r': out += "\\r"; break;
-                case '\t': out += "\\t"; break;
-                case '\b': out += "\\b"; break;
-                case '\f': out += "\\f"; break;
-                default:
-                    if (c < 0x20 || c > 0x7e) {
-                        if (c >= 0x10000) {
-                            char32_t v = c - 0x10000;
-                            hex4(0xd800 | (v >> 10));
-                            hex4(0xdc00 | (v & 0x3ff));
-                        } else {
-                            hex4(c);
-                        }
-                    } else {
-                        out += (char)c;
-                    }
+            if (short_escape(c, out)) continue;
+            if (c >= 0x20 && c <= 0x7e) {
+                out += char(c);
+            } else if (c >= 0x10000) {
+                const char32_t v = c - 0x10000;
+                hex4(0xd800 | (v >> 10));
+                hex4(0xdc00 | (v & 0x3ff));
+            } else {
+                hex4(c);
             }
         }
     }

@@ -16,21 +16,12 @@
 #include "engine/scheduler.h"
 #include "engine/session.h"
 #include "model/model.h"
+#include "nmse.h"
 #include "run_vega.h"
 #include "test_data.h"
 
 namespace vega::test {
 namespace {
-
-double nmse(const float* a, const float* ref, size_t n) {
-    double num = 0, den = 0;
-    for (size_t i = 0; i < n; ++i) {
-        if (!std::isfinite(a[i])) return INFINITY;
-        num += (double(a[i]) - ref[i]) * (double(a[i]) - ref[i]);
-        den += double(ref[i]) * ref[i];
-    }
-    return den > 0 ? num / den : num;
-}
 
 struct Loaded {
     std::unique_ptr<Backend> be;

@@ -13,21 +13,12 @@
 
 #include "backend/backend_factory.h"
 #include "model/model.h"
+#include "nmse.h"
 #include "run_vega.h"
 #include "test_data.h"
 
 namespace vega::test {
 namespace {
-
-double nmse(const std::vector<float>& a, const std::vector<float>& ref) {
-    double num = 0, den = 0;
-    for (size_t i = 0; i < a.size(); ++i) {
-        if (!std::isfinite(a[i])) return INFINITY;
-        num += (double(a[i]) - ref[i]) * (double(a[i]) - ref[i]);
-        den += double(ref[i]) * ref[i];
-    }
-    return num / std::max(den, 1e-30);
-}
 
 struct Fixture {
     std::unique_ptr<Backend> be;

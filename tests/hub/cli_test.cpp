@@ -10,18 +10,12 @@
 
 #include "fake_hub.h"
 #include "run_vega.h"
+#include "test_data.h"
 
 namespace fs = std::filesystem;
 
 namespace vega::test {
 namespace {
-
-std::string slurp(const std::string& p) {
-    std::ifstream f(p, std::ios::binary);
-    std::stringstream ss;
-    ss << f.rdbuf();
-    return ss.str();
-}
 
 int lines(const std::string& s) { return int(std::count(s.begin(), s.end(), '\n')); }
 
@@ -41,7 +35,7 @@ protected:
             const CmdResult r = run_vega("synth --shape tiny --type Q8_0 -o " + quote(model));
             ASSERT_EQ(r.exit_code, 0) << r.err;
         }
-        hub.files["tiny-Q8_0.gguf"] = slurp(model);
+        hub.files["tiny-Q8_0.gguf"] = read_file(model);
         hub.files["tiny-F16.gguf"] = random_bytes(5000, 7);
     }
     void TearDown() override { unsetenv("VEGA_CACHE_DIR"); }
@@ -57,7 +51,7 @@ TEST_F(HubCli, PullDownloadsThenReusesTheCache) {
     CmdResult r = run_vega("pull owner/model-GGUF:q8_0" + ep());
     ASSERT_EQ(r.exit_code, 0) << r.err;
     EXPECT_EQ(r.out, want + "\n");
-    EXPECT_EQ(slurp(want), hub.files["tiny-Q8_0.gguf"]);
+    EXPECT_EQ(read_file(want), hub.files["tiny-Q8_0.gguf"]);
     // stderr is not a terminal here: a line at the start and one at the end, no bar.
     EXPECT_NE(r.err.find("downloading 'tiny-Q8_0.gguf' in 'owner/model-GGUF'"), std::string::npos) << r.err;
     EXPECT_NE(r.err.find("downloaded"), std::string::npos) << r.err;

@@ -13,18 +13,12 @@
 #include "hub/cache.h"
 #include "hub/hub.h"
 #include "run_vega.h"
+#include "test_data.h"
 
 namespace fs = std::filesystem;
 
 namespace vega::test {
 namespace {
-
-std::string slurp(const std::string& p) {
-    std::ifstream f(p, std::ios::binary);
-    std::stringstream ss;
-    ss << f.rdbuf();
-    return ss.str();
-}
 
 class HubDownload : public ::testing::Test {
 protected:
@@ -68,7 +62,7 @@ TEST_F(HubDownload, FullDownloadIsVerifiedAndRecorded) {
     r.token = "secret-token";
     const std::string path = hub::resolve_hf_model(r);
     EXPECT_EQ(path, dir() + "/model-Q4_K_M.gguf");  // the default choice
-    EXPECT_EQ(slurp(path), hub.files["model-Q4_K_M.gguf"]);
+    EXPECT_EQ(read_file(path), hub.files["model-Q4_K_M.gguf"]);
     EXPECT_FALSE(fs::exists(path + ".part"));
     const auto v = hub::read_verified(path);
     ASSERT_TRUE(v);
@@ -91,7 +85,7 @@ TEST_F(HubDownload, ResumesAPartialFileWithARangeRequest) {
 
     const std::string path = hub::resolve_hf_model(req("owner/model-GGUF:model-Q8_0.gguf"));
     EXPECT_EQ(path, dir() + "/model-Q8_0.gguf");
-    EXPECT_EQ(slurp(path), content);
+    EXPECT_EQ(read_file(path), content);
     EXPECT_FALSE(fs::exists(path + ".part"));
     const auto seen = hub.seen();
     ASSERT_EQ(seen.size(), 3u);
@@ -104,7 +98,7 @@ TEST_F(HubDownload, ACompletePartFileIsOnlyVerified) {
     const std::string& content = hub.files["model-Q8_0.gguf"];
     fs::create_directories(dir());
     std::ofstream(dir() + "/model-Q8_0.gguf.part", std::ios::binary) << content;
-    EXPECT_EQ(slurp(hub::resolve_hf_model(req("owner/model-GGUF:Q8_0"))), content);
+    EXPECT_EQ(read_file(hub::resolve_hf_model(req("owner/model-GGUF:Q8_0"))), content);
     EXPECT_EQ(hub.bytes_sent.load(), 0u);
 }
 
@@ -130,7 +124,7 @@ TEST_F(HubDownload, ChecksumMismatchLeavesNothingBehind) {
     std::ofstream(dir() + "/model-Q8_0.gguf.part", std::ios::binary) << bad;
     EXPECT_NE(error_of(req("owner/model-GGUF:Q8_0")).find("checksum mismatch"), std::string::npos);
     EXPECT_FALSE(fs::exists(dir() + "/model-Q8_0.gguf.part"));
-    EXPECT_EQ(slurp(hub::resolve_hf_model(req("owner/model-GGUF:Q8_0"))), hub.files["model-Q8_0.gguf"]);
+    EXPECT_EQ(read_file(hub::resolve_hf_model(req("owner/model-GGUF:Q8_0"))), hub.files["model-Q8_0.gguf"]);
 }
 
 TEST_F(HubDownload, NotFoundNamesTheRepoOrFile) {
@@ -167,7 +161,7 @@ TEST_F(HubDownload, CachedFilesAreUsedWithoutAnyRequest) {
     hub.stop();  // offline
     EXPECT_EQ(hub::resolve_hf_model(req("owner/model-GGUF:Q8_0")), a);
     EXPECT_EQ(hub::resolve_hf_model(req("owner/model-GGUF")), b);
-    EXPECT_EQ(slurp(a), hub.files["model-Q8_0.gguf"]);
+    EXPECT_EQ(read_file(a), hub.files["model-Q8_0.gguf"]);
 
     // A file whose size no longer matches its record is not trusted (this needs the Hub).
     std::ofstream(a, std::ios::app) << "x";
