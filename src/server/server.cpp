@@ -23,9 +23,13 @@ double ms_since(std::chrono::steady_clock::time_point t0) {
     return std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - t0).count();
 }
 
+// Generated text can hold bytes that are not UTF-8 (a model's byte tokens); JSON out
+// replaces them with U+FFFD instead of failing.
+std::string dump(const json& j) { return j.dump(-1, ' ', false, json::error_handler_t::replace); }
+
 void send_json(httplib::Response& res, int status, const json& j) {
     res.status = status;
-    res.set_content(j.dump(), "application/json");
+    res.set_content(dump(j), "application/json");
 }
 void send_error(httplib::Response& res, const ApiError& e) {
     send_json(res, e.status, error_body(e.status, e.what(), e.type, e.code));
@@ -145,8 +149,9 @@ struct Server::Impl {
             "text/event-stream",
             [this, p, id, created, job, t0, req_line = req.remote_addr + " " + req.method + " " + req.path, name, usage,
              summary](size_t, httplib::DataSink& sink) {
+              try {
                 auto send = [&](const json& j) {
-                    const std::string s = "data: " + j.dump() + "\n\n";
+                    const std::string s = "data: " + dump(j) + "\n\n";
                     return sink.write(s.data(), s.size());
                 };
                 bool first = true, ok = true;
@@ -181,6 +186,12 @@ struct Server::Impl {
                 sink.done();
                 count(name, 200);
                 return true;
+              } catch (const std::exception& e) {  // never let a stream take the server down
+                std::fprintf(stderr, "vega serve: %s -> stream failed: %s\n", req_line.c_str(), e.what());
+                engine.cancel(job);
+                count(name, 500);
+                return false;
+              }
             },
             [this, job](bool success) {
                 if (!success) engine.cancel(job);  // connection lost before the end
@@ -227,6 +238,17 @@ struct Server::Impl {
                                      "invalid_request_error", "invalid_api_key"));
             log(req, 401, 0.0, "");
             return httplib::Server::HandlerResponse::Handled;
+        });
+        http.set_exception_handler([this](const httplib::Request& req, httplib::Response& res, std::exception_ptr ep) {
+            std::string what = "unknown error";
+            try {
+                std::rethrow_exception(ep);
+            } catch (const std::exception& e) {
+                what = e.what();
+            } catch (...) {
+            }
+            send_error(res, ApiError(500, "internal error: " + what, "server_error", "internal_error"));
+            log(req, 500, 0.0, what);
         });
         http.set_error_handler(httplib::Server::HandlerWithResponse([this](const httplib::Request& req, httplib::Response& res) {
             if (!res.body.empty()) return httplib::Server::HandlerResponse::Unhandled;

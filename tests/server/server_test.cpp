@@ -98,8 +98,8 @@ Stream stream(int port, const std::string& path, json body) {
 
 std::string chat_text(const Reply& r) { return r.j["choices"][0]["message"]["content"].get<std::string>(); }
 
-int64_t metric(int port, const std::string& name) {
-    const Reply m = get(port, "/metrics");
+int64_t metric(int port, const std::string& name, const httplib::Headers& h = {}) {
+    const Reply m = get(port, "/metrics", h);
     std::smatch k;
     const std::regex re("\n" + name + " ([0-9]+)");
     const std::string body = "\n" + m.body;
@@ -294,12 +294,9 @@ TEST(ServeLimits, ApiKeyBodyLimitAndFullQueue) {
                            json{{"prompt", "Once"}, {"max_tokens", 2000}, {"temperature", 0}, {"ignore_eos", true}}, key)
                           .status;
     });
-    Reply busy;
-    for (int i = 0; i < 200; ++i) {  // until the long request holds the slot
-        busy = post(s.port(), "/v1/completions", body, key);
-        if (busy.status == 503) break;
+    for (int i = 0; i < 400 && metric(s.port(), "vega_slots_busy", key) != 1; ++i)  // the long request holds the slot
         std::this_thread::sleep_for(std::chrono::milliseconds(5));
-    }
+    const Reply busy = post(s.port(), "/v1/completions", body, key);
     EXPECT_EQ(busy.status, 503) << busy.body;
     EXPECT_EQ(busy.j["error"]["code"], "queue_full");
     t.join();
@@ -343,6 +340,27 @@ TEST(ServeLimits, ClientHangingUpFreesItsSlot) {
     // The one slot serves the next request.
     const Reply next = post(s.port(), "/v1/completions", json{{"prompt", "Once upon a time"}, {"max_tokens", 4}, {"temperature", 0}});
     EXPECT_EQ(next.status, 200) << next.body;
+}
+
+// A random-vocabulary model emits byte tokens that are not UTF-8: responses stay
+// valid JSON (U+FFFD in place of bad bytes) and the server stays up.
+TEST(ServeLimits, TextThatIsNotUtf8StillGivesJson) {
+    VEGA_REQUIRE_TEST_DATA();
+    const std::string model = temp_dir() + "/tiny-random.gguf";
+    ASSERT_EQ(run_vega("synth --shape tiny --type Q8_0 -o " + quote(model)).exit_code, 0);
+    ServeProcess s("-m " + quote(model) + " --device cpu -t 2 -q --parallel 2");
+    ASSERT_TRUE(s.ok()) << s.log();
+    for (int seed = 1; seed <= 6; ++seed) {
+        const json body{{"prompt", "hi"}, {"max_tokens", 64}, {"temperature", 1.5}, {"seed", seed}, {"ignore_eos", true}};
+        const Reply r = post(s.port(), "/v1/completions", body);
+        ASSERT_EQ(r.status, 200) << r.body;
+        ASSERT_FALSE(r.j.is_discarded()) << r.body;
+        EXPECT_EQ(post(s.port(), "/v1/completions", body).j["choices"][0]["text"], r.j["choices"][0]["text"]);
+        const Stream st = stream(s.port(), "/v1/completions", body);
+        EXPECT_EQ(st.status, 200);
+        EXPECT_TRUE(st.done) << "seed " << seed;
+    }
+    EXPECT_EQ(get(s.port(), "/health").status, 200);
 }
 
 // 200 requests, 16 at a time, over 8 prompts: every answer is its prompt's

@@ -1,0 +1,123 @@
+#!/usr/bin/env python3
+"""Load generator for an OpenAI-compatible server (vega serve, llama-server): N
+concurrent streams of streamed /v1/completions requests; reports aggregate generated
+tokens/s, per-stream tokens/s and time to first token (median, p90). Standard
+library only, so it runs on the GPU machines too.
+
+  serve_bench.py --url http://127.0.0.1:8080 --streams 1,4,16 --requests 32 --max-tokens 128
+
+Each request asks for exactly --max-tokens tokens (ignore_eos, as llama.cpp's server also
+accepts) with a different prompt; tokens are counted from the usage the server reports
+(stream_options.include_usage), or from the number of content chunks when it sends none.
+"""
+import argparse
+import http.client
+import json
+import statistics
+import sys
+import threading
+import time
+import urllib.parse
+
+
+def one_request(url, prompt, max_tokens, timeout):
+    u = urllib.parse.urlparse(url)
+    conn = http.client.HTTPConnection(u.hostname, u.port or 80, timeout=timeout)
+    body = json.dumps({"prompt": prompt, "max_tokens": max_tokens, "temperature": 0, "stream": True,
+                       "ignore_eos": True, "stream_options": {"include_usage": True}})
+    t0 = time.perf_counter()
+    conn.request("POST", "/v1/completions", body, {"Content-Type": "application/json"})
+    resp = conn.getresponse()
+    if resp.status != 200:
+        raise RuntimeError(f"HTTP {resp.status}: {resp.read()[:200]!r}")
+    ttft, chunks, usage = None, 0, None
+    for raw in resp:
+        line = raw.decode("utf-8", "replace").strip()
+        if not line.startswith("data: "):
+            continue
+        data = line[6:]
+        if data == "[DONE]":
+            break
+        ev = json.loads(data)
+        if ev.get("usage"):
+            usage = ev["usage"]
+        for ch in ev.get("choices", []):
+            if ch.get("text"):
+                chunks += 1
+                if ttft is None:
+                    ttft = time.perf_counter() - t0
+    conn.close()
+    n = usage["completion_tokens"] if usage else chunks
+    return ttft if ttft is not None else time.perf_counter() - t0, n, time.perf_counter() - t0
+
+
+def run_level(url, streams, n_requests, max_tokens, timeout):
+    lock = threading.Lock()
+    next_i = [0]
+    results, errors = [], []
+
+    def worker():
+        while True:
+            with lock:
+                i = next_i[0]
+                next_i[0] += 1
+            if i >= n_requests:
+                return
+            try:
+                r = one_request(url, f"Request {i}: once upon a time, in a land far away,", max_tokens, timeout)
+                with lock:
+                    results.append(r)
+            except Exception as e:  # noqa: BLE001 - reported below
+                with lock:
+                    errors.append(str(e))
+
+    t0 = time.perf_counter()
+    threads = [threading.Thread(target=worker) for _ in range(streams)]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join()
+    wall = time.perf_counter() - t0
+    tokens = sum(r[1] for r in results)
+    ttfts = sorted(r[0] for r in results)
+    per_stream = [r[1] / max(r[2] - r[0], 1e-9) for r in results if r[1] > 1]
+    return {
+        "streams": streams, "requests": len(results), "errors": len(errors), "tokens": tokens, "seconds": wall,
+        "aggregate_tps": tokens / wall if wall > 0 else 0.0,
+        "per_stream_tps": statistics.median(per_stream) if per_stream else 0.0,
+        "ttft_median_ms": 1000 * statistics.median(ttfts) if ttfts else 0.0,
+        "ttft_p90_ms": 1000 * ttfts[min(len(ttfts) - 1, int(0.9 * len(ttfts)))] if ttfts else 0.0,
+        "first_error": errors[0] if errors else "",
+    }
+
+
+def main():
+    ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    ap.add_argument("--url", default="http://127.0.0.1:8080")
+    ap.add_argument("--streams", default="1,4,16", help="concurrency levels, comma separated")
+    ap.add_argument("--requests", type=int, default=0, help="requests per level (default: 2 x streams, at least 4)")
+    ap.add_argument("--max-tokens", type=int, default=128)
+    ap.add_argument("--timeout", type=float, default=600)
+    ap.add_argument("--label", default="server")
+    ap.add_argument("--json", action="store_true")
+    a = ap.parse_args()
+    rows = []
+    for s in [int(x) for x in a.streams.split(",") if x]:
+        n = a.requests or max(4, 2 * s)
+        rows.append(run_level(a.url, s, n, a.max_tokens, a.timeout))
+    if a.json:
+        print(json.dumps({"label": a.label, "max_tokens": a.max_tokens, "levels": rows}, indent=2))
+    else:
+        print(f"| {a.label} | streams | requests | aggregate t/s | per-stream t/s | TTFT median ms | TTFT p90 ms | errors |")
+        print("| --- | ---: | ---: | ---: | ---: | ---: | ---: | ---: |")
+        for r in rows:
+            print(f"| | {r['streams']} | {r['requests']} | {r['aggregate_tps']:.1f} | {r['per_stream_tps']:.1f} | "
+                  f"{r['ttft_median_ms']:.1f} | {r['ttft_p90_ms']:.1f} | {r['errors']} |")
+    bad = [r for r in rows if r["errors"]]
+    for r in bad:
+        print(f"streams {r['streams']}: {r['errors']} errors, first: {r['first_error']}", file=sys.stderr)
+    return 1 if bad else 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
