@@ -2,6 +2,8 @@
 
 #include <chrono>
 #include <cstdio>
+#include <cstdlib>
+#include <string>
 #include <unistd.h>
 
 #include "backend/backend_factory.h"
@@ -78,6 +80,10 @@ Loaded load(const ModelOptions& opts, bool verbose, int n_seq) {
     cp.n_batch = o.batch;
     cp.n_seq = n_seq;
     cp.kv_type = parse_kv_type(o.kv_type);
+    // Batched decode steps through bucket graphs: verified on the CPU with a recording
+    // backend only, so opt-in until a GPU run checks it.
+    const char* bg = std::getenv("VEGA_BATCH_GRAPHS");
+    cp.batch_graphs = bg && std::string(bg) == "1";
     l.session = std::make_unique<Session>(*l.model, *l.backend, cp);
     l.load_seconds = now_seconds() - t0;
     return l;

@@ -27,6 +27,20 @@ struct Session::Impl {
     bool graphs = false;
     int32_t* d_step = nullptr;
     int graph_logits = -1, graph_greedy = -1, graph_topk = -1, graph_topk_k = 0;
+    // Batched decode steps (ContextParams::batch_graphs): d_bstep = {tokens, pos, seq,
+    // out_idx, argmax} [5][kMaxBucket]; one graph per (bucket, selection); rows past
+    // the batch are padding in the hidden sequence `pad_seq`.
+    static constexpr int kMaxBucket = 64;
+    static constexpr int kBuckets[7] = {2, 4, 8, 16, 32, 48, 64};
+    bool batch_graphs = false;
+    int pad_seq = -1;
+    int32_t* d_bstep = nullptr;
+    struct BatchGraph {
+        int id = -1, k = 0;
+    };
+    BatchGraph bgraph[7][3];  // [bucket][Select]
+    std::vector<int32_t> h_bstep;
+    int n_replays = 0;
     // Device-side top-k: ids/vals [n_batch][kTopKMax] on the backend, and host copies.
     int32_t* d_topk_ids = nullptr;
     float* d_topk_vals = nullptr;
@@ -42,9 +56,12 @@ struct Session::Impl {
     ~Impl() {
         for (int g : {graph_logits, graph_greedy, graph_topk})
             if (g >= 0) be.release_graph(g);
+        for (auto& per_bucket : bgraph)
+            for (BatchGraph& g : per_bucket)
+                if (g.id >= 0) be.release_graph(g.id);
         fwd.reset();
         for (void* p : {(void*)d_tokens, (void*)d_pos, (void*)d_seq, (void*)d_out_idx, (void*)d_argmax, (void*)d_logits,
-                        (void*)d_step, (void*)d_topk_ids, (void*)d_topk_vals})
+                        (void*)d_step, (void*)d_topk_ids, (void*)d_topk_vals, (void*)d_bstep})
             if (p) be.release(p);
     }
 
@@ -65,6 +82,56 @@ struct Session::Impl {
             throw;
         }
         return be.capture_end();
+    }
+    // Records forward (+ selection) of `bucket` rows described by d_bstep.
+    int capture_batch(int bucket, int n_ctx, Select sel, int k) {
+        BatchView b;
+        b.n_tokens = bucket, b.tokens = d_bstep, b.pos = d_bstep + kMaxBucket, b.seq = d_bstep + 2 * kMaxBucket;
+        b.n_kv_max = n_ctx;
+        be.capture_begin();
+        try {
+            fwd->run(b, d_bstep + 3 * kMaxBucket, bucket, d_logits);
+            select(sel, bucket, k, d_bstep + 4 * kMaxBucket);
+        } catch (...) {
+            try {
+                be.release_graph(be.capture_end());
+            } catch (...) {
+            }
+            batch_graphs = false;
+            throw;
+        }
+        return be.capture_end();
+    }
+    // The smallest bucket holding n rows (index into kBuckets), or -1.
+    static int bucket_of(int n) {
+        for (int i = 0; i < 7; ++i)
+            if (n <= kBuckets[i]) return i;
+        return -1;
+    }
+    // A decode step of n (2..64) rows through its bucket's graph: rows n.. are padding.
+    void batch_step(const std::vector<BatchToken>& batch, int n_ctx, Select sel, int k) {
+        const int n = int(batch.size()), bi = bucket_of(n), bucket = kBuckets[bi];
+        int32_t* h = h_bstep.data();
+        for (int i = 0; i < bucket; ++i) {
+            const bool pad = i >= n;
+            h[i] = pad ? 0 : batch[size_t(i)].token;
+            h[kMaxBucket + i] = pad ? 0 : batch[size_t(i)].pos;
+            h[2 * kMaxBucket + i] = pad ? pad_seq : batch[size_t(i)].seq;
+            h[3 * kMaxBucket + i] = i;
+        }
+        BatchGraph& g = bgraph[bi][int(sel)];
+        if (g.id >= 0 && sel == Select::TopK && g.k != k) {  // k is baked into the graph
+            be.release_graph(g.id);
+            g.id = -1;
+        }
+        be.upload(d_bstep, h, size_t(4 * kMaxBucket) * sizeof(int32_t));
+        if (g.id < 0) {
+            be.synchronize();
+            g.id = capture_batch(bucket, n_ctx, sel, k);
+            g.k = k;
+        }
+        be.replay(g.id);
+        ++n_replays;
     }
     // Uploads the step's ids and replays its graph (captured on first use).
     void step(const BatchToken& t, int n_ctx, Select sel, int k) {
@@ -96,7 +163,9 @@ Session::Session(const Model& model, Backend& backend, const ContextParams& p)
 
     KvCacheDesc d;
     d.n_layer = hp.n_layer;
-    d.n_seq = p_.n_seq;
+    // Batch graphs pad their buckets with rows of one extra sequence nobody reads.
+    const bool batch_graphs = p_.batch_graphs && p_.n_seq > 1 && backend.supports_capture();
+    d.n_seq = p_.n_seq + (batch_graphs ? 1 : 0);
     d.n_ctx = p_.n_ctx;
     d.n_kv_head = hp.n_head_kv;
     d.head_dim = hp.head_dim;
@@ -116,6 +185,12 @@ Session::Session(const Model& model, Backend& backend, const ContextParams& p)
     I.d_logits = static_cast<float*>(backend.alloc(B * size_t(I.n_vocab) * sizeof(float), "logits"));
     I.graphs = backend.supports_capture();
     I.d_step = static_cast<int32_t*>(backend.alloc(8 * sizeof(int32_t), "decode step ids"));
+    if (batch_graphs && I.n_batch >= Impl::kMaxBucket) {
+        I.batch_graphs = true;
+        I.pad_seq = p_.n_seq;
+        I.d_bstep = static_cast<int32_t*>(backend.alloc(5 * Impl::kMaxBucket * sizeof(int32_t), "batched step ids"));
+        I.h_bstep.assign(5 * Impl::kMaxBucket, 0);
+    }
     const size_t KB = B * size_t(Backend::kTopKMax);
     I.d_topk_ids = static_cast<int32_t*>(backend.alloc(KB * sizeof(int32_t), "top-k ids"));
     I.d_topk_vals = static_cast<float*>(backend.alloc(KB * sizeof(float), "top-k values"));
@@ -132,6 +207,7 @@ Session::~Session() = default;
 
 void Session::set_use_graphs(bool on) { impl_->graphs = on && be_.supports_capture(); }
 bool Session::use_graphs() const { return impl_->graphs; }
+int Session::batch_graph_replays() const { return impl_->n_replays; }
 
 namespace {
 
@@ -214,6 +290,16 @@ void Session::decode_reduced(const std::vector<BatchToken>& batch, int mode, int
         stage_chunk(batch, 0, 1, p_, I.n_vocab, I.h_tokens, I.h_pos, I.h_seq, I.h_out_idx, n_kv);  // validates
         I.step(batch[0], p_.n_ctx, sel, k);
         fetch(1, I.d_step + 4);
+        return;
+    }
+    // A decode step of 2..64 sequences: every row wants logits.
+    if (I.graphs && I.batch_graphs && batch.size() >= 2 && batch.size() <= size_t(Impl::kMaxBucket) &&
+        std::all_of(batch.begin(), batch.end(), [](const BatchToken& t) { return t.want_logits; })) {
+        int n_kv = 0;
+        stage_chunk(batch, 0, batch.size(), p_, I.n_vocab, I.h_tokens, I.h_pos, I.h_seq, I.h_out_idx, n_kv);  // validates
+        I.batch_step(batch, p_.n_ctx, sel, k);
+        fetch(int(batch.size()), I.d_bstep + 4 * Impl::kMaxBucket);
+        be_.synchronize();
         return;
     }
     for (size_t begin = 0; begin < batch.size(); begin += size_t(I.n_batch)) {

@@ -16,6 +16,11 @@ struct ContextParams {
     int n_batch = 512;    // most tokens evaluated in one forward call
     int n_seq = 1;        // independent sequences sharing the cache
     GgmlType kv_type = GgmlType::F16;
+    // Decode steps of 2..64 sequences replay graphs captured per batch-size bucket
+    // (2, 4, 8, 16, 32, 48, 64; padding rows write to one extra, hidden sequence of
+    // the cache) on backends that capture. Off by default until the GPU run that
+    // verifies it; single-token steps always replay their graph.
+    bool batch_graphs = false;
 };
 
 struct BatchToken {
@@ -55,6 +60,8 @@ public:
     // the bus. Off: every call runs the forward op by op.
     void set_use_graphs(bool on);
     bool use_graphs() const;
+    // Decode steps replayed through batch-size bucket graphs so far (batch_graphs).
+    int batch_graph_replays() const;
 
     // Convenience for one sequence: evaluates tokens at positions start.. and returns
     // the logits of the last token (or of every token when all_logits).
