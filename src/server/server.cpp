@@ -228,6 +228,12 @@ struct Server::Impl {
 
     void routes() {
         http.set_payload_max_length(o.max_body_bytes);
+        // SO_REUSEADDR only: cpp-httplib's default also sets SO_REUSEPORT, which lets a
+        // second server bind the same port silently and split the requests.
+        http.set_socket_options([](socket_t sock) {
+            int yes = 1;
+            setsockopt(sock, SOL_SOCKET, SO_REUSEADDR, reinterpret_cast<char*>(&yes), sizeof yes);
+        });
         const int threads = engine.stats().slots + o.max_queue + 8;
         http.new_task_queue = [threads] { return new httplib::ThreadPool(size_t(threads)); };
         http.set_pre_routing_handler([this](const httplib::Request& req, httplib::Response& res) {

@@ -342,6 +342,15 @@ TEST(ServeLimits, ClientHangingUpFreesItsSlot) {
     EXPECT_EQ(next.status, 200) << next.body;
 }
 
+TEST(ServeLimits, APortInUseIsAClearError) {
+    VEGA_REQUIRE_TEST_DATA();
+    ServeProcess s(model_args("--parallel 1"));
+    ASSERT_TRUE(s.ok()) << s.log();
+    const CmdResult r = run_vega("serve " + model_args("--host 127.0.0.1 --port " + std::to_string(s.port())));
+    EXPECT_EQ(r.exit_code, 1);
+    EXPECT_NE(r.err.find("cannot listen on 127.0.0.1:" + std::to_string(s.port())), std::string::npos) << r.err;
+}
+
 // A random-vocabulary model emits byte tokens that are not UTF-8: responses stay
 // valid JSON (U+FFFD in place of bad bytes) and the server stays up.
 TEST(ServeLimits, TextThatIsNotUtf8StillGivesJson) {
