@@ -184,7 +184,9 @@ TEST_F(Serve, StreamedTextEqualsNonStreamedText) {
             if (chat && ch["delta"].contains("content")) text += ch["delta"]["content"].get<std::string>();
             if (!chat) text += ch["text"].get<std::string>();
         }
-        if (chat) EXPECT_EQ(s.events[0]["choices"][0]["delta"]["role"], "assistant");
+        if (chat) {
+            EXPECT_EQ(s.events[0]["choices"][0]["delta"]["role"], "assistant");
+        }
         ASSERT_NE(final_chunk, nullptr);
         EXPECT_EQ((*final_chunk)["choices"][0]["finish_reason"], "length");
         const json& usage = s.events.back();
