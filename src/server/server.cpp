@@ -145,6 +145,9 @@ struct Server::Impl {
         }
         // SSE: the whole stream is written from one provider call.
         res.set_header("Cache-Control", "no-cache");
+        // One stream per connection: node-fetch 2.7 (the openai v4 client) on Node 18 reports
+        // "Premature close" for a chunked stream on a kept-alive socket.
+        res.set_header("Connection", "close");
         res.set_chunked_content_provider(
             "text/event-stream",
             [this, p, id, created, job, t0, req_line = req.remote_addr + " " + req.method + " " + req.path, name, usage,

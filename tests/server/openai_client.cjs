@@ -14,7 +14,7 @@ if (!data) {
   console.log('VEGA_TEST_DATA is not set; data-driven test skipped');
   process.exit(77);
 }
-const npmDir = process.env.VEGA_NPM_DIR;
+const npmDir = path.resolve(process.env.VEGA_NPM_DIR || 'build/npm');
 let OpenAI;
 try {
   OpenAI = require(path.join(npmDir, 'node_modules', 'openai'));
