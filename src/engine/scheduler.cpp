@@ -213,9 +213,20 @@ bool Scheduler::step(const TokenFn& on_token, const DoneFn& on_done) {
     const std::vector<int32_t>* greedy = nullptr;
     const Session::TopK* cand = nullptr;
     const std::vector<float>* logits = nullptr;
-    if (mode == Mode::Argmax) greedy = &I.s.decode_greedy(I.batch);
-    else if (mode == Mode::TopK) cand = &I.s.decode_top_k(I.batch, k);
-    else logits = &I.s.decode(I.batch);
+    try {
+        if (mode == Mode::Argmax) greedy = &I.s.decode_greedy(I.batch);
+        else if (mode == Mode::TopK) cand = &I.s.decode_top_k(I.batch, k);
+        else logits = &I.s.decode(I.batch);
+    } catch (...) {
+        // The cache cells of this batch hold nothing trustworthy now: forget them (no
+        // later request may reuse them as a prefix) and end the batch's requests.
+        for (const BatchToken& t : I.batch) {
+            Slot& sl = I.slots[size_t(t.seq)];
+            sl.cells.clear();
+            if (sl.id >= 0) sl.cancel = true;
+        }
+        throw;
+    }
     ++I.stats.steps;
 
     const int n_ctx = I.s.params().n_ctx;

@@ -56,7 +56,9 @@ public:
     void cancel(int id);
 
     // One forward call over every active slot. Returns false when there was nothing
-    // to do (no running and no queued requests).
+    // to do (no running and no queued requests). When the forward throws, the error
+    // propagates, the batch's slots forget their cache, and their requests end as
+    // Cancelled on the next step.
     bool step(const TokenFn& on_token, const DoneFn& on_done);
     // step() until everything submitted has finished.
     void run(const TokenFn& on_token, const DoneFn& on_done);

@@ -20,13 +20,24 @@ EngineLoop::EngineLoop(Session& session, const Tokenizer& tok, int max_queue)
     thread_ = std::thread([this] { loop(); });
 }
 
-EngineLoop::~EngineLoop() {
+EngineLoop::~EngineLoop() { shutdown(); }
+
+void EngineLoop::shutdown() {
     {
         std::lock_guard<std::mutex> lk(m_);
         quit_ = true;
     }
     cv_.notify_all();
-    thread_.join();
+    if (thread_.joinable()) thread_.join();
+    // Jobs that never reached the scheduler.
+    std::lock_guard<std::mutex> lk(m_);
+    for (Job& j : inbox_) {
+        std::lock_guard<std::mutex> lj(j.state->m);
+        j.state->done = true;
+        j.state->reason = FinishReason::Cancelled;
+        j.state->cv.notify_all();
+    }
+    inbox_.clear();
 }
 
 std::shared_ptr<JobState> EngineLoop::submit(GenRequest req, std::vector<std::string> stops) {

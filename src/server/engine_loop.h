@@ -42,7 +42,11 @@ class EngineLoop {
 public:
     // max_queue: jobs that may wait for a slot; beyond that submit() refuses.
     EngineLoop(Session& session, const Tokenizer& tok, int max_queue);
-    ~EngineLoop();  // stops the thread; running jobs end as cancelled
+    ~EngineLoop();  // shutdown()
+
+    // Stops the engine thread; every queued or running job ends as cancelled, so
+    // handlers waiting on them return. Idempotent.
+    void shutdown();
 
     // Queues a job; nullptr when the queue is full (the caller answers 503).
     std::shared_ptr<JobState> submit(GenRequest req, std::vector<std::string> stops);

@@ -303,6 +303,9 @@ void Server::run(const std::function<void(int)>& on_ready) {
     I.http.listen_after_bind();
 }
 
-void Server::stop() { impl_->http.stop(); }
+void Server::stop() {
+    impl_->engine.shutdown();  // waiting handlers return first, then the listener and its threads stop
+    impl_->http.stop();
+}
 
 }  // namespace vega::server

@@ -46,6 +46,20 @@ ServeProcess::~ServeProcess() {
     waitpid(pid_, nullptr, 0);
 }
 
+bool ServeProcess::stop_within(double seconds) {
+    if (pid_ <= 0) return false;
+    kill(pid_, SIGTERM);
+    for (double waited = 0; waited < seconds; waited += 0.02) {
+        int status = 0;
+        if (waitpid(pid_, &status, WNOHANG) == pid_) {
+            pid_ = -1;
+            return WIFEXITED(status) && WEXITSTATUS(status) == 0;
+        }
+        std::this_thread::sleep_for(std::chrono::milliseconds(20));
+    }
+    return false;  // the destructor kills it
+}
+
 std::string ServeProcess::log() const {
     std::ifstream f(log_path_);
     std::stringstream ss;

@@ -16,6 +16,8 @@ public:
     int port() const { return port_; }
     bool ok() const { return port_ > 0; }
     std::string log() const;  // the server's stderr so far
+    // Sends SIGTERM; true when the process exited (status 0) within `seconds`.
+    bool stop_within(double seconds);
 
 private:
     int pid_ = -1;

@@ -344,6 +344,28 @@ TEST(ServeLimits, ClientHangingUpFreesItsSlot) {
     EXPECT_EQ(next.status, 200) << next.body;
 }
 
+// SIGTERM while a long stream runs: the stream ends and the server exits at once,
+// not after the generation.
+TEST(ServeLimits, SigtermDuringAStreamStopsPromptly) {
+    VEGA_REQUIRE_TEST_DATA();
+    ServeProcess s(model_args("--parallel 1 -c 16384"));
+    ASSERT_TRUE(s.ok()) << s.log();
+    std::atomic<bool> returned{false};
+    std::thread reader([&] {
+        stream(s.port(), "/v1/completions",
+               json{{"prompt", "Once upon a time"}, {"max_tokens", 16000}, {"temperature", 0}, {"ignore_eos", true}});
+        returned = true;
+    });
+    for (int i = 0; i < 400 && metric(s.port(), "vega_slots_busy") != 1; ++i)
+        std::this_thread::sleep_for(std::chrono::milliseconds(5));
+    const auto t0 = std::chrono::steady_clock::now();
+    EXPECT_TRUE(s.stop_within(3.0)) << s.log();
+    reader.join();
+    EXPECT_TRUE(returned.load());
+    EXPECT_LT(std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count(), 3.0);
+    EXPECT_NE(s.log().find("stopping"), std::string::npos) << s.log();
+}
+
 TEST(ServeLimits, APortInUseIsAClearError) {
     VEGA_REQUIRE_TEST_DATA();
     ServeProcess s(model_args("--parallel 1"));
