@@ -1,5 +1,6 @@
 // Python str operations on UTF-8 strings (code point indexing, whitespace, case).
 #pragma once
+#include "core/utf8.h"
 #include <cstdint>
 #include <string>
 #include <vector>
@@ -9,7 +10,7 @@ namespace vega::tmpl::text {
 // Decodes UTF-8 into code points (invalid bytes map to themselves as U+00xx).
 std::vector<char32_t> decode(const std::string& s);
 std::string encode(const std::vector<char32_t>& cps);
-void append_utf8(std::string& out, char32_t cp);
+using vega::append_utf8;  // core/utf8.h
 size_t count_code_points(const std::string& s);
 
 bool is_space(char32_t c);  // str.isspace()

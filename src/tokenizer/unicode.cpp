@@ -35,24 +35,6 @@ std::vector<uint32_t> decode_utf8(std::string_view s) {
     return out;
 }
 
-void append_utf8(std::string& out, uint32_t cpt) {
-    if (cpt < 0x80) {
-        out += char(cpt);
-    } else if (cpt < 0x800) {
-        out += char(0xC0 | (cpt >> 6));
-        out += char(0x80 | (cpt & 0x3F));
-    } else if (cpt < 0x10000) {
-        out += char(0xE0 | (cpt >> 12));
-        out += char(0x80 | ((cpt >> 6) & 0x3F));
-        out += char(0x80 | (cpt & 0x3F));
-    } else {
-        out += char(0xF0 | ((cpt >> 18) & 0x07));
-        out += char(0x80 | ((cpt >> 12) & 0x3F));
-        out += char(0x80 | ((cpt >> 6) & 0x3F));
-        out += char(0x80 | (cpt & 0x3F));
-    }
-}
-
 namespace {
 
 // GPT-2's table: printable Latin-1 bytes ('!'..'~', '¡'..'¬', '®'..'ÿ') map to

@@ -2,6 +2,7 @@
 // used by byte-level BPE vocabularies (every byte is written as one printable
 // code point, e.g. ' ' -> 'Ġ' U+0120, '\n' -> 'Ċ' U+010A).
 #pragma once
+#include "core/utf8.h"
 #include <algorithm>
 #include <cstddef>
 #include <cstdint>
@@ -55,9 +56,8 @@ inline void merge_with_next(std::vector<MergeSymbol>& sym, int left) {
 // the next byte.
 std::vector<uint32_t> decode_utf8(std::string_view s);
 
-// Appends the UTF-8 form of `cpt` (1..4 bytes; values above 0x10FFFF still use the
-// 4-byte pattern so that decode_utf8 -> encode round-trips every input).
-void append_utf8(std::string& out, uint32_t cpt);
+// append_utf8(out, cpt): core/utf8.h (values above 0x10FFFF keep the 4-byte pattern,
+// so decode_utf8 -> append_utf8 round-trips every input).
 
 // GPT-2 byte-level encoding: the code point that stands for byte `b`, and back
 // (-1 when `cpt` stands for no byte).

@@ -1,5 +1,6 @@
 #include "test_data.h"
 
+#include <cctype>
 #include <cstdlib>
 #include <filesystem>
 #include <fstream>
@@ -25,6 +26,13 @@ std::string read_file(const std::string& path) {
     std::ostringstream ss;
     ss << f.rdbuf();
     return ss.str();
+}
+
+std::string data_file_id(const std::string& rel) {
+    std::string n = rel.substr(rel.find('/') + 1);
+    for (char& c : n)
+        if (!std::isalnum(static_cast<unsigned char>(c))) c = '_';
+    return n;
 }
 
 }  // namespace vega::test

@@ -14,6 +14,8 @@ std::string data_dir();
 std::string data_file(const std::string& rel);
 // Reads a whole file as bytes.
 std::string read_file(const std::string& path);
+// A test-name-safe id of a data file: "models/synth-llama-q4_0.gguf" -> "synth_llama_q4_0_gguf".
+std::string data_file_id(const std::string& rel);
 
 }  // namespace vega::test
 

@@ -86,11 +86,7 @@ INSTANTIATE_TEST_SUITE_P(Models, BatchedStep,
                                                               "models/synth-qwen3-q8_0.gguf", "models/synth-qwen2-q8_0.gguf"),
                                             ::testing::Values(1, 3, 8, 33)),
                          [](const auto& info) {
-                             std::string n = std::get<0>(info.param);
-                             n = n.substr(n.find('/') + 1);
-                             for (char& c : n)
-                                 if (!isalnum(static_cast<unsigned char>(c))) c = '_';
-                             return n + "_B" + std::to_string(std::get<1>(info.param));
+                             return data_file_id(std::get<0>(info.param)) + "_B" + std::to_string(std::get<1>(info.param));
                          });
 
 // Greedy generation through the Scheduler (4 slots, 9 requests of different
