@@ -23,24 +23,25 @@ struct Session::Impl {
     std::vector<float> logits;
     std::vector<int32_t> greedy;
     std::vector<BatchToken> one_seq;
-    // Graph replay of one-token steps: d_step = {token, pos, seq, out_idx (0), argmax}.
-    bool graphs = false;
-    int32_t* d_step = nullptr;
-    int graph_logits = -1, graph_greedy = -1, graph_topk = -1, graph_topk_k = 0;
-    // Batched decode steps (ContextParams::batch_graphs): d_bstep = {tokens, pos, seq,
-    // out_idx, argmax} [5][kMaxBucket]; one graph per (bucket, selection); rows past
-    // the batch are padding in the hidden sequence `pad_seq`.
+    // Graph replay of decode steps. A captured step reads its ids from one block of
+    // backend memory, {tokens, pos, seq, out_idx, argmax}, each `stride` ints:
+    // d_step (stride 1) for one-token steps, d_bstep (stride kMaxBucket) for steps of
+    // 2..64 sequences (ContextParams::batch_graphs), padded to a bucket with rows of
+    // the hidden sequence `pad_seq`. One graph per (bucket, selection).
     static constexpr int kMaxBucket = 64;
     static constexpr int kBuckets[7] = {2, 4, 8, 16, 32, 48, 64};
+    struct Graph {
+        int id = -1, k = 0;  // k: the top-k baked into a TopK graph
+    };
+    bool graphs = false;
+    int32_t* d_step = nullptr;
+    Graph one_graph[3];  // [Select]
     bool batch_graphs = false;
     int pad_seq = -1;
     int32_t* d_bstep = nullptr;
-    struct BatchGraph {
-        int id = -1, k = 0;
-    };
-    BatchGraph bgraph[7][3];  // [bucket][Select]
+    Graph bgraph[7][3];  // [bucket][Select]
     std::vector<int32_t> h_bstep;
-    int n_replays = 0;
+    int n_replays = 0;  // batched steps replayed
     // Device-side top-k: ids/vals [n_batch][kTopKMax] on the backend, and host copies.
     int32_t* d_topk_ids = nullptr;
     float* d_topk_vals = nullptr;
@@ -54,10 +55,10 @@ struct Session::Impl {
         if (sel == Select::TopK) be.top_k(d_logits, rows, n_vocab, k, d_topk_ids, d_topk_vals);
     }
     ~Impl() {
-        for (int g : {graph_logits, graph_greedy, graph_topk})
-            if (g >= 0) be.release_graph(g);
+        for (Graph& g : one_graph)
+            if (g.id >= 0) be.release_graph(g.id);
         for (auto& per_bucket : bgraph)
-            for (BatchGraph& g : per_bucket)
+            for (Graph& g : per_bucket)
                 if (g.id >= 0) be.release_graph(g.id);
         fwd.reset();
         for (void* p : {(void*)d_tokens, (void*)d_pos, (void*)d_seq, (void*)d_out_idx, (void*)d_argmax, (void*)d_logits,
@@ -65,42 +66,38 @@ struct Session::Impl {
             if (p) be.release(p);
     }
 
-    // Records forward (+ argmax or top-k) of the one token described by d_step.
-    int capture(int n_ctx, Select sel, int k) {
+    // Records forward (+ argmax or top-k) of `rows` rows whose ids are in `ids` (see
+    // above). A failure turns the path off (`enabled`) and propagates.
+    int capture(int32_t* ids, int stride, int rows, int n_ctx, Select sel, int k, bool& enabled) {
         BatchView b;
-        b.n_tokens = 1, b.tokens = d_step, b.pos = d_step + 1, b.seq = d_step + 2, b.n_kv_max = n_ctx;
+        b.n_tokens = rows, b.tokens = ids, b.pos = ids + stride, b.seq = ids + 2 * stride, b.n_kv_max = n_ctx;
         be.capture_begin();
         try {
-            fwd->run(b, d_step + 3, 1, d_logits);
-            select(sel, 1, k, d_step + 4);
+            fwd->run(b, ids + 3 * stride, rows, d_logits);
+            select(sel, rows, k, ids + 4 * stride);
         } catch (...) {
             try {
                 be.release_graph(be.capture_end());
             } catch (...) {
             }
-            graphs = false;
+            enabled = false;
             throw;
         }
         return be.capture_end();
     }
-    // Records forward (+ selection) of `bucket` rows described by d_bstep.
-    int capture_batch(int bucket, int n_ctx, Select sel, int k) {
-        BatchView b;
-        b.n_tokens = bucket, b.tokens = d_bstep, b.pos = d_bstep + kMaxBucket, b.seq = d_bstep + 2 * kMaxBucket;
-        b.n_kv_max = n_ctx;
-        be.capture_begin();
-        try {
-            fwd->run(b, d_bstep + 3 * kMaxBucket, bucket, d_logits);
-            select(sel, bucket, k, d_bstep + 4 * kMaxBucket);
-        } catch (...) {
-            try {
-                be.release_graph(be.capture_end());
-            } catch (...) {
-            }
-            batch_graphs = false;
-            throw;
+    // Replays g over the ids already uploaded, capturing it first (again when the
+    // top-k's k changed: it is baked into the graph).
+    void replay(Graph& g, int32_t* ids, int stride, int rows, int n_ctx, Select sel, int k, bool& enabled) {
+        if (g.id >= 0 && sel == Select::TopK && g.k != k) {
+            be.release_graph(g.id);
+            g.id = -1;
         }
-        return be.capture_end();
+        if (g.id < 0) {
+            be.synchronize();
+            g.id = capture(ids, stride, rows, n_ctx, sel, k, enabled);
+            g.k = k;
+        }
+        be.replay(g.id);
     }
     // The smallest bucket holding n rows (index into kBuckets), or -1.
     static int bucket_of(int n) {
@@ -119,36 +116,15 @@ struct Session::Impl {
             h[2 * kMaxBucket + i] = pad ? pad_seq : batch[size_t(i)].seq;
             h[3 * kMaxBucket + i] = i;
         }
-        BatchGraph& g = bgraph[bi][int(sel)];
-        if (g.id >= 0 && sel == Select::TopK && g.k != k) {  // k is baked into the graph
-            be.release_graph(g.id);
-            g.id = -1;
-        }
         be.upload(d_bstep, h, size_t(4 * kMaxBucket) * sizeof(int32_t));
-        if (g.id < 0) {
-            be.synchronize();
-            g.id = capture_batch(bucket, n_ctx, sel, k);
-            g.k = k;
-        }
-        be.replay(g.id);
+        replay(bgraph[bi][int(sel)], d_bstep, kMaxBucket, bucket, n_ctx, sel, k, batch_graphs);
         ++n_replays;
     }
-    // Uploads the step's ids and replays its graph (captured on first use).
+    // A one-token step: uploads its ids and replays its graph.
     void step(const BatchToken& t, int n_ctx, Select sel, int k) {
         const int32_t ids[4] = {t.token, t.pos, t.seq, 0};
-        int& g = sel == Select::Argmax ? graph_greedy : sel == Select::TopK ? graph_topk : graph_logits;
-        if (sel == Select::TopK && g >= 0 && graph_topk_k != k) {  // k is baked into the graph
-            be.release_graph(g);
-            g = -1;
-        }
-        if (g < 0) {
-            be.upload(d_step, ids, sizeof(ids));
-            be.synchronize();
-            g = capture(n_ctx, sel, k);
-            if (sel == Select::TopK) graph_topk_k = k;
-        }
         be.upload(d_step, ids, sizeof(ids));
-        be.replay(g);
+        replay(one_graph[int(sel)], d_step, 1, 1, n_ctx, sel, k, graphs);
     }
 };
 
