@@ -82,10 +82,8 @@ void chat(const ChatOptions& o) {
         }
         if (line.find_first_not_of(" \t\r") == std::string::npos) continue;
         messages.push_back({{"role", "user"}, {"content", line}});
-        const std::string text = prompt.render(messages, nullptr, true);
-        const bool has_bos = !prompt.bos_text().empty() && text.rfind(prompt.bos_text(), 0) == 0;
         GenRequest r;
-        r.prompt = tok.encode(text, !has_bos, true);
+        r.prompt = prompt.encode(tok, messages, nullptr, true);
         if (int(r.prompt.size()) >= n_ctx) {
             messages.erase(messages.end() - 1);
             std::fprintf(stderr, "vega chat: the conversation (%zu tokens) no longer fits the context of %d tokens; "
@@ -135,18 +133,12 @@ void chat(const ChatOptions& o) {
 
 void register_chat(CLI::App& app) {
     auto o = std::make_shared<ChatOptions>();
-    o->sp.temperature = 0.8f;
     CLI::App* cmd = app.add_subcommand("chat", "interactive multi-turn chat (reads turns from stdin when it is not a terminal)");
     add_model_options(*cmd, o->m);
     cmd->add_option("-s,--system", o->system, "system prompt");
     cmd->add_option("--chat-template-file", o->template_file, "Jinja chat template to use instead of the model's");
     cmd->add_option("-n,--n-predict", o->n_predict, "most tokens per reply (-1: until the model ends it)")->capture_default_str();
-    cmd->add_option("--temp", o->sp.temperature, "temperature (0 = greedy)")->capture_default_str();
-    cmd->add_option("--top-k", o->sp.top_k, "top-k (0 = off)")->capture_default_str();
-    cmd->add_option("--top-p", o->sp.top_p, "top-p (1 = off)")->capture_default_str();
-    cmd->add_option("--min-p", o->sp.min_p, "min-p (0 = off)")->capture_default_str();
-    cmd->add_option("--repeat-penalty", o->sp.repeat_penalty, "repetition penalty (1 = off)")->capture_default_str();
-    cmd->add_option("--seed", o->sp.seed, "sampling seed (0 = random)")->capture_default_str();
+    add_sampling_options(*cmd, o->sp);
     cmd->add_flag("-q,--quiet", o->quiet, "no progress or per-turn counts on stderr");
     cmd->callback([o] { chat(*o); });
 }

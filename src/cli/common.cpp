@@ -29,6 +29,18 @@ void add_model_options(CLI::App& cmd, ModelOptions& o, bool ctx_option) {
     cmd.add_option("--kv-type", o.kv_type, "KV cache type: f16 or f32")->capture_default_str();
 }
 
+void add_sampling_options(CLI::App& cmd, SamplerParams& sp) {
+    cmd.add_option("--temp", sp.temperature, "temperature (0 = greedy)")->capture_default_str();
+    cmd.add_option("--top-k", sp.top_k, "top-k (0 = off)")->capture_default_str();
+    cmd.add_option("--top-p", sp.top_p, "top-p (1 = off)")->capture_default_str();
+    cmd.add_option("--min-p", sp.min_p, "min-p (0 = off)")->capture_default_str();
+    cmd.add_option("--repeat-penalty", sp.repeat_penalty, "repetition penalty (1 = off)")->capture_default_str();
+    cmd.add_option("--repeat-last-n", sp.repeat_last_n, "tokens the penalties look back")->capture_default_str();
+    cmd.add_option("--frequency-penalty", sp.frequency_penalty, "frequency penalty")->capture_default_str();
+    cmd.add_option("--presence-penalty", sp.presence_penalty, "presence penalty")->capture_default_str();
+    cmd.add_option("--seed", sp.seed, "sampling seed (0 = random)")->capture_default_str();
+}
+
 GgmlType parse_kv_type(const std::string& s) {
     if (s == "f16") return GgmlType::F16;
     if (s == "f32") return GgmlType::F32;

@@ -6,6 +6,7 @@
 #include <string>
 
 #include "backend/backend.h"
+#include "engine/sampler.h"
 #include "engine/session.h"
 #include "model/model.h"
 
@@ -21,6 +22,10 @@ struct ModelOptions {
     int batch = 512;
     std::string kv_type = "f16";
 };
+
+// Adds --temp, --top-k, --top-p, --min-p, --repeat-penalty, --repeat-last-n,
+// --frequency-penalty, --presence-penalty and --seed.
+void add_sampling_options(CLI::App& cmd, SamplerParams& sp);
 
 // Adds -m/--model, -hf/--hf-repo, --hf-endpoint, -t/--threads, --device, -c/--ctx-size,
 // -b/--batch-size, --kv-type.

@@ -66,4 +66,11 @@ std::string ChatPrompt::render(const nlohmann::ordered_json& messages, const nlo
     return t.render(ctx);
 }
 
+std::vector<int32_t> ChatPrompt::encode(const Tokenizer& tok, const nlohmann::ordered_json& messages,
+                                        const nlohmann::ordered_json& tools, bool add_generation_prompt) const {
+    const std::string text = render(messages, tools, add_generation_prompt);
+    const bool has_bos = !bos_.empty() && text.rfind(bos_, 0) == 0;
+    return tok.encode(text, !has_bos, true);
+}
+
 }  // namespace vega

@@ -3,13 +3,16 @@
 // given by the user), rendered as transformers' apply_chat_template does.
 #pragma once
 #include <memory>
+#include <cstdint>
 #include <string>
+#include <vector>
 
 #include <nlohmann/json.hpp>
 
 namespace vega {
 
 class Model;
+class Tokenizer;
 
 
 class ChatPrompt {
@@ -23,7 +26,10 @@ public:
     // messages: [{role, content, ...}], tools: array or null.
     std::string render(const nlohmann::ordered_json& messages, const nlohmann::ordered_json& tools,
                        bool add_generation_prompt) const;
-    const std::string& bos_text() const { return bos_; }
+    // The rendering as token ids: special tokens parsed, BOS added as the model wants
+    // unless the template already wrote it.
+    std::vector<int32_t> encode(const Tokenizer& tok, const nlohmann::ordered_json& messages,
+                                const nlohmann::ordered_json& tools, bool add_generation_prompt) const;
 
 private:
     struct Impl;

@@ -67,14 +67,11 @@ struct Server::Impl {
     std::vector<int32_t> prompt_tokens(const CompletionParams& p) const {
         const Tokenizer& tok = model.tokenizer();
         if (p.endpoint == Endpoint::Completion) return tok.encode(p.prompt, true, true);
-        std::string text;
         try {
-            text = chat.render(p.messages, p.tools, true);
+            return chat.encode(tok, p.messages, p.tools, true);
         } catch (const Error& e) {
             throw ApiError(400, std::string("chat template: ") + e.what(), "invalid_request_error", "template_error");
         }
-        const bool has_bos = !chat.bos_text().empty() && text.rfind(chat.bos_text(), 0) == 0;
-        return tok.encode(text, !has_bos, true);
     }
 
     void completion(const httplib::Request& req, httplib::Response& res, Endpoint ep) {
