@@ -52,59 +52,40 @@ void run(const RunOptions& o) {
     if (int(prompt_ids.size()) + o.n_predict > n_ctx)
         fail("prompt ({} tokens) + -n {} exceeds the context size {} (use -c)", prompt_ids.size(), o.n_predict, n_ctx);
 
-    Sampler sampler(o.sp, s.n_vocab());
-    for (int32_t t : prompt_ids) sampler.accept(t);
-    const bool greedy = sampler.is_greedy() && o.sp.repeat_penalty == 1.0f && o.sp.frequency_penalty == 0.f &&
-                        o.sp.presence_penalty == 0.f;
+    // One request through the Scheduler, which decides what leaves the device (argmax
+    // or top-k candidates when the sampler allows it, else whole rows), as it does
+    // for --prompts-file and the server.
+    Scheduler sched(s, tok);
+    GenRequest req;
+    req.prompt = prompt_ids;
+    req.sampling = o.sp;
+    req.n_predict = o.n_predict;
+    req.ignore_eos = o.ignore_eos;
+    sched.submit(std::move(req));
 
     std::vector<int32_t> generated;
     Utf8Stream out;
     std::fputs(prompt.c_str(), stdout);
     std::fflush(stdout);
-
-    // Prompt: one batch (split by n_batch), logits of the last token only.
-    const double t_prompt0 = now_seconds();
-    int32_t next;
-    // Greedy and plain top-k sampling reduce the logits on the backend, so only token
-    // ids (or k candidates) leave the device; anything else needs the whole row.
-    const int k = o.sp.top_k;
-    const bool device_top_k = !greedy && sampler.can_sample_candidates() && k <= Backend::kTopKMax;
-    auto next_token = [&](const std::vector<BatchToken>& b) -> int32_t {
-        if (greedy) return s.decode_greedy(b).back();
-        if (device_top_k) {
-            const Session::TopK& c = s.decode_top_k(b, k);
-            return sampler.sample_candidates(c.ids.data() + c.ids.size() - size_t(k),
-                                             c.logits.data() + c.logits.size() - size_t(k), k);
-        }
-        return sampler.sample(s.decode(b).data());
-    };
-    {
-        std::vector<BatchToken> b(prompt_ids.size());
-        for (size_t i = 0; i < prompt_ids.size(); ++i) b[i] = {prompt_ids[i], int32_t(i), 0, i + 1 == prompt_ids.size()};
-        next = next_token(b);
-    }
-    const double t_prompt = now_seconds() - t_prompt0;
-
-    const double t_gen0 = now_seconds();
-    int pos = int(prompt_ids.size());
-    std::vector<BatchToken> one(1);
-    for (int i = 0; i < o.n_predict; ++i) {
-        generated.push_back(next);
-        sampler.accept(next);
-        if (!o.ignore_eos && tok.is_eog(next)) break;
-        std::string piece = tok.token_to_piece(next);
-        // With no prompt text the first piece's word-boundary space is an artifact (as in llama_detokenize).
-        if (i == 0 && prompt.empty() && !piece.empty() && piece[0] == ' ') piece.erase(0, 1);
-        std::fputs(out.push(piece).c_str(), stdout);
-        std::fflush(stdout);
-        if (i + 1 == o.n_predict) break;
-        one[0] = {next, pos++, 0, true};
-        next = next_token(one);
-    }
+    const double t0 = now_seconds();
+    double t_first = t0;  // the prompt pass ends with the first token
+    sched.run(
+        [&](int, int32_t t) {
+            if (generated.empty()) t_first = now_seconds();
+            generated.push_back(t);
+            if (!o.ignore_eos && tok.is_eog(t)) return true;  // ends the request; no text
+            std::string piece = tok.token_to_piece(t);
+            // With no prompt text the first piece's word-boundary space is an artifact (as in llama_detokenize).
+            if (generated.size() == 1 && prompt.empty() && !piece.empty() && piece[0] == ' ') piece.erase(0, 1);
+            std::fputs(out.push(piece).c_str(), stdout);
+            std::fflush(stdout);
+            return true;
+        },
+        nullptr);
     std::fputs(out.flush().c_str(), stdout);
     std::fputs("\n", stdout);
     std::fflush(stdout);
-    const double t_gen = now_seconds() - t_gen0;
+    const double t_prompt = t_first - t0, t_gen = now_seconds() - t_first;
 
     if (!o.ids_out.empty()) {
         std::ofstream f(o.ids_out, std::ios::binary);
@@ -203,15 +184,7 @@ void register_run(CLI::App& app) {
         ->capture_default_str()
         ->check(CLI::Range(1, 256));
     cmd->add_option("-n,--n-predict", o->n_predict, "tokens to generate")->capture_default_str()->check(CLI::PositiveNumber);
-    cmd->add_option("--temp", o->sp.temperature, "temperature (0 = greedy)")->capture_default_str();
-    cmd->add_option("--top-k", o->sp.top_k, "top-k (0 = off)")->capture_default_str();
-    cmd->add_option("--top-p", o->sp.top_p, "top-p (1 = off)")->capture_default_str();
-    cmd->add_option("--min-p", o->sp.min_p, "min-p (0 = off)")->capture_default_str();
-    cmd->add_option("--repeat-penalty", o->sp.repeat_penalty, "repetition penalty (1 = off)")->capture_default_str();
-    cmd->add_option("--repeat-last-n", o->sp.repeat_last_n, "tokens the penalties look back")->capture_default_str();
-    cmd->add_option("--frequency-penalty", o->sp.frequency_penalty, "frequency penalty")->capture_default_str();
-    cmd->add_option("--presence-penalty", o->sp.presence_penalty, "presence penalty")->capture_default_str();
-    cmd->add_option("--seed", o->sp.seed, "sampling seed (0 = random)")->capture_default_str();
+    add_sampling_options(*cmd, o->sp);
     cmd->add_flag("--ignore-eos", o->ignore_eos, "keep generating after end-of-generation tokens");
     cmd->add_flag("--special", o->special, "parse special-token text in the prompt");
     cmd->add_option("--ids-out", o->ids_out,
