@@ -3,11 +3,13 @@
 # build with CUDA, run the GPU parity tests and the end-to-end reference tests
 # on the GPU, the kernel probe, and vega bench on llama2-7b-shaped synthetic
 # models. Logs go to $OUT (or ./gpu_check_out).
-#   scripts/gpu_check.sh [all|test|bench|tune|ab]   test data: $VEGA_TEST_DATA or .devdata/testdata
+#   scripts/gpu_check.sh [all|test|bench|batch|tune|ab]   test data: $VEGA_TEST_DATA or .devdata/testdata
 # tune: the probe with every compiled decode matvec shape (VEGA_PROBE_TUNE=1) and
 # tg128 for each shape of the plain (VEGA_GPU_MV), gate/up (VEGA_GPU_SWIGLU) and
 # epilogue (VEGA_GPU_EPI) matvecs. ab: tg128 A/B between env settings (AB=...)
-# and, with AB_CUDA_FLAGS, against a second build.
+# and, with AB_CUDA_FLAGS, against a second build. batch (or BATCH=1 with another
+# mode): vega bench -B 1..64 on llama2-7b Q4_0 with and without bucket graphs
+# (VEGA_BATCH_GRAPHS), and B=1 at depth 0 and 4096 (DEPTH_TYPES).
 set -u
 MODE=${1:-all}
 OUT=${OUT:-$PWD/gpu_check_out}
@@ -66,6 +68,21 @@ if [ "$MODE" = all ] || [ "$MODE" = bench ]; then
     synth $t || continue
     log "bench $t"
     timeout 300 $B/vega bench -m $m --device gpu -r ${REPS:-3} -p 512 -n 128 2>&1 | tee "$OUT/bench-$t.log" | tee -a "$OUT/summary.txt"
+  done
+fi
+if [ "$MODE" = batch ] || [ "${BATCH:-0}" = 1 ]; then
+  if synth Q4_0; then
+    for g in 0 1; do
+      log "batched decode, Q4_0, VEGA_BATCH_GRAPHS=$g"
+      VEGA_BATCH_GRAPHS=$g timeout 300 $B/vega bench -m /tmp/synth-7b-Q4_0.gguf --device gpu -r ${REPS:-2} -p 0 -n 128 \
+        -B ${BATCHES:-1,2,4,8,16,32,64} 2>&1 | tee "$OUT/batch-$g.log" | grep "^|" | tee -a "$OUT/summary.txt"
+    done
+  fi
+  for t in ${DEPTH_TYPES:-Q4_0}; do
+    synth $t || continue
+    log "depth, $t"
+    timeout 300 $B/vega bench -m /tmp/synth-7b-$t.gguf --device gpu -r ${REPS:-2} -p 0 -n 128 -B 1 -d 0,4096 2>&1 \
+      | tee "$OUT/depth-$t.log" | grep "^|" | tee -a "$OUT/summary.txt"
   done
 fi
 if [ "$MODE" = tune ]; then

@@ -6,6 +6,8 @@
 # past its token embedding). Re-run it for every GPU change.
 #   scripts/gpu_sweep.sh [BUILD_DIR]     (default build-h200; needs a CUDA or HIP build)
 #   SHAPES="1b llama2-7b llama3-8b qwen2-7b" TYPES="Q4_0 Q8_0 Q4_K_M Q6_K" DEVICE=gpu BOUND=5e-3
+#   LAYERS=4 (synth --layers: every matrix and the vocabulary at full size, fewer blocks;
+#   0 = the whole model)
 # One line per case on stdout and in $OUT/sweep.txt; exit 1 when any case failed.
 set -u
 B=${1:-build-h200}
@@ -15,6 +17,8 @@ SHAPES=${SHAPES:-1b llama2-7b llama3-8b qwen2-7b}
 TYPES=${TYPES:-Q4_0 Q8_0 Q4_K_M Q6_K}
 DEVICE=${DEVICE:-gpu}
 BOUND=${BOUND:-5e-3}
+LAYERS=${LAYERS:-4}
+layers_opt=; [ "$LAYERS" != 0 ] && layers_opt="--layers $LAYERS"
 T=$(nproc)
 here=$(cd "$(dirname "$0")" && pwd)
 # tokens N_VOCAB: line 1 the prompt (24 ids), line 2 the 16 decode steps; fixed seed.
@@ -28,7 +32,7 @@ for shape in $SHAPES; do
   for type in $TYPES; do
     m=/tmp/sweep-$shape-$type.gguf
     name="$shape $type"
-    if ! timeout 600 "$B/vega" synth --shape "$shape" --type "$type" -o "$m" > "$OUT/synth.log" 2>&1; then
+    if ! timeout 600 "$B/vega" synth --shape "$shape" --type "$type" $layers_opt -o "$m" > "$OUT/synth.log" 2>&1; then
       echo "$name: synth FAILED: $(tail -1 "$OUT/synth.log")" | tee -a "$OUT/sweep.txt"; fail=1; continue
     fi
     n_vocab=$("$B/vega" inspect "$m" 2>/dev/null | awk '/\.vocab_size / { print $NF; exit }')

@@ -104,6 +104,23 @@ struct AttentionBlock {
     RopeParams rope;
 };
 
+// How a block meets its neighbours, said explicitly by the forward pass (never
+// inferred by matching pointers): whether the block's input norm was already
+// applied, and which norm to apply after its residual add. Consecutive blocks so
+// share one kernel for "residual add + next norm + q8 of the next input".
+//   input_normed: the previous block already made rms_norm(x) * (this block's norm)
+//                 the matmul input (it was given this block's norm as next_norm).
+//   next_norm:    after x += ..., make rms_norm(x) * next_norm (eps next_eps) the
+//                 matmul input of the next block; next_quantized says that block
+//                 reads it only through quantized weights (a backend may then keep
+//                 it in a deferred-norm q8 form only quantized readers understand).
+struct BlockLink {
+    bool input_normed = false;
+    const Weight* next_norm = nullptr;
+    float next_eps = 1e-5f;
+    bool next_quantized = false;
+};
+
 // x += Wdown · (silu(Wgate·n(x)) * Wup·n(x)). Where a mixture of experts goes:
 // router + expert tensors here, expert ids chosen on the device inside the block.
 struct FfnBlock {
@@ -180,11 +197,11 @@ public:
     virtual void top_k(const float* logits, int rows, int64_t n, int k, int32_t* ids, float* vals);
 
     // ---- block ops (defaults: the reference compositions in blocks.cpp) ----
-    // x [b.n_tokens][n_embd] in place.
+    // x [b.n_tokens][n_embd] in place. `link`: see BlockLink.
     virtual void attention_block(const AttentionBlock& a, KvCache& c, int layer, const BatchView& b, float* x,
-                                 const BlockBuffers& buf);
+                                 const BlockBuffers& buf, const BlockLink& link = {});
     // x [rows][n_embd] in place.
-    virtual void ffn_block(const FfnBlock& f, float* x, int rows, const BlockBuffers& buf);
+    virtual void ffn_block(const FfnBlock& f, float* x, int rows, const BlockBuffers& buf, const BlockLink& link = {});
 
     // ---- graph capture (optional; the GPU backend records CUDA/HIP graphs) ----
     // Ops issued between capture_begin() and capture_end() are recorded, not run;
@@ -198,6 +215,19 @@ public:
     virtual int capture_end() { return -1; }  // graph id
     virtual void replay(int graph) {}
     virtual void release_graph(int graph) {}
+
+    // ---- notes ----
+    // A backend that cannot take its fast path for a shape (a fused kernel's limit)
+    // says so in one line, once per distinct line, on stderr when notes are on
+    // (vega's commands: unless -q). Never silently.
+    void set_notes(bool on) { notes_on_ = on; }
+
+protected:
+    void note(const std::string& line);
+
+private:
+    bool notes_on_ = false;
+    std::vector<std::string> noted_;
 };
 
 // Default fused op in terms of the unfused ones.

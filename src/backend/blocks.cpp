@@ -3,13 +3,22 @@
 // checked against these by the parity tests.
 #include "backend/backend.h"
 
+#include <algorithm>
+#include <cstdio>
+
 namespace vega {
 
+void Backend::note(const std::string& line) {
+    if (std::find(noted_.begin(), noted_.end(), line) != noted_.end()) return;
+    noted_.push_back(line);
+    if (notes_on_) std::fprintf(stderr, "vega: note: %s\n", line.c_str());
+}
+
 void Backend::attention_block(const AttentionBlock& a, KvCache& c, int layer, const BatchView& b, float* x,
-                              const BlockBuffers& buf) {
+                              const BlockBuffers& buf, const BlockLink& link) {
     const int T = b.n_tokens;
     const int64_t E = a.wq.n_in, Dq = int64_t(a.n_head) * a.head_dim, Dkv = int64_t(a.n_kv_head) * a.head_dim;
-    matmul_input_rms_norm(x, a.norm, a.eps, T, E);
+    if (!link.input_normed) matmul_input_rms_norm(x, a.norm, a.eps, T, E);
     matmul_qkv(a.wq, a.wk, a.wv, buf.q, buf.k, buf.v);
     if (a.bq) add_bias(buf.q, a.bq, T, int(Dq));
     if (a.bk) add_bias(buf.k, a.bk, T, int(Dkv));
@@ -21,15 +30,17 @@ void Backend::attention_block(const AttentionBlock& a, KvCache& c, int layer, co
     matmul_input(buf.att, T, Dq);
     matmul(a.wo, buf.tmp);
     add(x, buf.tmp, int64_t(T) * E);
+    if (link.next_norm) matmul_input_rms_norm(x, *link.next_norm, link.next_eps, T, E);
 }
 
-void Backend::ffn_block(const FfnBlock& f, float* x, int rows, const BlockBuffers& buf) {
+void Backend::ffn_block(const FfnBlock& f, float* x, int rows, const BlockBuffers& buf, const BlockLink& link) {
     const int64_t E = f.gate.n_in;
-    matmul_input_rms_norm(x, f.norm, f.eps, rows, E);
+    if (!link.input_normed) matmul_input_rms_norm(x, f.norm, f.eps, rows, E);
     matmul_swiglu(f.gate, f.up, buf.g, buf.u, buf.h, rows);
     matmul_input(buf.h, rows, f.gate.n_out);
     matmul(f.down, buf.tmp);
     add(x, buf.tmp, int64_t(rows) * E);
+    if (link.next_norm) matmul_input_rms_norm(x, *link.next_norm, link.next_eps, rows, E);
 }
 
 }  // namespace vega

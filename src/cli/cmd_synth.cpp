@@ -16,10 +16,12 @@ struct SynthOptions {
     std::string type = "Q4_0";
     std::string out;
     uint64_t seed = 1;
+    int layers = 0;  // 0: the shape's own layer count
 };
 
 void synth(const SynthOptions& o) {
-    const SynthShape& shape = find_synth_shape(o.shape);
+    SynthShape shape = find_synth_shape(o.shape);
+    if (o.layers > 0) shape.n_layer = o.layers;
     const SynthFormat format = parse_synth_format(o.type);
     int last = -1;
     write_synth_model(shape, format, o.out, o.seed, [&](float f) {
@@ -43,6 +45,9 @@ void register_synth(CLI::App& app) {
         ->capture_default_str();
     cmd->add_option("-o,--output", o->out, "output GGUF path")->required();
     cmd->add_option("--seed", o->seed, "random seed")->capture_default_str();
+    cmd->add_option("--layers", o->layers,
+                    "keep only the first N blocks (every matrix keeps its full shape; for quick sweeps)")
+        ->check(CLI::Range(1, 1024));
     cmd->callback([o] { synth(*o); });
 }
 

@@ -84,6 +84,7 @@ Loaded load(const ModelOptions& opts, bool verbose, int n_seq) {
             last = pct;
         }
     });
+    l.backend->set_notes(verbose);
     if (verbose)
         std::fprintf(stderr, "\rvega: loaded %s: %s on %s\n", o.model_path.c_str(), l.model->describe().c_str(),
                      l.backend->name().c_str());
@@ -92,11 +93,13 @@ Loaded load(const ModelOptions& opts, bool verbose, int n_seq) {
     cp.n_batch = o.batch;
     cp.n_seq = n_seq;
     cp.kv_type = parse_kv_type(o.kv_type);
-    // Batched decode steps through bucket graphs: verified on the CPU with a recording
-    // backend only, so opt-in until a GPU run checks it.
+    // Batched decode steps replay one graph per batch-size bucket (checked on the H200:
+    // the GPU end-to-end tests pass with it); VEGA_BATCH_GRAPHS=0 turns it off (A/B).
     const char* bg = std::getenv("VEGA_BATCH_GRAPHS");
-    cp.batch_graphs = bg && std::string(bg) == "1";
+    cp.batch_graphs = !(bg && std::string(bg) == "0");
     l.session = std::make_unique<Session>(*l.model, *l.backend, cp);
+    // VEGA_GRAPHS=0: every decode step runs op by op (A/B and diagnosis of graph replay).
+    if (const char* g = std::getenv("VEGA_GRAPHS"); g && std::string(g) == "0") l.session->set_use_graphs(false);
     l.load_seconds = now_seconds() - t0;
     return l;
 }

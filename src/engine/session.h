@@ -18,8 +18,8 @@ struct ContextParams {
     GgmlType kv_type = GgmlType::F16;
     // Decode steps of 2..64 sequences replay graphs captured per batch-size bucket
     // (2, 4, 8, 16, 32, 48, 64; padding rows write to one extra, hidden sequence of
-    // the cache) on backends that capture. Off by default until the GPU run that
-    // verifies it; single-token steps always replay their graph.
+    // the cache) on backends that capture. Single-token steps always replay their
+    // graph. vega's commands turn it on (VEGA_BATCH_GRAPHS=0: off).
     bool batch_graphs = false;
 };
 

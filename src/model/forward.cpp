@@ -48,6 +48,29 @@ Forward::Forward(const Model& model, Backend& backend, KvCache& cache, int max_t
         f.eps = hp.rms_eps;
         ffn_.push_back(f);
     }
+    // Each block leaves the next block's normed input behind (BlockLink): the
+    // attention block the FFN's, the FFN the next layer's attention's. The last FFN
+    // leaves none: the logits read only the gathered rows.
+    auto quantized = [](std::initializer_list<const Weight*> ws) {
+        for (const Weight* x : ws)
+            if (is_float_type(x->type)) return false;
+        return true;
+    };
+    const size_t n = attn_.size();
+    attn_link_.resize(n), ffn_link_.resize(n);
+    for (size_t il = 0; il < n; ++il) {
+        BlockLink& la = attn_link_[il];
+        la.input_normed = il > 0;
+        la.next_norm = &ffn_[il].norm, la.next_eps = ffn_[il].eps;
+        la.next_quantized = quantized({&ffn_[il].gate, &ffn_[il].up});
+        BlockLink& lf = ffn_link_[il];
+        lf.input_normed = true;
+        if (il + 1 < n) {
+            const AttentionBlock& next = attn_[il + 1];
+            lf.next_norm = &next.norm, lf.next_eps = next.eps;
+            lf.next_quantized = quantized({&next.wq, &next.wk, &next.wv});
+        }
+    }
 }
 
 Forward::~Forward() {
@@ -60,8 +83,8 @@ void Forward::run(const BatchView& b, const int32_t* out_idx, int n_out, float* 
     const ModelWeights& w = m_.weights();
     be_.embed(w.token_embd, b.tokens, b.n_tokens, x_);
     for (int il = 0; il < hp.n_layer; ++il) {
-        be_.attention_block(attn_[size_t(il)], cache_, il, b, x_, buf_);
-        be_.ffn_block(ffn_[size_t(il)], x_, b.n_tokens, buf_);
+        be_.attention_block(attn_[size_t(il)], cache_, il, b, x_, buf_, attn_link_[size_t(il)]);
+        be_.ffn_block(ffn_[size_t(il)], x_, b.n_tokens, buf_, ffn_link_[size_t(il)]);
     }
     // Logits only for the rows that want them.
     be_.gather_rows(x_, out_idx, n_out, hp.n_embd, xo_);

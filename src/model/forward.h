@@ -33,6 +33,7 @@ private:
     // Each layer's two block ops, described once.
     std::vector<AttentionBlock> attn_;
     std::vector<FfnBlock> ffn_;
+    std::vector<BlockLink> attn_link_, ffn_link_;  // how each block meets the next
 };
 
 }  // namespace vega

@@ -155,6 +155,51 @@ TEST_P(BlockOps, BatchedRowsEqualOneRowAtATime) {
     }
 }
 
+// BlockLink: an attention block that leaves the FFN's normed input behind
+// (next_norm), followed by an FFN block told so (input_normed), equals the two
+// blocks unlinked; rows at different positions after a short prompt. On the GPU
+// this is where one row takes the residual + norm + q8 epilogue.
+TEST_P(BlockOps, LinkedBlocksEqualUnlinked) {
+    const auto [rel, B] = GetParam();
+    Fixture fx(rel, std::max(B, 4));
+    const int E = fx.E;
+    std::mt19937 rng(11);
+    const std::vector<float> prompt = random_rows(rng, size_t(4) * E), step = random_rows(rng, size_t(B) * E);
+    auto run = [&](bool linked) {
+        auto c = fx.cache(B);
+        std::vector<int32_t> p1, s1;
+        for (int i = 0; i < B; ++i) {  // each sequence's prompt (2..4 rows), unlinked
+            const int n = 2 + i % 3;
+            std::vector<int32_t> p0, s0(size_t(n), i);
+            for (int r = 0; r < n; ++r) p0.push_back(r);
+            fx.attention(*c, std::vector<float>(prompt.begin(), prompt.begin() + size_t(n) * E), p0, s0);
+            p1.push_back(n), s1.push_back(i);
+        }
+        fx.be->upload(fx.x, step.data(), step.size() * 4);
+        fx.be->upload(fx.pos, p1.data(), size_t(B) * 4);
+        fx.be->upload(fx.seq, s1.data(), size_t(B) * 4);
+        BatchView b;
+        b.n_tokens = B, b.pos = fx.pos, b.seq = fx.seq, b.n_kv_max = 5;
+        BlockLink la, lf;
+        if (linked) {
+            la.next_norm = &fx.ffn.norm, la.next_eps = fx.ffn.eps;
+            la.next_quantized = !is_float_type(fx.ffn.gate.type) && !is_float_type(fx.ffn.up.type);
+            lf.input_normed = true;
+        }
+        fx.be->attention_block(fx.attn, *c, 0, b, fx.x, fx.buf, la);
+        fx.be->ffn_block(fx.ffn, fx.x, B, fx.buf, lf);
+        std::vector<float> out(step.size());
+        fx.be->download(out.data(), fx.x, out.size() * 4);
+        fx.be->synchronize();
+        return out;
+    };
+    const std::vector<float> plain = run(false), linked = run(true);
+    const double e = nmse(linked, plain), tol = test_device() == "cpu" ? 0.0 : 5e-3;
+    if (tol == 0.0) EXPECT_EQ(e, 0.0);
+    else EXPECT_LT(e, tol);
+    EXPECT_GT(nmse(plain, step), 1e-8);  // the blocks did change x
+}
+
 INSTANTIATE_TEST_SUITE_P(Models, BlockOps,
                          ::testing::Combine(::testing::Values("models/synth-llama-q4_0.gguf", "models/synth-qwen2-q8_0.gguf",
                                                               "models/synth-qwen3-f32.gguf"),

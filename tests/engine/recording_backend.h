@@ -28,49 +28,49 @@ public:
     void reserve(int max_rows, int64_t max_n_in) override { in_->reserve(max_rows, max_n_in); }
     std::unique_ptr<KvCache> create_kv_cache(const KvCacheDesc& d) override { return in_->create_kv_cache(d); }
 
-    void embed(const Weight& t, const int32_t* tok, int n, float* out) override { op([=] { in_->embed(t, tok, n, out); }); }
+    void embed(const Weight& t, const int32_t* tok, int n, float* out) override { op([=, this] { in_->embed(t, tok, n, out); }); }
     void rms_norm(const float* x, const Weight& w, float* y, int rows, int n, float eps) override {
-        op([=] { in_->rms_norm(x, w, y, rows, n, eps); });
+        op([=, this] { in_->rms_norm(x, w, y, rows, n, eps); });
     }
-    void matmul_input(const float* x, int rows, int64_t n) override { op([=] { in_->matmul_input(x, rows, n); }); }
+    void matmul_input(const float* x, int rows, int64_t n) override { op([=, this] { in_->matmul_input(x, rows, n); }); }
     void matmul_input_rms_norm(const float* x, const Weight& w, float eps, int rows, int64_t n) override {
-        op([=] { in_->matmul_input_rms_norm(x, w, eps, rows, n); });
+        op([=, this] { in_->matmul_input_rms_norm(x, w, eps, rows, n); });
     }
-    void matmul(const Weight& w, float* y) override { op([=] { in_->matmul(w, y); }); }
+    void matmul(const Weight& w, float* y) override { op([=, this] { in_->matmul(w, y); }); }
     void matmul_swiglu(const Weight& g, const Weight& u, float* gt, float* ut, float* h, int rows) override {
-        op([=] { in_->matmul_swiglu(g, u, gt, ut, h, rows); });
+        op([=, this] { in_->matmul_swiglu(g, u, gt, ut, h, rows); });
     }
     void matmul_qkv(const Weight& wq, const Weight& wk, const Weight& wv, float* q, float* k, float* v) override {
-        op([=] { in_->matmul_qkv(wq, wk, wv, q, k, v); });
+        op([=, this] { in_->matmul_qkv(wq, wk, wv, q, k, v); });
     }
-    void add_bias(float* y, const Weight& b, int rows, int n) override { op([=] { in_->add_bias(y, b, rows, n); }); }
-    void add(float* x, const float* y, int64_t n) override { op([=] { in_->add(x, y, n); }); }
-    void swiglu(const float* g, const float* u, float* h, int64_t n) override { op([=] { in_->swiglu(g, u, h, n); }); }
+    void add_bias(float* y, const Weight& b, int rows, int n) override { op([=, this] { in_->add_bias(y, b, rows, n); }); }
+    void add(float* x, const float* y, int64_t n) override { op([=, this] { in_->add(x, y, n); }); }
+    void swiglu(const float* g, const float* u, float* h, int64_t n) override { op([=, this] { in_->swiglu(g, u, h, n); }); }
     void head_rms_norm(float* x, const Weight& w, int rows, int nh, int hd, float eps) override {
-        op([=] { in_->head_rms_norm(x, w, rows, nh, hd, eps); });
+        op([=, this] { in_->head_rms_norm(x, w, rows, nh, hd, eps); });
     }
     void rope(float* x, int nh, int hd, const RopeParams& p, const BatchView& b) override {
-        op([=] { in_->rope(x, nh, hd, p, b); });
+        op([=, this] { in_->rope(x, nh, hd, p, b); });
     }
     void rope_kv_store(KvCache& c, int layer, float* q, float* k, const float* v, int nh, int nkv, int hd,
                        const RopeParams& p, const BatchView& b) override {
         KvCache* cp = &c;
-        op([=] { in_->rope_kv_store(*cp, layer, q, k, v, nh, nkv, hd, p, b); });
+        op([=, this] { in_->rope_kv_store(*cp, layer, q, k, v, nh, nkv, hd, p, b); });
     }
     void kv_store(KvCache& c, int layer, const float* k, const float* v, const BatchView& b) override {
         KvCache* cp = &c;
-        op([=] { in_->kv_store(*cp, layer, k, v, b); });
+        op([=, this] { in_->kv_store(*cp, layer, k, v, b); });
     }
     void attention(KvCache& c, int layer, const float* q, float* out, int nh, float scale, const BatchView& b) override {
         KvCache* cp = &c;
-        op([=] { in_->attention(*cp, layer, q, out, nh, scale, b); });
+        op([=, this] { in_->attention(*cp, layer, q, out, nh, scale, b); });
     }
     void gather_rows(const float* x, const int32_t* idx, int n_idx, int64_t n, float* y) override {
-        op([=] { in_->gather_rows(x, idx, n_idx, n, y); });
+        op([=, this] { in_->gather_rows(x, idx, n_idx, n, y); });
     }
-    void argmax(const float* logits, int rows, int64_t n, int32_t* out) override { op([=] { in_->argmax(logits, rows, n, out); }); }
+    void argmax(const float* logits, int rows, int64_t n, int32_t* out) override { op([=, this] { in_->argmax(logits, rows, n, out); }); }
     void top_k(const float* logits, int rows, int64_t n, int k, int32_t* ids, float* vals) override {
-        op([=] { in_->top_k(logits, rows, n, k, ids, vals); });
+        op([=, this] { in_->top_k(logits, rows, n, k, ids, vals); });
     }
 
     bool supports_capture() const override { return true; }

@@ -180,7 +180,6 @@ TEST_F(Parity, MatmulFusedNormAndSwiglu) {
             auto h = pair_n(size_t(rows) * n_out);
             gpu_->reserve(16, 1024);
             cpu_->reserve(16, 1024);
-            // The residual add right before the norm (the GPU fuses the two).
             gpu_->add(x.g, res.g, int64_t(rows) * n_in);
             cpu_->add(x.c, res.c, int64_t(rows) * n_in);
             gpu_->matmul_input_rms_norm(x.g, norm.g, 1e-5f, rows, n_in);
@@ -190,54 +189,6 @@ TEST_F(Parity, MatmulFusedNormAndSwiglu) {
             EXPECT_LT(compare(h, "matmul_swiglu"), 10 * mat_threshold(t)) << type_traits(t).name << " rows " << rows;
             EXPECT_LT(compare(x, "residual add fused into the norm"), 1e-14) << type_traits(t).name;
         }
-    }
-}
-
-// Decode (one row): matmul -> add -> matmul_input_rms_norm -> quantized matmuls is
-// one matvec with the residual + norm epilogue on the GPU (deferred-norm input);
-// a float reader of the normed input takes the unfused path instead.
-TEST_F(Parity, DecodeResidualNormEpilogue) {
-    struct Case {
-        GgmlType prod, cons;
-    };
-    std::vector<Case> cases;
-    for (GgmlType t : kMatTypes)
-        if (!is_float_type(t)) cases.push_back({t, t});
-    cases.push_back({GgmlType::Q8_0, GgmlType::F16});  // float reader: unfused
-    for (const Case& cs : cases) {
-        const int64_t n_a = 256, n = 512, n_ff = 768, n_kv = 128;
-        W o = weight(cs.prod, n_a, n);
-        W norm = weight(GgmlType::F32, n, 1, 0.1f, true);
-        W g = weight(cs.cons, n, n_ff), u = weight(cs.cons, n, n_ff);
-        W wq = weight(cs.cons, n, n), wk = weight(cs.cons, n, n_kv), wv = weight(cs.cons, n, n_kv);
-        W down = weight(cs.cons, n_ff, n);
-        auto a = pair(randn(size_t(n_a)));
-        auto x = pair(randn(size_t(n), 3.f));
-        auto y = pair_n(size_t(n)), gt = pair_n(size_t(n_ff)), ut = pair_n(size_t(n_ff)), h = pair_n(size_t(n_ff));
-        auto q = pair_n(size_t(n)), k = pair_n(size_t(n_kv)), v = pair_n(size_t(n_kv)), y2 = pair_n(size_t(n));
-        gpu_->reserve(8, 1024);
-        cpu_->reserve(8, 1024);
-        for (Backend* be : {gpu_.get(), cpu_.get()}) {
-            const bool G = be == gpu_.get();
-            be->matmul_input(G ? a.g : a.c, 1, n_a);
-            be->matmul(G ? o.g : o.c, G ? y.g : y.c);
-            be->add(G ? x.g : x.c, G ? y.g : y.c, n);
-            be->matmul_input_rms_norm(G ? x.g : x.c, G ? norm.g : norm.c, 1e-5f, 1, n);
-            be->matmul_qkv(G ? wq.g : wq.c, G ? wk.g : wk.c, G ? wv.g : wv.c, G ? q.g : q.c, G ? k.g : k.c,
-                           G ? v.g : v.c);
-            be->matmul_swiglu(G ? g.g : g.c, G ? u.g : u.c, G ? gt.g : gt.c, G ? ut.g : ut.c, G ? h.g : h.c, 1);
-            // The GPU's gate/up kernel also wrote h's q8 form: the down matmul reads it as is.
-            be->matmul_input(G ? h.g : h.c, 1, n_ff);
-            be->matmul(G ? down.g : down.c, G ? y2.g : y2.c);
-        }
-        const std::string what = std::string(type_traits(cs.prod).name) + " -> " + type_traits(cs.cons).name;
-        const double th = 10 * std::max(mat_threshold(cs.prod), mat_threshold(cs.cons));
-        EXPECT_LT(compare(x, "residual (epilogue)"), th) << what;
-        EXPECT_LT(compare(h, "swiglu on the deferred-norm input"), th) << what;
-        EXPECT_LT(compare(q, "q on the deferred-norm input"), th) << what;
-        EXPECT_LT(compare(k, "k on the deferred-norm input"), th) << what;
-        EXPECT_LT(compare(v, "v on the deferred-norm input"), th) << what;
-        EXPECT_LT(compare(y2, "down matmul on the q8 form of h from the gate/up kernel"), th) << what;
     }
 }
 
@@ -413,58 +364,107 @@ TEST_F(Parity, KvStoreAndAttention) {
 // combine writing the q8 input of the output projection, against
 // the CPU backend's unfused defaults: a prompt of `rows` tokens, then two decode
 // steps (the second reads the cache entry the first one wrote).
-TEST_F(Parity, FusedQkvRopeStoreAttentionOutput) {
-    const int n_head = 8, n_kv_head = 2, hd = 128;
-    const int64_t E = 512, Dq = int64_t(n_head) * hd, Dkv = int64_t(n_kv_head) * hd;
-    for (GgmlType t : {GgmlType::Q4_0, GgmlType::Q8_0, GgmlType::F16}) {
+// The GPU's block ops (fused decode kernels for one row, unfused kernels over all
+// rows otherwise) against the reference compositions the CPU runs: two layers
+// chained by BlockLinks as the forward chains them (the o and down projections
+// leave the next block's normed input), a prompt step then two one-token steps
+// (the cache written by each step is read by the next), every quantized type, a
+// float type, llama / qwen2 (biases) / qwen3 (q/k norm) blocks, mixed q/k/v types
+// (as Q4_K_M's Q6_K attn_v) and a float FFN after a quantized attention block.
+TEST_F(Parity, BlockOpsMatchReferenceCompositions) {
+    struct Case {
+        GgmlType t;          // every matrix
+        GgmlType wv, ffn;    // attn_v, the FFN's matrices
+        int style;           // 0 llama, 1 qwen2 biases, 2 qwen3 q/k norm
+    };
+    std::vector<Case> cases;
+    for (GgmlType t : kMatTypes)
+        if (t != GgmlType::F32 && t != GgmlType::BF16) cases.push_back({t, t, t, 0});
+    cases.push_back({GgmlType::Q8_0, GgmlType::Q8_0, GgmlType::Q8_0, 1});
+    cases.push_back({GgmlType::Q4_K, GgmlType::Q4_K, GgmlType::Q4_K, 2});
+    cases.push_back({GgmlType::Q4_K, GgmlType::Q6_K, GgmlType::Q4_K, 0});
+    cases.push_back({GgmlType::Q4_0, GgmlType::Q4_0, GgmlType::F16, 0});
+    const int n_head = 8, n_kv_head = 2, hd = 64, n_layer = 2;
+    const int64_t E = 512, Dq = int64_t(n_head) * hd, Dkv = int64_t(n_kv_head) * hd, F = 768;
+    for (const Case& cs : cases) {
         for (int rows : {1, 3, 9}) {
-            for (bool f32_cache : {false, true}) {
-                W wq = weight(t, E, Dq), wk = weight(t, E, Dkv), wv = weight(t, E, Dkv), wo = weight(t, Dq, E);
-                gpu_->reserve(rows, Dq);
-                cpu_->reserve(rows, Dq);
-                KvCacheDesc d;
-                d.n_layer = 1, d.n_seq = 1, d.n_ctx = 64, d.n_kv_head = n_kv_head, d.head_dim = hd;
-                if (f32_cache) d.type = GgmlType::F32;
-                auto cg = gpu_->create_kv_cache(d);
-                auto cc = cpu_->create_kv_cache(d);
-                RopeParams rp;
-                // Both rope styles, and a partial rotation (dims from n_rot on pass through).
-                rp.n_rot = rows == 9 ? hd / 2 : hd, rp.freq_base = 10000.f, rp.neox = rows != 1;
-                // step 0: the prompt (rows tokens at 0..rows-1); steps 1, 2: one token each.
-                for (int step = 0; step < 3; ++step) {
-                    const int nt = step == 0 ? rows : 1;
-                    std::vector<int32_t> pos(static_cast<size_t>(nt)), seq(static_cast<size_t>(nt), 0);
-                    for (int i = 0; i < nt; ++i) pos[size_t(i)] = step == 0 ? i : rows + step - 1;
-                    auto [pg, pc] = ints(pos);
-                    auto [sg, sc] = ints(seq);
-                    BatchView bg, bc;
-                    bg.n_tokens = bc.n_tokens = nt;
-                    bg.pos = pg, bg.seq = sg, bc.pos = pc, bc.seq = sc;
-                    bg.n_kv_max = bc.n_kv_max = pos.back() + 1;
-                    auto x = pair(randn(size_t(nt) * E));
-                    auto q = pair_n(size_t(nt) * Dq), k = pair_n(size_t(nt) * Dkv), v = pair_n(size_t(nt) * Dkv);
-                    auto att = pair_n(size_t(nt) * Dq), y = pair_n(size_t(nt) * E);
-                    for (Backend* be : {gpu_.get(), cpu_.get()}) {
-                        const bool g = be == gpu_.get();
-                        be->matmul_input(g ? x.g : x.c, nt, E);
-                        be->matmul_qkv(g ? wq.g : wq.c, g ? wk.g : wk.c, g ? wv.g : wv.c, g ? q.g : q.c,
-                                       g ? k.g : k.c, g ? v.g : v.c);
-                        be->rope_kv_store(g ? *cg : *cc, 0, g ? q.g : q.c, g ? k.g : k.c, g ? v.g : v.c, n_head,
-                                          n_kv_head, hd, rp, g ? bg : bc);
-                        be->attention(g ? *cg : *cc, 0, g ? q.g : q.c, g ? att.g : att.c, n_head,
-                                      1.f / std::sqrt(float(hd)), g ? bg : bc);
-                        be->matmul_input(g ? att.g : att.c, nt, Dq);
-                        be->matmul(g ? wo.g : wo.c, g ? y.g : y.c);
-                    }
-                    const double th = mat_threshold(t);
-                    const std::string what = std::string(type_traits(t).name) + " prompt " + std::to_string(rows) +
-                                             " step " + std::to_string(step) + (f32_cache ? " f32 cache" : " f16 cache");
-                    EXPECT_LT(compare(q, "qkv+rope q"), th) << what;
-                    EXPECT_LT(compare(k, "qkv+rope k"), th) << what;
-                    EXPECT_LT(compare(v, "qkv v"), th) << what;
-                    EXPECT_LT(compare(att, "attention"), 1e-5) << what;
-                    EXPECT_LT(compare(y, "output projection of the attention"), 1e-4) << what;
+            std::vector<AttentionBlock> ag(n_layer), ac(n_layer);
+            std::vector<FfnBlock> fg(n_layer), fc(n_layer);
+            std::vector<W> keep;
+            auto both = [&](const W& w, Weight& g, Weight& c) { g = w.g, c = w.c, keep.push_back(w); };
+            for (int l = 0; l < n_layer; ++l) {
+                AttentionBlock &g = ag[size_t(l)], &c = ac[size_t(l)];
+                both(weight(GgmlType::F32, E, 1, 0.1f, true), g.norm, c.norm);
+                both(weight(cs.t, E, Dq), g.wq, c.wq);
+                both(weight(cs.t, E, Dkv), g.wk, c.wk);
+                both(weight(cs.wv, E, Dkv), g.wv, c.wv);
+                both(weight(cs.t, Dq, E, 0.5f), g.wo, c.wo);
+                if (cs.style == 1) {
+                    both(weight(GgmlType::F32, Dq, 1, 0.5f), g.bq, c.bq);
+                    both(weight(GgmlType::F32, Dkv, 1, 0.5f), g.bk, c.bk);
+                    both(weight(GgmlType::F32, Dkv, 1, 0.5f), g.bv, c.bv);
                 }
+                if (cs.style == 2) {
+                    both(weight(GgmlType::F32, hd, 1, 0.1f, true), g.q_norm, c.q_norm);
+                    both(weight(GgmlType::F32, hd, 1, 0.1f, true), g.k_norm, c.k_norm);
+                }
+                for (AttentionBlock* a : {&g, &c}) {
+                    a->n_head = n_head, a->n_kv_head = n_kv_head, a->head_dim = hd, a->eps = 1e-5f;
+                    a->scale = 1.f / std::sqrt(float(hd));
+                    a->rope.n_rot = rows == 9 ? hd / 2 : hd, a->rope.freq_base = 10000.f, a->rope.neox = rows != 1;
+                }
+                FfnBlock &h = fg[size_t(l)], &d = fc[size_t(l)];
+                both(weight(GgmlType::F32, E, 1, 0.1f, true), h.norm, d.norm);
+                both(weight(cs.ffn, E, F), h.gate, d.gate);
+                both(weight(cs.ffn, E, F), h.up, d.up);
+                both(weight(cs.ffn, F, E, 0.5f), h.down, d.down);
+            }
+            // The links of the forward pass (model/forward.cpp).
+            auto links = [&](const std::vector<AttentionBlock>& A, const std::vector<FfnBlock>& Fb, int l,
+                             BlockLink& la, BlockLink& lf) {
+                la = {}, lf = {};
+                la.input_normed = l > 0;
+                la.next_norm = &Fb[size_t(l)].norm, la.next_quantized = !is_float_type(cs.ffn);
+                lf.input_normed = true;
+                if (l + 1 < n_layer) lf.next_norm = &A[size_t(l) + 1].norm, lf.next_quantized = !is_float_type(cs.t);
+            };
+            gpu_->reserve(rows, F);
+            cpu_->reserve(rows, F);
+            KvCacheDesc d;
+            d.n_layer = n_layer, d.n_seq = 1, d.n_ctx = 64, d.n_kv_head = n_kv_head, d.head_dim = hd;
+            auto cg = gpu_->create_kv_cache(d);
+            auto cc = cpu_->create_kv_cache(d);
+            for (int step = 0; step < 3; ++step) {
+                const int nt = step == 0 ? rows : 1;
+                std::vector<int32_t> pos(static_cast<size_t>(nt)), seq(static_cast<size_t>(nt), 0);
+                for (int i = 0; i < nt; ++i) pos[size_t(i)] = step == 0 ? i : rows + step - 1;
+                auto [pg, pc] = ints(pos);
+                auto [sg, sc] = ints(seq);
+                BatchView bg, bc;
+                bg.n_tokens = bc.n_tokens = nt;
+                bg.pos = pg, bg.seq = sg, bc.pos = pc, bc.seq = sc;
+                bg.n_kv_max = bc.n_kv_max = pos.back() + 1;
+                auto x = pair(randn(size_t(nt) * E));
+                BlockBuffers g, c;
+                auto scratch = [&](int64_t n, float*& gp, float*& cp) {
+                    const Pair p = pair_n(size_t(nt) * size_t(n));
+                    gp = p.g, cp = p.c;
+                };
+                scratch(Dq, g.q, c.q), scratch(Dkv, g.k, c.k), scratch(Dkv, g.v, c.v), scratch(Dq, g.att, c.att);
+                scratch(E, g.tmp, c.tmp), scratch(F, g.g, c.g), scratch(F, g.u, c.u), scratch(F, g.h, c.h);
+                for (int l = 0; l < n_layer; ++l) {
+                    BlockLink la, lf;
+                    links(ag, fg, l, la, lf);
+                    gpu_->attention_block(ag[size_t(l)], *cg, l, bg, x.g, g, la);
+                    gpu_->ffn_block(fg[size_t(l)], x.g, nt, g, lf);
+                    links(ac, fc, l, la, lf);
+                    cpu_->attention_block(ac[size_t(l)], *cc, l, bc, x.c, c, la);
+                    cpu_->ffn_block(fc[size_t(l)], x.c, nt, c, lf);
+                }
+                const std::string what = std::string(type_traits(cs.t).name) + "/" + type_traits(cs.wv).name + "/" +
+                                         type_traits(cs.ffn).name + " style " + std::to_string(cs.style) + " prompt " +
+                                         std::to_string(rows) + " step " + std::to_string(step);
+                EXPECT_LT(compare(x, "residual stream after two layers"), 5e-4) << what;
             }
         }
     }

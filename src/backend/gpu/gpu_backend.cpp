@@ -84,21 +84,17 @@ public:
     }
     void release(void* p) override {
         if (!p) return;
-        flush();
         owned_.erase(p);
         mats_.erase(p);
         rt::free(p);
     }
     void upload(void* dst, const void* src, size_t bytes) override {
-        flush();
         rt::h2d(dst, src, bytes, stream_);
     }
     void download(void* dst, const void* src, size_t bytes) override {
-        flush();
         rt::d2h(dst, src, bytes, stream_);
     }
     void synchronize() override {
-        flush();
         rt::stream_sync(stream_);
     }
 
@@ -158,169 +154,150 @@ public:
         return std::make_unique<GpuKvCache>(d, buf, bytes);
     }
 
-    // ---- ops ----
+    // ---- ops: each runs when called; nothing is held back between calls ----
     void embed(const Weight& table, const int32_t* tokens, int n_tokens, float* out) override {
-        flush();
         ops::embed(mat(table), tokens, n_tokens, out, stream_);
         rt::check("embed");
     }
     void rms_norm(const float* x, const Weight& w, float* y, int rows, int n, float eps) override {
-        flush();
         ops::rms_norm(x, f32(w), y, rows, n, eps, stream_);
         rt::check("rms_norm");
     }
-    // A q8 form already written by the producing kernel (attention combine, gate/up) is used as is.
-    void matmul_input(const float* x, int rows, int64_t n) override {
-        const ReadyQ8 aq = ready_q8_;
-        flush();
-        if (aq.x == x && aq.rows == rows && aq.n == n) return use_q8(x, act2_q_, act2_ds_, rows, n);
-        set_input(x, nullptr, nullptr, 0.f, rows, n);
-    }
-    // A residual add still pending on this x is done by the norm kernel itself.
+    void matmul_input(const float* x, int rows, int64_t n) override { set_input(x, nullptr, nullptr, 0.f, rows, n); }
     void matmul_input_rms_norm(const float* x, const Weight& w, float eps, int rows, int64_t n) override {
-        // Decode: matmul + add + this norm become one matvec with the norm epilogue,
-        // once the next op shows that quantized weights read the input (resolve()).
-        if (pmm_.m && pend_.x == x && pend_.y == pmm_.y && rows == 1 && n == pmm_.m->n_out && !pnorm_.w) {
-            pnorm_ = {x, f32(w), eps};
-            return;
-        }
-        const float* res = nullptr;
-        if (pend_.x == x && pend_.n == int64_t(rows) * n) res = pend_.y, pend_ = {};
-        flush();
-        set_input(x, res, f32(w), eps, rows, n);
+        set_input(x, nullptr, f32(w), eps, rows, n);
     }
     void matmul(const Weight& w, float* y) override {
-        resolve(!is_float_type(w.type));
-        const GpuMat& m = mat(w);
         check_input(w);
-        // Decode: held back; if add(.., y) and matmul_input_rms_norm follow, it gets their epilogue.
-        if (fuse_ && ops::matvec_epi_ok(m, act_.rows) && m.n_out <= act_n_ && !act_.ss) {
-            pmm_ = {&m, y};
-            return;
-        }
-        ops::matvec(m, act_, y, stream_);
+        ops::matvec(mat(w), act_, y, stream_);
         rt::check("matmul");
     }
     void matmul_qkv(const Weight& wq, const Weight& wk, const Weight& wv, float* q, float* k, float* v) override {
-        resolve(!is_float_type(wq.type) && !is_float_type(wk.type) && !is_float_type(wv.type));
         if (wq.type != wk.type || wq.type != wv.type) return Backend::matmul_qkv(wq, wk, wv, q, k, v);
         check_input(wq), check_input(wk), check_input(wv);
         const GpuMat W[3] = {mat(wq), mat(wk), mat(wv)};
-        // Decode: held back; if rope_kv_store of these q, k, v follows, it becomes the epilogue.
-        if (fuse_qkv_rope_ && ops::matvec_qkv_rope_ok(W, act_.rows)) {
-            pqkv_ = {true, {W[0], W[1], W[2]}, {q, k, v}, act_};
-            return;
-        }
         float* const y[3] = {q, k, v};
         ops::matvec3(W, y, 3, act_, stream_);
         rt::check("matmul_qkv");
     }
     void matmul_swiglu(const Weight& gate, const Weight& up, float* g_tmp, float* u_tmp, float* h, int rows) override {
-        resolve(!is_float_type(gate.type) && !is_float_type(up.type));
-        if (gate.type != up.type || gate.n_in != up.n_in || gate.n_out != up.n_out || rows != act_.rows)
-            return Backend::matmul_swiglu(gate, up, g_tmp, u_tmp, h, rows);
+        if (!swiglu_pair(gate, up) || rows != act_.rows) return Backend::matmul_swiglu(gate, up, g_tmp, u_tmp, h, rows);
         check_input(gate);
-        // Decode: the kernel also writes h's q8 form (second buffer) for the down matmul.
-        const bool q8 = fuse_h_q8_ && act_.q != act2_q_ && int64_t(rows) * gate.n_out <= int64_t(act_rows_) * act_n_;
-        const bool wrote = ops::matvec_swiglu(mat(gate), mat(up), act_, h, q8 ? act2_q_ : nullptr,
-                                              q8 ? act2_ds_ : nullptr, stream_);
+        ops::matvec_swiglu(mat(gate), mat(up), act_, h, nullptr, nullptr, stream_);
         rt::check("matmul_swiglu");
-        if (wrote) ready_q8_ = {h, rows, gate.n_out};
     }
     void add_bias(float* y, const Weight& b, int rows, int n) override {
-        flush();
         ops::add_bias(y, f32(b), rows, n, stream_);
         rt::check("add_bias");
     }
-    // Deferred: fused into the next matmul_input_rms_norm of the same x, else run
-    // before whatever op comes next (flush()).
     void add(float* x, const float* y, int64_t n) override {
-        if (pmm_.m && y == pmm_.y && n == pmm_.m->n_out && !pend_.x) {
-            pend_ = {x, y, n};  // may join the held-back matmul (see matmul_input_rms_norm)
-            return;
-        }
-        flush();
-        pend_ = {x, y, n};
+        ops::add(x, y, n, stream_);
+        rt::check("add");
     }
     void swiglu(const float* g, const float* u, float* h, int64_t n) override {
-        flush();
         ops::swiglu(g, u, h, n, stream_);
         rt::check("swiglu");
     }
     void head_rms_norm(float* x, const Weight& w, int rows, int n_head, int head_dim, float eps) override {
-        flush();
         ops::head_rms_norm(x, f32(w), rows, n_head, head_dim, eps, stream_);
         rt::check("head_rms_norm");
     }
     void rope(float* x, int n_head, int head_dim, const RopeParams& p, const BatchView& b) override {
-        flush();
         const ops::RopeArgs r = rope_args(p);
         ops::rope(x, b.n_tokens, n_head, head_dim, r, b.pos, stream_);
         rt::check("rope");
     }
     void rope_kv_store(KvCache& c, int layer, float* q, float* k, const float* v, int n_head, int n_kv_head,
                        int head_dim, const RopeParams& p, const BatchView& b) override {
-        const ops::KvLayer L = cache(c).layer(layer);
-        if (n_kv_head != L.n_kv_head || head_dim != L.hd || p.n_rot > head_dim)
-            fail("rope_kv_store: {} kv heads of {} dims against a cache of {} x {}", n_kv_head, head_dim, L.n_kv_head,
-                 L.hd);
-        const ops::RopeArgs r = rope_args(p);
-        // The held-back q+k+v matvec of these buffers (one token) does it all in its
-        // epilogue; shapes the epilogue cannot serve run it unfused (flush()).
-        if (pqkv_.on && pqkv_.y[0] == q && pqkv_.y[1] == k && pqkv_.y[2] == v && b.n_tokens == 1) {
-            ops::QkvRope e;
-            e.c = L, e.r = r, e.pos = b.pos, e.seq = b.seq;
-            if (ops::matvec_qkv_rope(pqkv_.W, pqkv_.y, pqkv_.act, e, n_head, stream_)) {
-                pqkv_ = {};
-                return rt::check("matmul_qkv + rope + kv store");
-            }
-        }
-        flush();
-        ops::rope_store(L, q, k, v, b.n_tokens, n_head, r, b.pos, b.seq, stream_);
+        const ops::KvLayer L = cache_layer(c, layer, n_kv_head, head_dim, p);
+        ops::rope_store(L, q, k, v, b.n_tokens, n_head, rope_args(p), b.pos, b.seq, stream_);
         rt::check("rope_kv_store");
     }
     void kv_store(KvCache& c, int layer, const float* k, const float* v, const BatchView& b) override {
-        flush();
         ops::kv_store(cache(c).layer(layer), k, v, b.n_tokens, b.pos, b.seq, stream_);
         rt::check("kv_store");
     }
     void attention(KvCache& c, int layer, const float* q, float* out, int n_head, float scale,
                    const BatchView& b) override {
-        flush();
-        const ops::KvLayer L = cache(c).layer(layer);
-        // A captured graph must serve every later position: cover the whole context.
-        const int n_kv = capturing_ ? L.n_ctx : std::clamp(b.n_kv_max > 0 ? b.n_kv_max : L.n_ctx, 1, L.n_ctx);
-        const size_t per_row = size_t(n_head) * ops::attention_splits(n_kv) * (L.hd + 2) * sizeof(float);
-        const int chunk = int(std::max<size_t>(1, kAttnPartBytes / per_row));
-        const int64_t w = int64_t(n_head) * L.hd;
-        // The combine also writes the q8 form of out for the next matmul_input (second buffer).
-        const bool q8 = L.hd % 32 == 0 && b.n_tokens <= act_rows_ && w <= act_n_;
-        for (int r0 = 0; r0 < b.n_tokens; r0 += chunk) {
-            const int nr = std::min(chunk, b.n_tokens - r0);
-            // One launch (split + merge by the last block) unless VEGA_GPU_ATTN_MERGE=0 (A/B).
-            int* count = merge_attn_ && int64_t(nr) * n_head <= kAttnCounters ? attn_count_ : nullptr;
-            ops::attention(L, q + r0 * w, out + r0 * w, nr, n_head, scale, b.pos + r0, b.seq + r0, n_kv, part_,
-                           q8 ? act2_q_ + r0 * w : nullptr, q8 ? act2_ds_ + r0 * (w / 32) * 2 : nullptr, count,
-                           stream_);
-        }
-        rt::check("attention");
-        if (q8) ready_q8_ = {out, b.n_tokens, w};
+        run_attention(cache(c).layer(layer), q, out, n_head, scale, b, false);
     }
     void gather_rows(const float* x, const int32_t* idx, int n_idx, int64_t n, float* y) override {
-        flush();
         ops::gather_rows(x, idx, n_idx, n, y, stream_);
         rt::check("gather_rows");
     }
     void argmax(const float* logits, int rows, int64_t n, int32_t* out) override {
-        flush();
         ops::argmax(logits, rows, n, out, stream_);
         rt::check("argmax");
     }
     void top_k(const float* logits, int rows, int64_t n, int k, int32_t* ids, float* vals) override {
         if (k < 1 || k > kTopKMax || k > n) fail("top_k: k = {} must be in [1, min({}, {})]", k, kTopKMax, n);
-        flush();
         ops::top_k(logits, rows, n, k, ids, vals, stream_);
         rt::check("top_k");
+    }
+
+    // ---- block ops: the fused kernels, chosen from the arguments alone ----
+    // Decode (one row, quantized): q+k+v with rope and the cache store in its
+    // epilogue; attention writing the q8 form of its output; o projection with
+    // residual + next norm + q8 in its epilogue (BlockLink); gate/up writing h's q8
+    // form; down with the residual + next norm epilogue: 5 kernels per layer. Other
+    // shapes run the same steps unfused, each kernel over all rows at once.
+    void attention_block(const AttentionBlock& a, KvCache& c, int layer, const BatchView& b, float* x,
+                         const BlockBuffers& buf, const BlockLink& link) override {
+        const int T = b.n_tokens;
+        const int64_t E = a.wq.n_in, Dq = int64_t(a.n_head) * a.head_dim;
+        const ops::KvLayer L = cache_layer(c, layer, a.n_kv_head, a.head_dim, a.rope);
+        block_input(x, a.norm, a.eps, T, E, link);
+        const bool plain = !a.bq && !a.bk && !a.bv && !a.q_norm && !a.k_norm;
+        bool stored = false;
+        if (fuse_qkv_rope_ && plain && a.wq.type == a.wk.type && a.wq.type == a.wv.type) {
+            check_input(a.wq), check_input(a.wk), check_input(a.wv);
+            const GpuMat W[3] = {mat(a.wq), mat(a.wk), mat(a.wv)};
+            float* const y[3] = {buf.q, buf.k, buf.v};
+            ops::QkvRope e;
+            e.c = L, e.r = rope_args(a.rope), e.pos = b.pos, e.seq = b.seq;
+            stored = ops::matvec_qkv_rope(W, y, act_, e, a.n_head, stream_);  // false: launched nothing
+            if (stored) rt::check("q+k+v + rope + cache store");
+            else if (T == 1 && !is_float_type(a.wq.type))
+                note(fmt::format("GPU: q+k+v with rope and the cache store in one kernel does not serve this target or "
+                                 "shape ({} heads x {} dims, n_rot {}); rope and the store run as their own kernel",
+                                 a.n_head, a.head_dim, a.rope.n_rot));
+        }
+        if (!stored) {
+            const int64_t Dkv = int64_t(a.n_kv_head) * a.head_dim;
+            matmul_qkv(a.wq, a.wk, a.wv, buf.q, buf.k, buf.v);
+            if (a.bq) add_bias(buf.q, a.bq, T, int(Dq));
+            if (a.bk) add_bias(buf.k, a.bk, T, int(Dkv));
+            if (a.bv) add_bias(buf.v, a.bv, T, int(Dkv));
+            if (a.q_norm) head_rms_norm(buf.q, a.q_norm, T, a.n_head, a.head_dim, a.eps);
+            if (a.k_norm) head_rms_norm(buf.k, a.k_norm, T, a.n_kv_head, a.head_dim, a.eps);
+            ops::rope_store(L, buf.q, buf.k, buf.v, T, a.n_head, rope_args(a.rope), b.pos, b.seq, stream_);
+            rt::check("rope_kv_store");
+        }
+        if (run_attention(L, buf.q, buf.att, a.n_head, a.scale, b, true)) use_q8(buf.att, act2_q_, act2_ds_, T, Dq);
+        else set_input(buf.att, nullptr, nullptr, 0.f, T, Dq);
+        block_output(a.wo, x, buf.tmp, T, E, link);
+    }
+    void ffn_block(const FfnBlock& f, float* x, int rows, const BlockBuffers& buf, const BlockLink& link) override {
+        const int64_t E = f.gate.n_in, F = f.gate.n_out;
+        block_input(x, f.norm, f.eps, rows, E, link);
+        bool h_q8 = false;
+        if (swiglu_pair(f.gate, f.up)) {
+            check_input(f.gate);
+            // One row: the kernel also writes h's q8 form (second buffer) for the down matmul.
+            const bool q8 = fuse_h_q8_ && int64_t(rows) * F <= int64_t(act_rows_) * act_n_;
+            h_q8 = ops::matvec_swiglu(mat(f.gate), mat(f.up), act_, buf.h, q8 ? act2_q_ : nullptr,
+                                      q8 ? act2_ds_ : nullptr, stream_);
+            rt::check("gate/up + swiglu");
+            if (q8 && rows == 1 && !h_q8 && !is_float_type(f.gate.type))
+                note(fmt::format("GPU: the gate/up kernel's q8 epilogue does not serve this target or n_ff = {} "
+                                 "(needs wave32 and n_ff % 32 == 0); h is quantized by its own kernel",
+                                 F));
+        } else {
+            Backend::matmul_swiglu(f.gate, f.up, buf.g, buf.u, buf.h, rows);
+        }
+        if (h_q8) use_q8(buf.h, act2_q_, act2_ds_, rows, F);
+        else set_input(buf.h, nullptr, nullptr, 0.f, rows, F);
+        block_output(f.down, x, buf.tmp, rows, E, link);
     }
 
     // ---- graphs ----
@@ -330,14 +307,12 @@ public:
         capturing_ = true;
     }
     int capture_end() override {
-        flush();
         capturing_ = false;
         graphs_.push_back(rt::capture_end(stream_));
         return int(graphs_.size()) - 1;
     }
     void replay(int g) override {
         if (g < 0 || g >= int(graphs_.size()) || !graphs_[g]) fail("replay: no graph {}", g);
-        flush();  // ops held back before the replay run first
         rt::graph_launch(graphs_[g], stream_);
     }
     void release_graph(int g) override {
@@ -365,58 +340,81 @@ private:
         return r;
     }
 
+    // The matmul input of a block: rms_norm(x) * norm, unless the previous block
+    // already left it (link.input_normed).
+    void block_input(const float* x, const Weight& norm, float eps, int rows, int64_t n, const BlockLink& link) {
+        if (!link.input_normed) return set_input(x, nullptr, f32(norm), eps, rows, n);
+        if (act_.rows != rows || act_.n != n)
+            fail("GPU block op: the input is marked normed, but the matmul input is [{}][{}], not [{}][{}]", act_.rows,
+                 act_.n, rows, n);
+    }
+    // x += W · input, and with link.next_norm the next block's input. One quantized
+    // row: one kernel (matvec + residual + norm + q8, the deferred-norm form), when
+    // the next block reads it only through quantized weights and this input is not
+    // the buffer that kernel writes. Otherwise the matvec, then one kernel for the
+    // residual add with the next norm and its q8 form.
+    void block_output(const Weight& w, float* x, float* tmp, int rows, int64_t n, const BlockLink& link) {
+        check_input(w);
+        const GpuMat& m = mat(w);
+        if (link.next_norm && link.next_quantized && fuse_ && !act_.ss && act_.q != act_q_ &&
+            ops::matvec_epi_ok(m, rows) && m.n_out <= act_n_) {
+            ops::Epi e;
+            e.x = x, e.w = f32(*link.next_norm), e.q = act_q_, e.ds = act_ds_, e.ss = ss_;
+            ops::matvec_residual_norm(m, act_, e, stream_);
+            rt::check("matmul + residual + norm");
+            act_ = {};
+            act_.q = act_q_, act_.ds = act_ds_, act_.ss = ss_, act_.eps = link.next_eps, act_.rows = 1, act_.n = m.n_out;
+            return;
+        }
+        if (link.next_norm && link.next_quantized && fuse_ && rows == 1 && !is_float_type(w.type) &&
+            !ops::matvec_epi_ok(m, rows))
+            note(fmt::format("GPU: the residual + norm epilogue does not serve this target or a projection of {} "
+                             "outputs (needs wave32, n_out % 128 == 0 and n_out <= 128 x 32); it runs as a matvec "
+                             "and a residual + norm kernel",
+                             m.n_out));
+        ops::matvec(m, act_, tmp, stream_);
+        rt::check("matmul");
+        if (link.next_norm) return set_input(x, tmp, f32(*link.next_norm), link.next_eps, rows, n);  // x += tmp first
+        ops::add(x, tmp, int64_t(rows) * n, stream_);
+        rt::check("add");
+    }
+    static bool swiglu_pair(const Weight& gate, const Weight& up) {
+        return gate.type == up.type && gate.n_in == up.n_in && gate.n_out == up.n_out;
+    }
+    ops::KvLayer cache_layer(KvCache& c, int layer, int n_kv_head, int head_dim, const RopeParams& p) const {
+        const ops::KvLayer L = cache(c).layer(layer);
+        if (n_kv_head != L.n_kv_head || head_dim != L.hd || p.n_rot > head_dim)
+            fail("rope_kv_store: {} kv heads of {} dims against a cache of {} x {}", n_kv_head, head_dim, L.n_kv_head,
+                 L.hd);
+        return L;
+    }
+    // Attention over the cache; with want_q8 (and a shape that allows it) the combine
+    // also writes out's q8 form into the second activation buffer. Returns whether it did.
+    bool run_attention(const ops::KvLayer& L, const float* q, float* out, int n_head, float scale, const BatchView& b,
+                       bool want_q8) {
+        // A captured graph must serve every later position: cover the whole context.
+        const int n_kv = capturing_ ? L.n_ctx : std::clamp(b.n_kv_max > 0 ? b.n_kv_max : L.n_ctx, 1, L.n_ctx);
+        const size_t per_row = size_t(n_head) * ops::attention_splits(n_kv) * (L.hd + 2) * sizeof(float);
+        const int chunk = int(std::max<size_t>(1, kAttnPartBytes / per_row));
+        const int64_t w = int64_t(n_head) * L.hd;
+        const bool q8 = want_q8 && L.hd % 32 == 0 && b.n_tokens <= act_rows_ && w <= act_n_;
+        for (int r0 = 0; r0 < b.n_tokens; r0 += chunk) {
+            const int nr = std::min(chunk, b.n_tokens - r0);
+            // One launch (split + merge by the last block) unless VEGA_GPU_ATTN_MERGE=0 (A/B).
+            int* count = merge_attn_ && int64_t(nr) * n_head <= kAttnCounters ? attn_count_ : nullptr;
+            ops::attention(L, q + r0 * w, out + r0 * w, nr, n_head, scale, b.pos + r0, b.seq + r0, n_kv, part_,
+                           q8 ? act2_q_ + r0 * w : nullptr, q8 ? act2_ds_ + r0 * (w / 32) * 2 : nullptr, count,
+                           stream_);
+        }
+        rt::check("attention");
+        return q8;
+    }
+
     void alloc_attention_scratch() {
         if (part_) return;
         part_ = static_cast<float*>(alloc(kAttnPartBytes, "attention split scratch"));
         attn_count_ = static_cast<int*>(alloc(kAttnCounters * sizeof(int), "attention split counters"));
         rt::memset(attn_count_, 0, kAttnCounters * sizeof(int), stream_);  // kept zero by the kernel
-    }
-    // Runs what is held back, unfused: q+k+v, the matmul, then the add (with a
-    // pending norm: the add + norm + q8 kernel, as matmul_input_rms_norm would have).
-    void flush() {
-        ready_q8_ = {};
-        run_pending_qkv();
-        if (pmm_.m) {
-            const PendMM p = pmm_;
-            pmm_ = {};
-            ops::matvec(*p.m, act_, p.y, stream_);
-            rt::check("matmul");
-        }
-        if (pnorm_.w) {
-            const PendNorm pn = pnorm_;
-            const PendingAdd pa = pend_;
-            pnorm_ = {}, pend_ = {};
-            set_input(pn.x, pa.y, pn.w, pn.eps, 1, pa.n);
-            return;
-        }
-        if (!pend_.x) return;
-        ops::add(pend_.x, pend_.y, pend_.n, stream_);
-        pend_ = {};
-        rt::check("add");
-    }
-    // Before an op that reads the matmul input: with a held-back matmul + add + norm
-    // and quantized readers (quant), one matvec does all three and leaves a
-    // deferred-norm input (Act::ss); otherwise everything runs unfused.
-    void resolve(bool quant) {
-        if (!(pnorm_.w && quant)) return flush();
-        run_pending_qkv();
-        const PendMM p = pmm_;
-        const PendNorm pn = pnorm_;
-        pmm_ = {}, pnorm_ = {}, pend_ = {};
-        ready_q8_ = {};
-        ops::Epi e;
-        e.x = const_cast<float*>(pn.x), e.w = pn.w, e.q = act_q_, e.ds = act_ds_, e.ss = ss_;
-        ops::matvec_residual_norm(*p.m, act_, e, stream_);
-        rt::check("matmul + residual + norm");
-        act_ = {};
-        act_.q = act_q_, act_.ds = act_ds_, act_.ss = ss_, act_.eps = pn.eps, act_.rows = 1, act_.n = p.m->n_out;
-    }
-    void run_pending_qkv() {
-        if (!pqkv_.on) return;
-        PendQkv p = pqkv_;
-        pqkv_ = {};
-        ops::matvec3(p.W, p.y, 3, p.act, stream_);
-        rt::check("matmul_qkv");
     }
     void use_q8(const float* x, const int8_t* q, const float* ds, int rows, int64_t n) {
         act_ = {};
@@ -452,27 +450,7 @@ private:
     float* act_ds_ = nullptr;
     int8_t* act2_q_ = nullptr;  // second q8 buffer: attention output or h, written by the producing kernel
     float* act2_ds_ = nullptr;
-    struct ReadyQ8 {
-        const float* x = nullptr;
-        int rows = 0;
-        int64_t n = 0;
-    } ready_q8_;  // x whose q8 form is in act2 (written by the attention combine or the gate/up kernel)
     float* ss_ = nullptr;  // [n/32] sums of squares of the deferred-norm input
-    struct PendMM {
-        const GpuMat* m = nullptr;
-        float* y = nullptr;
-    } pmm_;  // held-back decode matmul
-    struct PendNorm {
-        const float* x = nullptr;
-        const float* w = nullptr;
-        float eps = 0.f;
-    } pnorm_;  // held-back matmul_input_rms_norm (after pmm_ and pend_)
-    struct PendQkv {
-        bool on = false;
-        GpuMat W[3];
-        float* y[3] = {nullptr, nullptr, nullptr};
-        ops::Act act;
-    } pqkv_;  // held-back decode matmul_qkv (rope_kv_store may take it as its epilogue)
     // A/B switches: VEGA_GPU_FUSE=0 turns every decode fusion below off;
     // VEGA_GPU_FUSE_SWIGLU_Q8=0 only the q8 epilogue of the gate/up kernel;
     // VEGA_GPU_ATTN_MERGE=0: the attention splits merged by a second kernel;
@@ -491,11 +469,6 @@ private:
     float* part_ = nullptr;
     int* attn_count_ = nullptr;  // [kAttnCounters] per-(token, head) split counters of the merged attention
     bool capturing_ = false;
-    struct PendingAdd {
-        float* x = nullptr;
-        const float* y = nullptr;
-        int64_t n = 0;
-    } pend_;
     std::vector<void*> graphs_;
 };
 
