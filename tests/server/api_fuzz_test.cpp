@@ -52,7 +52,9 @@ TEST(ApiFuzz, RandomBodiesGiveParamsOr400) {
                 ++accepted;
                 EXPECT_TRUE(p.max_tokens >= -1);
                 EXPECT_TRUE(p.sampling.temperature >= 0.f && p.sampling.temperature <= 2.f);
-                if (ep == Endpoint::Chat) EXPECT_TRUE(p.messages.is_array() && !p.messages.empty());
+                if (ep == Endpoint::Chat) {
+                    EXPECT_TRUE(p.messages.is_array() && !p.messages.empty());
+                }
             } catch (const ApiError& e) {
                 ++rejected;
                 EXPECT_EQ(e.status, 400) << whole.dump();
