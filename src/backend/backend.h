@@ -224,6 +224,11 @@ public:
 
 protected:
     void note(const std::string& line);
+    // An attention block's q, k, v [rows][...] in buf from the current matmul input:
+    // the projections, then the optional biases and q/k norms (what lies between the
+    // input norm and the rope). Shared by the reference composition and backends'
+    // unfused paths.
+    void qkv_projections(const AttentionBlock& a, const BlockBuffers& buf, int rows);
 
 private:
     bool notes_on_ = false;

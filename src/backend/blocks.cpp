@@ -14,17 +14,22 @@ void Backend::note(const std::string& line) {
     if (notes_on_) std::fprintf(stderr, "vega: note: %s\n", line.c_str());
 }
 
+void Backend::qkv_projections(const AttentionBlock& a, const BlockBuffers& buf, int rows) {
+    const int Dq = a.n_head * a.head_dim, Dkv = a.n_kv_head * a.head_dim;
+    matmul_qkv(a.wq, a.wk, a.wv, buf.q, buf.k, buf.v);
+    if (a.bq) add_bias(buf.q, a.bq, rows, Dq);
+    if (a.bk) add_bias(buf.k, a.bk, rows, Dkv);
+    if (a.bv) add_bias(buf.v, a.bv, rows, Dkv);
+    if (a.q_norm) head_rms_norm(buf.q, a.q_norm, rows, a.n_head, a.head_dim, a.eps);
+    if (a.k_norm) head_rms_norm(buf.k, a.k_norm, rows, a.n_kv_head, a.head_dim, a.eps);
+}
+
 void Backend::attention_block(const AttentionBlock& a, KvCache& c, int layer, const BatchView& b, float* x,
                               const BlockBuffers& buf, const BlockLink& link) {
     const int T = b.n_tokens;
-    const int64_t E = a.wq.n_in, Dq = int64_t(a.n_head) * a.head_dim, Dkv = int64_t(a.n_kv_head) * a.head_dim;
+    const int64_t E = a.wq.n_in, Dq = int64_t(a.n_head) * a.head_dim;
     if (!link.input_normed) matmul_input_rms_norm(x, a.norm, a.eps, T, E);
-    matmul_qkv(a.wq, a.wk, a.wv, buf.q, buf.k, buf.v);
-    if (a.bq) add_bias(buf.q, a.bq, T, int(Dq));
-    if (a.bk) add_bias(buf.k, a.bk, T, int(Dkv));
-    if (a.bv) add_bias(buf.v, a.bv, T, int(Dkv));
-    if (a.q_norm) head_rms_norm(buf.q, a.q_norm, T, a.n_head, a.head_dim, a.eps);
-    if (a.k_norm) head_rms_norm(buf.k, a.k_norm, T, a.n_kv_head, a.head_dim, a.eps);
+    qkv_projections(a, buf, T);
     rope_kv_store(c, layer, buf.q, buf.k, buf.v, a.n_head, a.n_kv_head, a.head_dim, a.rope, b);
     attention(c, layer, buf.q, buf.att, a.n_head, a.scale, b);
     matmul_input(buf.att, T, Dq);

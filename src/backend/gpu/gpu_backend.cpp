@@ -263,13 +263,7 @@ public:
                                  a.n_head, a.head_dim, a.rope.n_rot));
         }
         if (!stored) {
-            const int64_t Dkv = int64_t(a.n_kv_head) * a.head_dim;
-            matmul_qkv(a.wq, a.wk, a.wv, buf.q, buf.k, buf.v);
-            if (a.bq) add_bias(buf.q, a.bq, T, int(Dq));
-            if (a.bk) add_bias(buf.k, a.bk, T, int(Dkv));
-            if (a.bv) add_bias(buf.v, a.bv, T, int(Dkv));
-            if (a.q_norm) head_rms_norm(buf.q, a.q_norm, T, a.n_head, a.head_dim, a.eps);
-            if (a.k_norm) head_rms_norm(buf.k, a.k_norm, T, a.n_kv_head, a.head_dim, a.eps);
+            qkv_projections(a, buf, T);
             ops::rope_store(L, buf.q, buf.k, buf.v, T, a.n_head, rope_args(a.rope), b.pos, b.seq, stream_);
             rt::check("rope_kv_store");
         }
