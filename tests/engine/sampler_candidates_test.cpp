@@ -41,7 +41,9 @@ TEST(SamplerCandidates, SameTokensAsFullRowForManyRowsAndSettings) {
             ASSERT_EQ(a, b) << "k " << st.k << " iteration " << it;
             differing_rows += (a != ids[0]);
         }
-        if (st.k > 1) EXPECT_GT(differing_rows, 0) << "sampling never left the argmax; the check would be vacuous";
+        if (st.k > 1) {
+            EXPECT_GT(differing_rows, 0) << "sampling never left the argmax; the check would be vacuous";
+        }
     }
 }
 
