@@ -11,7 +11,8 @@ endif()
 file(GLOB VEGA_GPU_CU CONFIGURE_DEPENDS ${CMAKE_SOURCE_DIR}/src/backend/gpu/*.cu
      ${CMAKE_SOURCE_DIR}/src/backend/gpu/kernels/*.cu)
 file(GLOB VEGA_GPU_HEADERS CONFIGURE_DEPENDS ${CMAKE_SOURCE_DIR}/src/backend/gpu/*.h
-     ${CMAKE_SOURCE_DIR}/src/backend/gpu/arch/*.h ${CMAKE_SOURCE_DIR}/src/quant/types.h)
+     ${CMAKE_SOURCE_DIR}/src/backend/gpu/arch/*.h ${CMAKE_SOURCE_DIR}/src/backend/gpu/kernels/*.h
+     ${CMAKE_SOURCE_DIR}/src/quant/types.h)
 
 if(VEGA_CUDA)
   if(NOT CMAKE_CUDA_COMPILER AND EXISTS /usr/local/cuda/bin/nvcc)

@@ -26,7 +26,18 @@ std::vector<std::string> lines_of(const std::string& path) {
     return v;
 }
 
-void check_parallel_equals_alone(const std::string& model, const std::string& extra) {
+// The first n ids of a "prompt ids<TAB>generated ids" line's generated part.
+std::string first_generated(const std::string& line, size_t n) {
+    std::istringstream in(line.substr(line.find('\t') + 1));
+    std::string out, id;
+    for (size_t i = 0; i < n && in >> id; ++i) out += (i ? " " : "") + id;
+    return out;
+}
+
+// exact_prefix: 0 = every generated id must equal the alone run's; n > 0 = the
+// prompt ids and the first n generated ids (see SynthModelEqualsEachPromptAlone).
+void check_parallel_equals_alone(const std::string& model, const std::string& extra, int parallel = 4,
+                                 size_t exact_prefix = 0) {
     const std::string dir = temp_dir();
     const std::string pf = dir + "/prompts.txt", ids = dir + "/par.ids";
     {
@@ -34,7 +45,8 @@ void check_parallel_equals_alone(const std::string& model, const std::string& ex
         for (size_t i = 0; i < kPrompts.size(); ++i) f << kPrompts[i] << (i == 3 ? "\n\n" : "\n");  // a blank line is skipped
     }
     const std::string common = "-m " + quote(model) + " --device " + test_device() + " -n 24 --temp 0 -q " + extra;
-    const CmdResult par = run_vega("run " + common + " --prompts-file " + quote(pf) + " --parallel 4 --ids-out " + quote(ids));
+    const CmdResult par = run_vega("run " + common + " --prompts-file " + quote(pf) + " --parallel " +
+                                   std::to_string(parallel) + " --ids-out " + quote(ids));
     ASSERT_EQ(par.exit_code, 0) << par.err;
     const std::vector<std::string> got = lines_of(ids);
     ASSERT_EQ(got.size(), kPrompts.size());
@@ -44,7 +56,14 @@ void check_parallel_equals_alone(const std::string& model, const std::string& ex
         ASSERT_EQ(r.exit_code, 0) << r.err;
         const std::vector<std::string> alone = lines_of(one);
         ASSERT_EQ(alone.size(), 2u);
-        EXPECT_EQ(got[i], alone[0] + "\t" + alone[1]) << "prompt " << i << ": " << kPrompts[i];
+        const std::string want = alone[0] + "\t" + alone[1];
+        if (exact_prefix == 0) {
+            EXPECT_EQ(got[i], want) << "prompt " << i << ": " << kPrompts[i];
+        } else {
+            EXPECT_EQ(got[i].substr(0, got[i].find('\t')), alone[0]) << "prompt " << i;
+            EXPECT_EQ(first_generated(got[i], exact_prefix), first_generated(want, exact_prefix))
+                << "prompt " << i << ": " << kPrompts[i] << "\n  parallel: " << got[i] << "\n  alone:    " << want;
+        }
     }
     // stdout: one text per prompt, in input order, each starting with its prompt.
     std::istringstream out(par.out);
@@ -60,9 +79,19 @@ TEST(ParallelRun, Stories260KEqualsEachPromptAlone) {
     check_parallel_equals_alone(data_file("models/stories260K.gguf"), "--ignore-eos");
 }
 
+// The CPU backend computes each row alike whatever the batch, so every id must
+// match. On the GPU a step of 8 or more rows runs the tensor-core matmul (another
+// float summation order than the matvec kernels of smaller steps), and this
+// random-weight model's flat logits turn such rounding into a different greedy id
+// after a dozen or more tokens; there --parallel 1 must match exactly and
+// --parallel 4 the first 8 ids (a batching bug diverges at once). The logits of
+// batched and single steps are compared within bounds by the batch parity tests.
 TEST(ParallelRun, SynthModelEqualsEachPromptAlone) {
     VEGA_REQUIRE_TEST_DATA();
-    check_parallel_equals_alone(data_file("models/synth-llama-q4_k_m.gguf"), "--ignore-eos -b 16");
+    const std::string m = data_file("models/synth-llama-q4_k_m.gguf");
+    if (test_device() == "cpu") return check_parallel_equals_alone(m, "--ignore-eos -b 16");
+    check_parallel_equals_alone(m, "--ignore-eos -b 16", 1);
+    check_parallel_equals_alone(m, "--ignore-eos -b 16", 4, 8);
 }
 
 TEST(ParallelRun, BadUseGivesOneLineErrors) {

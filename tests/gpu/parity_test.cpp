@@ -151,13 +151,16 @@ double mat_threshold(GgmlType t) { return is_float_type(t) ? 1e-8 : 1e-5; }
 
 TEST_F(Parity, MatmulEveryTypeAndBatch) {
     for (GgmlType t : kMatTypes) {
-        for (int rows : {1, 2, 3, 5, 8, 19}) {
+        // 9.. rows: the tensor-core matmul on NVIDIA (2 tiles of 8 rows; 4 per column
+        // group beyond 16: 33 and 70 rows have partial groups); n_out 301: a partial
+        // 16-row tile.
+        for (int rows : {1, 2, 3, 5, 8, 9, 19, 33, 70}) {
             const int64_t n_in = 512, n_out = 301;
             W w = weight(t, n_in, n_out);
             auto x = pair(randn(size_t(rows) * n_in));
             auto y = pair_n(size_t(rows) * n_out);
-            gpu_->reserve(32, 1024);
-            cpu_->reserve(32, 1024);
+            gpu_->reserve(80, 1024);
+            cpu_->reserve(80, 1024);
             gpu_->matmul_input(x.g, rows, n_in);
             cpu_->matmul_input(x.c, rows, n_in);
             gpu_->matmul(w.g, y.g);
@@ -170,7 +173,7 @@ TEST_F(Parity, MatmulEveryTypeAndBatch) {
 
 TEST_F(Parity, MatmulFusedNormAndSwiglu) {
     for (GgmlType t : kMatTypes) {
-        for (int rows : {1, 4, 9}) {
+        for (int rows : {1, 4, 9, 40}) {
             const int64_t n_in = 768, n_out = 200;
             W norm = weight(GgmlType::F32, n_in, 1, 0.1f, true);
             W g = weight(t, n_in, n_out), u = weight(t, n_in, n_out);
@@ -178,8 +181,8 @@ TEST_F(Parity, MatmulFusedNormAndSwiglu) {
             auto res = pair(randn(size_t(rows) * n_in));
             auto gt = pair_n(size_t(rows) * n_out), ut = pair_n(size_t(rows) * n_out);
             auto h = pair_n(size_t(rows) * n_out);
-            gpu_->reserve(16, 1024);
-            cpu_->reserve(16, 1024);
+            gpu_->reserve(48, 1024);
+            cpu_->reserve(48, 1024);
             gpu_->add(x.g, res.g, int64_t(rows) * n_in);
             cpu_->add(x.c, res.c, int64_t(rows) * n_in);
             gpu_->matmul_input_rms_norm(x.g, norm.g, 1e-5f, rows, n_in);
@@ -319,9 +322,11 @@ TEST_F(Parity, RopeBothStyles) {
 }
 
 TEST_F(Parity, KvStoreAndAttention) {
-    // head_dim 128 and 64 take the kernel variant for <= 128 dims, 256 the other.
+    // head_dim 128 and 64 take the kernel variant for <= 128 dims, 256 the other;
+    // 17000 positions: more splits than the combine stages in LDS at once.
     for (GgmlType kv : {GgmlType::F16, GgmlType::F32}) {
-        for (auto [n_ctx, hd] : {std::pair{40, 128}, std::pair{1100, 128}, std::pair{70, 64}, std::pair{300, 256}}) {
+        for (auto [n_ctx, hd] : {std::pair{40, 128}, std::pair{1100, 128}, std::pair{70, 64}, std::pair{300, 256},
+                                 std::pair{17000, 128}}) {
             KvCacheDesc d;
             d.n_layer = 2, d.n_seq = 2, d.n_ctx = n_ctx, d.n_kv_head = 2, d.head_dim = hd, d.type = kv;
             auto cg = gpu_->create_kv_cache(d);

@@ -388,7 +388,8 @@ private:
                        bool want_q8) {
         // A captured graph must serve every later position: cover the whole context.
         const int n_kv = capturing_ ? L.n_ctx : std::clamp(b.n_kv_max > 0 ? b.n_kv_max : L.n_ctx, 1, L.n_ctx);
-        const size_t per_row = size_t(n_head) * ops::attention_splits(n_kv) * (L.hd + 2) * sizeof(float);
+        const int n_part = ops::attention_parts(n_kv, b.n_tokens, n_head, info_.n_sm);
+        const size_t per_row = size_t(n_head) * n_part * (L.hd + 2) * sizeof(float);
         const int chunk = int(std::max<size_t>(1, kAttnPartBytes / per_row));
         const int64_t w = int64_t(n_head) * L.hd;
         const bool q8 = want_q8 && L.hd % 32 == 0 && b.n_tokens <= act_rows_ && w <= act_n_;
@@ -396,7 +397,7 @@ private:
             const int nr = std::min(chunk, b.n_tokens - r0);
             // One launch (split + merge by the last block) unless VEGA_GPU_ATTN_MERGE=0 (A/B).
             int* count = merge_attn_ && int64_t(nr) * n_head <= kAttnCounters ? attn_count_ : nullptr;
-            ops::attention(L, q + r0 * w, out + r0 * w, nr, n_head, scale, b.pos + r0, b.seq + r0, n_kv, part_,
+            ops::attention(L, q + r0 * w, out + r0 * w, nr, n_head, scale, b.pos + r0, b.seq + r0, n_part, part_,
                            q8 ? act2_q_ + r0 * w : nullptr, q8 ? act2_ds_ + r0 * (w / 32) * 2 : nullptr, count,
                            stream_);
         }

@@ -98,6 +98,15 @@ bool matvec_qkv_rope(const GpuMat* W, float* const* y, const Act& a, const QkvRo
 // Whether matvec_qkv_rope may serve these weights and input at all (the rest is
 // checked by the call).
 bool matvec_qkv_rope_ok(const GpuMat* W, int rows);
+// Tensor-core matmul (NVIDIA sm_80+, quantized weights, q8 input without a deferred
+// norm, a.rows >= mma_min_rows()): y = act @ W^T, or with U (same type and shape)
+// y = silu(act @ W^T) * (act @ U^T). Returns false, having launched nothing, when
+// it cannot serve the call (the matvec kernels do). matvec, matvec3 and
+// matvec_swiglu call it first.
+bool matmul_mma(const GpuMat& W, const GpuMat* U, const Act& a, float* y, void* s);
+// Activation rows from which matmul_mma serves (0: never): the target's table
+// (arch::kMmaMinRows) or VEGA_GPU_MMA_ROWS, read once; 0 on devices without it.
+int mma_min_rows();
 // Tuning runs: decode matvec shapes other than the per-target table's (rows per
 // wave, loads in flight; 0 = the table's). Initially from VEGA_GPU_MV,
 // VEGA_GPU_SWIGLU, VEGA_GPU_EPI and VEGA_GPU_QKV ("R,U"); only builds with VEGA_GPU_TUNING=ON
@@ -127,16 +136,19 @@ void rope_store(const KvLayer& c, float* q, float* k, const float* v, int rows, 
 void kv_store(const KvLayer& c, const float* k, const float* v, int rows, const int32_t* pos, const int32_t* seq,
               void* s);
 // out [rows][n_head*hd] = softmax(q k^T * scale) v over positions 0..pos[i] of seq[i].
-// Split over the sequence in blocks of arch::kAttnSplit positions; n_kv_max (host
-// bound) sizes the grid, part [rows][n_head][n_split][hd+2] is scratch. Splits
-// beyond a token's pos+1 (read on the device) cost an early exit only.
-// With oq/ods (and hd % 32 == 0) the combine also writes out's q8 form there
+// Split over the sequence: n_part blocks per (token, head), block b taking the
+// splits b, b + n_part, ... of arch::kAttnSplit positions; part [rows][n_head][n_part][hd+2]
+// is scratch. Blocks beyond a token's pos+1 (read on the device) exit at once.
+// With oq/ods (and hd % 32 == 0) the merge also writes out's q8 form there
 // (layout of Act::q / Act::ds), so it can be the next matmul input as is.
-// With count ([rows][n_head] ints, zero, left zero) the last split block of each
-// head merges the splits (one launch instead of two).
-int attention_splits(int n_kv_max);
+// With count ([rows][n_head] ints, zero, left zero) the last block of each head
+// merges the parts (one launch instead of two).
 void attention(const KvLayer& c, const float* q, float* out, int rows, int n_head, float scale, const int32_t* pos,
-               const int32_t* seq, int n_kv_max, float* part, int8_t* oq, float* ods, int* count, void* s);
+               const int32_t* seq, int n_part, float* part, int8_t* oq, float* ods, int* count, void* s);
+// Blocks per (token, head) for a batch of `rows` tokens over at most n_kv_max
+// positions on a device of n_sm SMs / CUs: one per split, at most enough to give
+// the device arch::kAttnBlocksPerSm blocks per SM (VEGA_GPU_ATTN_BLOCKS overrides).
+int attention_parts(int n_kv_max, int rows, int n_head, int n_sm);
 
 // y[j][:] = x[idx[j]][:], n floats per row.
 void gather_rows(const float* x, const int32_t* idx, int n_idx, int64_t n, float* y, void* s);

@@ -48,6 +48,27 @@ __device__ __forceinline__ uint16_t f2h(float f) {
 }
 __device__ __forceinline__ float bf2f(uint16_t h) { return __uint_as_float(uint32_t(h) << 16); }
 
+// Reading what other blocks of the same grid wrote (split-attention partials, after
+// their release fence and an atomic counter): acquire_fence() once, then
+// load_l2() for each value. NVIDIA: a device-scope fence and loads that bypass the
+// SM's L1 (ld.global.cg), which is not coherent; gfx906: an agent-scope acquire,
+// which invalidates the CU's vector L1, then plain loads (no glc, no volatile:
+// they pipeline).
+__device__ __forceinline__ void acquire_fence() {
+#if defined(VEGA_GPU_HIP)
+    __builtin_amdgcn_fence(__ATOMIC_ACQUIRE, "agent");
+#else
+    __threadfence();
+#endif
+}
+__device__ __forceinline__ float load_l2(const float* p) {
+#if defined(VEGA_GPU_HIP)
+    return *p;
+#else
+    return __ldcg(p);
+#endif
+}
+
 #if defined(VEGA_GPU_HIP)
 namespace detail {
 // DPP controls (GCN5 encoding).

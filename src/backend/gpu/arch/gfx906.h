@@ -16,7 +16,9 @@ constexpr int kAttnGroup = 16;        // lanes cooperating on one KV position (r
 constexpr int kAttnSplit = 64;        // KV positions per attention block (split-K): 4 per group of 16 lanes
 constexpr int kAttnAhead = 1;         // steps (positions per group) whose K, V are loaded before use;
                                       // more would cost the 4-wave floor
+constexpr int kAttnBlocksPerSm = 8;   // split-attention blocks per CU over all (token, head) pairs (not measured on a card)
 constexpr const char* kName = "gfx906";
+constexpr int kMmaMinRows = 0;        // no tensor-core matmul: the matvec kernels serve every batch
 
 // Matvec shapes (one row per wave, loads in flight per matrix): decode by role,
 // and the batch kernels. Not measured on a gfx906 card yet: the unrolls that keep

@@ -14,7 +14,13 @@ constexpr int kAttnThreads = 128;
 constexpr int kAttnGroup = 16;
 constexpr int kAttnSplit = 64;        // KV positions per block: 8 steps per group (A/B: +1.2-1.9% tg128 over 32)
 constexpr int kAttnAhead = 8;         // steps whose K, V are loaded before use: all 8, one memory wait per block
+constexpr int kAttnBlocksPerSm = 8;  // split-attention blocks per SM over all (token, head) pairs (4 resident, 2 waves)
 constexpr const char* kName = "nvidia";
+// Tensor-core matmul (kernels/matmul_mma.cu): used from this many activation rows
+// on (batched decode, prompts; VEGA_GPU_MMA_ROWS overrides, 0 = never), with this
+// many warps per block splitting each 16-row tile's K.
+constexpr int kMmaMinRows = 8;
+constexpr int kMmaKWarps = 8;
 
 // Matvec shapes (rows per wave, loads in flight per row and matrix) for decode,
 // by role and type, from tg128 A/B runs on the H200 (2026-11-21, docs/PERFORMANCE.md):

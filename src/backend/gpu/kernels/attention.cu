@@ -1,7 +1,9 @@
 // RoPE, KV-cache writes and decode attention split over the sequence.
 //
-// attention: grid (n_split, n_head, rows). Each block takes kAttnSplit
-// positions of one (token, head); groups of kAttnGroup lanes own one position at
+// attention: grid (n_part, n_head, rows). Block b of a (token, head) takes the
+// splits b, b + n_part, ... of kAttnSplit positions (n_part from
+// attention_parts: enough blocks to fill the device, whatever the context, so
+// a graph captured for the whole context launches no idle blocks); groups of kAttnGroup lanes own one position at
 // a time (q.k reduced inside the group with DPP; K and V of kAttnAhead positions
 // loaded before the first is used), keep an online softmax and a partial V sum,
 // merge through LDS and write (max, sum, acc[hd]) per split. A
@@ -16,6 +18,9 @@
 #include "backend/gpu/runtime.h"
 #include "backend/gpu/wave.h"
 #include "backend/gpu/kernels/rope.h"
+
+#include <algorithm>
+#include <cstdlib>
 
 namespace vega::gpu {
 namespace {
@@ -120,42 +125,101 @@ __device__ __forceinline__ float2 load_pair(const void* base, int64_t i /* eleme
     }
 }
 
-// One (token, head) of the output from its n_used split partials p [n_split][hd + 2]:
+// One (token, head) of the output from its n_used partials p [n_part][hd + 2]:
 // out [hd], and with oq/ods (hd % 32 == 0) its q8 blocks at element e0 of the
 // row-major [rows][n_head * hd] layout, 32 lanes per block of 32 dims as
-// prepare_act writes them. Called by all nthreads threads (a multiple of 32).
-// Partials written by other blocks of the same grid are read through volatile
-// loads (after the caller's fence), never from a stale cache line.
+// prepare_act writes them. Called by all NT threads of the block (NT a multiple
+// of kWave, >= 32). Partials written by other blocks of the same grid are read
+// with load_l2 after the caller's acquire_fence(). Every load of a pass is
+// independent (the splits' maxima and sums spread over the threads, the split
+// weights staged in LDS), so a head's merge costs a few memory round trips, not
+// one per split: at 4k context a serial merge was ~190 dependent L2 reads per
+// head and layer.
+constexpr int kCombineChunk = 256;  // split weights staged in LDS per pass
+template <int NT>
 __device__ __forceinline__ void combine_head(const float* p, float* __restrict__ out, int hd, int n_used,
-                                             int8_t* __restrict__ oq, float* __restrict__ ods, int64_t e0, int tid,
-                                             int nthreads) {
-    const volatile float* vp = p;
-    float M = -INFINITY;
-    for (int s = 0; s < n_used; ++s)
-        if (vp[s * (hd + 2) + 1] > 0.f) M = fmaxf(M, vp[s * (hd + 2)]);
-    float L = 0.f;
-    for (int s = 0; s < n_used; ++s) {
-        const volatile float* ps = vp + s * (hd + 2);
-        if (ps[1] > 0.f) L += ps[1] * expf(ps[0] - M);
-    }
-    const float inv = L > 0.f ? 1.f / L : 0.f;
-    for (int d0 = 0; d0 < hd; d0 += nthreads) {  // uniform trip count: every lane reaches the reductions
-        const int d = d0 + tid;
-        float val = 0.f;
-        if (d < hd) {
-            float a = 0.f;
-            for (int s = 0; s < n_used; ++s) {
-                const volatile float* ps = vp + s * (hd + 2);
-                if (ps[1] > 0.f) a += ps[2 + d] * expf(ps[0] - M);
-            }
-            val = a * inv;
-            out[d] = val;
+                                             int8_t* __restrict__ oq, float* __restrict__ ods, int64_t e0) {
+    static_assert(NT % kWave == 0 && NT >= 32, "whole waves, 32-lane groups for the q8 blocks");
+    __shared__ float s_red[NT / kWave];
+    __shared__ float s_w[kCombineChunk];
+    const int tid = int(threadIdx.x), stride = hd + 2;
+    constexpr int kDims = (kMaxHd + NT - 1) / NT;  // dims per thread at most
+    float acc[kDims];
+#pragma unroll
+    for (int k = 0; k < kDims; ++k) acc[k] = 0.f;
+    float inv = 0.f;
+    if (n_used <= kCombineChunk) {
+        // Decode's usual case (attention_parts keeps the parts few): the parts'
+        // (max, sum) staged in LDS in one round trip, the maximum, weights and
+        // sum from LDS, then one round trip for the dims.
+        __shared__ float s_m[kCombineChunk];
+        for (int j = tid; j < n_used; j += NT) {
+            const float ls = load_l2(p + j * stride + 1);
+            s_m[j] = ls > 0.f ? load_l2(p + j * stride) : -INFINITY;  // a part that saw no position: weight 0
+            s_w[j] = ls;
         }
+        __syncthreads();
+        float M = -INFINITY;
+        for (int j = 0; j < n_used; ++j) M = fmaxf(M, s_m[j]);
+        __syncthreads();  // all have read s_m
+        for (int j = tid; j < n_used; j += NT) s_m[j] = s_w[j] > 0.f ? expf(s_m[j] - M) : 0.f;  // weights
+        __syncthreads();
+        float L = 0.f;
+        for (int j = 0; j < n_used; ++j) L += s_m[j] * s_w[j];
+        inv = L > 0.f ? 1.f / L : 0.f;
+#pragma unroll
+        for (int k = 0; k < kDims; ++k) {
+            const int d = k * NT + tid;
+            if (d >= hd) continue;
+            const float* pd = p + 2 + d;
+            float a = 0.f;
+#pragma unroll 8
+            for (int j = 0; j < n_used; ++j) a += s_m[j] * load_l2(pd + j * stride);
+            acc[k] = a;
+        }
+    } else {
+        float m = -INFINITY;
+        for (int s = tid; s < n_used; s += NT)
+            if (load_l2(p + s * stride + 1) > 0.f) m = fmaxf(m, load_l2(p + s * stride));
+        const float M = block_reduce_max<NT>(m, s_red);
+        float l = 0.f;
+        for (int s = tid; s < n_used; s += NT) {
+            const float ls = load_l2(p + s * stride + 1);
+            if (ls > 0.f) l += ls * expf(load_l2(p + s * stride) - M);
+        }
+        const float L = block_reduce_sum<NT>(l, s_red);
+        inv = L > 0.f ? 1.f / L : 0.f;
+        for (int s0 = 0; s0 < n_used; s0 += kCombineChunk) {
+            const int n = min(kCombineChunk, n_used - s0);
+            __syncthreads();  // the previous pass is done with s_w
+            for (int j = tid; j < n; j += NT) {
+                const float ls = load_l2(p + (s0 + j) * stride + 1);
+                s_w[j] = ls > 0.f ? expf(load_l2(p + (s0 + j) * stride) - M) : 0.f;
+            }
+            __syncthreads();
+#pragma unroll
+            for (int k = 0; k < kDims; ++k) {
+                const int d = k * NT + tid;
+                if (d >= hd) continue;
+                const float* pd = p + s0 * stride + 2 + d;
+                float a = 0.f;
+#pragma unroll 8
+                for (int j = 0; j < n; ++j) a += s_w[j] * load_l2(pd + j * stride);
+                acc[k] += a;
+            }
+        }
+    }
+#pragma unroll
+    for (int k = 0; k < kDims; ++k) {  // uniform trip count: every lane reaches the reductions
+        if (k * NT >= hd) break;        // block-uniform
+        const int d = k * NT + tid;
+        const float val = acc[k] * inv;
+        if (d < hd) out[d] = val;
         if (!oq) continue;  // uniform
         // q8 of the 32-dim block holding d (groups of 32 lanes are aligned to blocks of 32 dims).
-        const float amax = group_reduce_max<32>(fabsf(val));
+        const float amax = group_reduce_max<32>(fabsf(d < hd ? val : 0.f));
         const float dq = amax / 127.f, id = dq != 0.f ? 1.f / dq : 0.f;
-        const int qi = int(roundf(val * id));
+        const int qi = d < hd ? int(roundf(val * id)) : 0;
         const float sum = group_reduce_sum<32>(float(qi));
         if (d < hd) {
             const int64_t e = e0 + d;
@@ -165,7 +229,7 @@ __device__ __forceinline__ void combine_head(const float* p, float* __restrict__
     }
 }
 
-// part [rows][n_head][n_split][hd + 2]: (max, sum, acc[hd]) of one split, unnormalized.
+// part [rows][n_head][n_part][hd + 2]: (max, sum, acc[hd]) of one block's splits, unnormalized.
 // MERGE: the last block of each (token, head) to finish (per-head counter, reset by
 // it for the next launch) merges the splits itself (combine_head): no combine kernel.
 struct Merge {
@@ -179,17 +243,17 @@ template <bool F16, bool MERGE, int PAIRS>
 __global__ void __launch_bounds__(kAttnThreads) attn_split(ops::KvLayer c, const float* __restrict__ q,
                                                            float* __restrict__ part, int n_head, float scale,
                                                            const int32_t* __restrict__ pos,
-                                                           const int32_t* __restrict__ seq, int n_split, Merge mg) {
+                                                           const int32_t* __restrict__ seq, Merge mg) {
     __shared__ float s_ml[kGroups][2];
     __shared__ float s_acc[kGroups][kMaxHd];
     pdl_wait();
     pdl_trigger();
-    const int sp = blockIdx.x, h = blockIdx.y, t = blockIdx.z;
+    const int h = blockIdx.y, t = blockIdx.z, n_part = int(gridDim.x);
     const int hd = c.hd;
     const int kv_len = pos[t] + 1;
-    const int p0 = sp * kAttnSplit, p1 = min(p0 + kAttnSplit, kv_len);
-    float* out = part + ((int64_t(t) * n_head + h) * n_split + sp) * (hd + 2);
-    if (p0 >= p1) return;  // beyond this token's context: the combine reads only splits < ceil(kv_len / split)
+    const int n_need = (kv_len + kAttnSplit - 1) / kAttnSplit;  // splits holding positions
+    float* out = part + ((int64_t(t) * n_head + h) * n_part + blockIdx.x) * (hd + 2);
+    if (int(blockIdx.x) >= n_need) return;  // beyond this token's context: the merge reads parts < n_need only
     const int g = threadIdx.x / kAttnGroup, sub = threadIdx.x % kAttnGroup;
     const int kvh = h / (n_head / c.n_kv_head);
     const int64_t base = c.row(seq[t], kvh, 0);
@@ -210,6 +274,9 @@ __global__ void __launch_bounds__(kAttnThreads) attn_split(ops::KvLayer c, const
     // after the score, as registers allow.
     constexpr bool kVEarly = PAIRS <= kPairsHd128;
     constexpr int kAhead = kVEarly ? kAttnAhead : 1;
+    // This block's splits: blockIdx.x, + n_part, ... (one online softmax over all).
+    for (int sp = blockIdx.x; sp < n_need; sp += n_part) {
+    const int p0 = sp * kAttnSplit, p1 = min(p0 + kAttnSplit, kv_len);
     for (int pb0 = p0; pb0 < p1; pb0 += kGroups * kAhead) {  // uniform trip counts: all lanes reach the reductions
         float2 vv[kAhead * PAIRS];  // [i * PAIRS + k] (flat: gfx906 registers)
         float sp[kAhead];           // this lane's part of q.k per step
@@ -253,6 +320,7 @@ __global__ void __launch_bounds__(kAttnThreads) attn_split(ops::KvLayer c, const
             }
         }
     }
+    }  // splits
     if (sub == 0) s_ml[g][0] = m, s_ml[g][1] = l;
 #pragma unroll
     for (int k = 0; k < PAIRS; ++k) {
@@ -274,7 +342,7 @@ __global__ void __launch_bounds__(kAttnThreads) attn_split(ops::KvLayer c, const
     }
     if constexpr (MERGE) {
         __shared__ int s_last;
-        const int n_used = min(n_split, (kv_len + kAttnSplit - 1) / kAttnSplit);
+        const int n_used = min(n_part, n_need);
         const int64_t th = int64_t(t) * n_head + h;
         if (n_used > 1) {
             __threadfence();  // this block's partial, visible before the count says so
@@ -286,27 +354,27 @@ __global__ void __launch_bounds__(kAttnThreads) attn_split(ops::KvLayer c, const
             }
             __syncthreads();
             if (!s_last) return;
-            __threadfence();
+            acquire_fence();
         } else {
             __syncthreads();  // one split: the partial came from this block
         }
-        combine_head(part + th * n_split * (hd + 2), mg.out + th * hd, hd, n_used, mg.oq, mg.ods, th * hd,
-                     threadIdx.x, kAttnThreads);
+        combine_head<kAttnThreads>(part + th * n_part * (hd + 2), mg.out + th * hd, hd, n_used, mg.oq, mg.ods,
+                                   th * hd);
     }
 }
 
 // out [rows][n_head][hd] from the splits that hold positions (pos[t] + 1 read on
 // the device); grid (n_head, rows). With oq/ods also out's q8 blocks.
 __global__ void __launch_bounds__(kEltThreads) attn_combine(const float* __restrict__ part, float* __restrict__ out,
-                                                            int n_head, int hd, int n_split,
+                                                            int n_head, int hd, int n_part,
                                                             const int32_t* __restrict__ pos, int8_t* __restrict__ oq,
                                                             float* __restrict__ ods) {
     pdl_wait();
     pdl_trigger();
     const int h = blockIdx.x, t = blockIdx.y;
-    const int n_used = min(n_split, (pos[t] + 1 + kAttnSplit - 1) / kAttnSplit);
+    const int n_used = min(n_part, (pos[t] + 1 + kAttnSplit - 1) / kAttnSplit);
     const int64_t th = int64_t(t) * n_head + h;
-    combine_head(part + th * n_split * (hd + 2), out + th * hd, hd, n_used, oq, ods, th * hd, threadIdx.x, kEltThreads);
+    combine_head<kEltThreads>(part + th * n_part * (hd + 2), out + th * hd, hd, n_used, oq, ods, th * hd);
 }
 
 }  // namespace
@@ -332,21 +400,31 @@ void ops::rope_store(const KvLayer& c, float* q, float* k, const float* v, int r
     else launch(rope_store_k<false>, grid, dim3(kRopeThreads), s, c, q, k, v, n_head, r, pos, seq);
 }
 
-int ops::attention_splits(int n_kv_max) { return (n_kv_max + kAttnSplit - 1) / kAttnSplit; }
+int ops::attention_parts(int n_kv_max, int rows, int n_head, int n_sm) {
+    // The target's blocks per SM, or VEGA_GPU_ATTN_BLOCKS, read once.
+    static const int per_sm = [] {
+        const char* v = std::getenv("VEGA_GPU_ATTN_BLOCKS");
+        return v && std::atoi(v) > 0 ? std::atoi(v) : arch::kAttnBlocksPerSm;
+    }();
+    const int64_t splits = (int64_t(std::max(n_kv_max, 1)) + kAttnSplit - 1) / kAttnSplit;
+    const int64_t pairs = std::max<int64_t>(1, int64_t(rows) * n_head);
+    const int64_t fill = (int64_t(std::max(n_sm, 1)) * per_sm + pairs - 1) / pairs;
+    return int(std::max<int64_t>(1, std::min(splits, fill)));
+}
 
 void ops::attention(const KvLayer& c, const float* q, float* out, int rows, int n_head, float scale, const int32_t* pos,
-                    const int32_t* seq, int n_kv_max, float* part, int8_t* oq, float* ods, int* count, void* s) {
+                    const int32_t* seq, int n_part, float* part, int8_t* oq, float* ods, int* count, void* s) {
     if (rows <= 0) return;
     if (c.hd > kMaxHd || c.hd % 2) gpu_fail("attention: head_dim " + std::to_string(c.hd) + " is not supported (even, <= 256)");
+    if (n_part <= 0) gpu_fail("attention: no split parts");
     static_assert(kEltThreads >= kMaxHd, "attn_combine: one thread per dim");
     if (c.hd % 32) oq = nullptr, ods = nullptr;
-    const int n_split = attention_splits(n_kv_max);
-    const dim3 grid{unsigned(n_split), unsigned(n_head), unsigned(rows)};
+    const dim3 grid{unsigned(n_part), unsigned(n_head), unsigned(rows)};
     Merge mg;
     if (count) mg.count = count, mg.out = out, mg.oq = oq, mg.ods = ods;
     const bool small = c.hd <= 2 * kAttnGroup * kPairsHd128;
 #define VEGA_ATTN_LAUNCH(F16, MERGE, P) \
-    launch(attn_split<F16, MERGE, P>, grid, dim3(kAttnThreads), s, c, q, part, n_head, scale, pos, seq, n_split, mg)
+    launch(attn_split<F16, MERGE, P>, grid, dim3(kAttnThreads), s, c, q, part, n_head, scale, pos, seq, mg)
     if (count) {
         if (c.f16) small ? VEGA_ATTN_LAUNCH(true, true, kPairsHd128) : VEGA_ATTN_LAUNCH(true, true, kPairs);
         else small ? VEGA_ATTN_LAUNCH(false, true, kPairsHd128) : VEGA_ATTN_LAUNCH(false, true, kPairs);
@@ -356,7 +434,7 @@ void ops::attention(const KvLayer& c, const float* q, float* out, int rows, int 
     else small ? VEGA_ATTN_LAUNCH(false, false, kPairsHd128) : VEGA_ATTN_LAUNCH(false, false, kPairs);
 #undef VEGA_ATTN_LAUNCH
     launch(attn_combine, dim3(unsigned(n_head), unsigned(rows)), dim3(kEltThreads), s, (const float*)part, out, n_head,
-           c.hd, n_split, pos, oq, ods);
+           c.hd, n_part, pos, oq, ods);
 }
 
 }  // namespace vega::gpu

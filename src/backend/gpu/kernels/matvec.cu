@@ -18,6 +18,7 @@
 #include "backend/gpu/ops.h"
 #include "backend/gpu/runtime.h"
 #include "backend/gpu/wave.h"
+#include "backend/gpu/kernels/quant_chunk.h"
 #include "backend/gpu/kernels/rope.h"
 
 #include <cstdlib>
@@ -44,94 +45,6 @@ constexpr bool kTuneVariants = true;
 #else
 constexpr bool kTuneVariants = false;
 #endif
-
-// 4 bits (b & 0xF) -> value 16 in each byte whose bit is set (the 5th bit of Q5 types).
-__device__ __forceinline__ uint32_t spread4(uint32_t b) { return (((b & 0xFu) * 0x00204081u) & 0x01010101u) << 4; }
-// 4 two-bit fields (b & 0xFF) -> bits 4..5 of each byte (the high bits of Q6_K).
-__device__ __forceinline__ uint32_t spread2(uint32_t b) {
-    b &= 0xFFu;
-    return ((b | (b << 6) | (b << 12) | (b << 18)) & 0x03030303u) << 4;
-}
-// Bytes 0..63 -> signed bytes q - 32 (no carries between bytes).
-__device__ __forceinline__ int sub32(uint32_t q) {
-    const uint32_t r = q ^ 0x20202020u, m = r & 0x20202020u;
-    return int(r | (m << 1) | (m << 2));
-}
-
-// One 32-element chunk of a quantized weight row, in registers.
-struct Chunk {
-    uint4 q0, q1;     // q1 only for Q8_0
-    uint32_t h0, h1;  // 5th-bit mask (Q5_*) or the 2-bit planes (Q6_K)
-    float f0, f1;     // type-specific scales
-};
-
-template <GgmlType T>
-__device__ __forceinline__ Chunk load_chunk(const GpuMat& W, int64_t row, int64_t c) {
-    constexpr PlaneSizes ps = plane_sizes(T);
-    const int64_t i = row * W.n_chunk + c;
-    Chunk r;
-    const uint4* q = reinterpret_cast<const uint4*>(W.qs) + i * (ps.qs / 16);
-    r.q0 = q[0];
-    if constexpr (ps.qs == 32) r.q1 = q[1];
-    if constexpr (ps.qh == 4) r.h0 = reinterpret_cast<const uint32_t*>(W.qh)[i];
-    if constexpr (ps.qh == 8) {
-        const uint2 h = reinterpret_cast<const uint2*>(W.qh)[i];
-        r.h0 = h.x, r.h1 = h.y;
-    }
-    if constexpr (T == GgmlType::Q4_0 || T == GgmlType::Q5_0 || T == GgmlType::Q8_0) {
-        r.f0 = h2f(reinterpret_cast<const uint16_t*>(W.sc)[i]);
-    } else if constexpr (T == GgmlType::Q4_1 || T == GgmlType::Q5_1) {
-        const ushort2 dm = reinterpret_cast<const ushort2*>(W.sc)[i];
-        r.f0 = h2f(dm.x), r.f1 = h2f(dm.y);
-    } else if constexpr (T == GgmlType::Q4_K || T == GgmlType::Q5_K) {
-        const uchar2 sm = reinterpret_cast<const uchar2*>(W.sc)[i];
-        const ushort2 dd = reinterpret_cast<const ushort2*>(W.sb)[row * (W.n_chunk / 8) + c / 8];
-        r.f0 = h2f(dd.x) * float(sm.x), r.f1 = h2f(dd.y) * float(sm.y);
-    } else if constexpr (T == GgmlType::Q6_K) {
-        const char2 sc = reinterpret_cast<const char2*>(W.sc)[i];
-        const float d = h2f(reinterpret_cast<const uint16_t*>(W.sb)[row * (W.n_chunk / 8) + c / 8]);
-        r.f0 = d * float(sc.x), r.f1 = d * float(sc.y);
-    }
-    return r;
-}
-
-// sum_i w[i] * x[i] over the chunk, with x given as q8 (a0: elems 0..15, a1: 16..31; ds = d, d*sum(q)).
-template <GgmlType T>
-__device__ __forceinline__ float dot_chunk(const Chunk& r, const int4& a0, const int4& a1, float2 ds) {
-    const int a[8] = {a0.x, a0.y, a0.z, a0.w, a1.x, a1.y, a1.z, a1.w};
-    if constexpr (T == GgmlType::Q8_0) {
-        const uint32_t w[8] = {r.q0.x, r.q0.y, r.q0.z, r.q0.w, r.q1.x, r.q1.y, r.q1.z, r.q1.w};
-        int s0 = 0, s1 = 0;  // two accumulators: independent dot4 chains
-#pragma unroll
-        for (int k = 0; k < 4; ++k) s0 = dot4_i8(int(w[k]), a[k], s0), s1 = dot4_i8(int(w[k + 4]), a[k + 4], s1);
-        return r.f0 * ds.x * float(s0 + s1);
-    } else {
-        const uint32_t q[4] = {r.q0.x, r.q0.y, r.q0.z, r.q0.w};
-        int s0 = 0, s1 = 0;  // elems 0..15, 16..31
-#pragma unroll
-        for (int k = 0; k < 4; ++k) {
-            uint32_t lo = q[k] & 0x0F0F0F0Fu, hi = (q[k] >> 4) & 0x0F0F0F0Fu;
-            if constexpr (T == GgmlType::Q5_0 || T == GgmlType::Q5_1 || T == GgmlType::Q5_K) {
-                lo |= spread4(r.h0 >> (4 * k));
-                hi |= spread4(r.h0 >> (16 + 4 * k));
-            }
-            if constexpr (T == GgmlType::Q6_K) {
-                s0 = dot4_i8(sub32(lo | spread2(r.h0 >> (8 * k))), a[k], s0);
-                s1 = dot4_i8(sub32(hi | spread2(r.h1 >> (8 * k))), a[k + 4], s1);
-            } else {
-                s0 = dot4_i8(int(lo), a[k], s0);
-                s1 = dot4_i8(int(hi), a[k + 4], s1);
-            }
-        }
-        if constexpr (T == GgmlType::Q4_0) return r.f0 * (ds.x * float(s0 + s1) - 8.f * ds.y);
-        if constexpr (T == GgmlType::Q5_0) return r.f0 * (ds.x * float(s0 + s1) - 16.f * ds.y);
-        if constexpr (T == GgmlType::Q4_1 || T == GgmlType::Q5_1) return r.f0 * ds.x * float(s0 + s1) + r.f1 * ds.y;
-        if constexpr (T == GgmlType::Q4_K || T == GgmlType::Q5_K)
-            return r.f0 * ds.x * float(s0 + s1) - r.f1 * ds.y;
-        if constexpr (T == GgmlType::Q6_K) return ds.x * (r.f0 * float(s0) + r.f1 * float(s1));
-        return 0.f;
-    }
-}
 
 __device__ __forceinline__ float silu(float g) { return g / (1.f + expf(-g)); }
 
@@ -615,7 +528,7 @@ bool dispatch_qkv_rope(const GpuMat* W, float* const* y, const ops::Act& a, cons
 }  // namespace
 
 void ops::matvec(const GpuMat& W, const Act& a, float* y, void* s) {
-    if (a.rows <= 0) return;
+    if (a.rows <= 0 || matmul_mma(W, nullptr, a, y, s)) return;
     dispatch<false>(&W, &y, 1, a, s);
 }
 
@@ -623,6 +536,10 @@ void ops::matvec3(const GpuMat* W, float* const* y, int n_mat, const Act& a, voi
     if (a.rows <= 0 || n_mat <= 0) return;
     for (int m = 1; m < n_mat; ++m)
         if (W[m].type != W[0].type || W[m].n_in != W[0].n_in) gpu_fail("matvec3: matrices differ in type or width");
+    if (matmul_mma(W[0], nullptr, a, y[0], s)) {  // one launch per matrix (same type and width: all served)
+        for (int m = 1; m < n_mat; ++m) matmul_mma(W[m], nullptr, a, y[m], s);
+        return;
+    }
     if (!kMultiMat) {
         for (int m = 0; m < n_mat; ++m) dispatch<false>(&W[m], &y[m], 1, a, s);
         return;
@@ -632,6 +549,7 @@ void ops::matvec3(const GpuMat* W, float* const* y, int n_mat, const Act& a, voi
 
 bool ops::matvec_swiglu(const GpuMat& G, const GpuMat& U, const Act& a, float* h, int8_t* hq, float* hds, void* s) {
     if (a.rows <= 0) return false;
+    if (matmul_mma(G, &U, a, h, s)) return false;
     const GpuMat W[2] = {G, U};
     float* const y[2] = {h, h};
     if (hq && hds && block_epi_ok(G, a.rows)) {
