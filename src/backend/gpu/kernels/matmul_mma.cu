@@ -139,15 +139,18 @@ struct Reduce {
 };
 
 // The activation rows of one column group for one phase of kMmaKWarps * U
-// chunks, staged in shared memory by the whole block: q [rows][chunks][32]
-// (row stride padded by 16 bytes: the B fragment reads of a warp hit 32 distinct
-// banks) and ds [rows][chunks]. The warps' partial tiles (Reduce) reuse it.
-// (Staging the weight tile there too, with 16-byte global loads, measured 1.4x
-// slower on the H200: docs/PERFORMANCE.md.)
+// chunks, staged in shared memory by the whole block, laid out for conflict-free
+// fragment reads (ncu: 5.7-way bank conflicts and the L1 85% busy before):
+//   q [rows][chunks][32 bytes], each chunk's words permuted to w0 w4 w1 w5 w2 w6
+//     w3 w7, so lane t reads its B fragment (words t, 4+t) as one 8-byte load;
+//     row stride padded by 32 bytes (a half-warp's 8-byte loads: 32 banks);
+//   ds [chunks][rows]: a lane's two columns 2t, 2t+1 are one 16-byte load.
+// The warps' partial tiles (Reduce) reuse it. (Staging the weight tile there
+// too, with 16-byte global loads, measured 1.4x slower: docs/PERFORMANCE.md.)
 template <int NT, int U>
 struct Stage {
     static constexpr int kRows = NT * 8, kChunks = kMmaKWarps * U;
-    static constexpr int kQStride = kChunks * 32 + 16;  // bytes
+    static constexpr int kQStride = kChunks * 32 + 32;  // bytes
     static constexpr int kQBytes = kRows * kQStride, kDsBytes = kRows * kChunks * 8;
     static constexpr int kBytes = kQBytes + kDsBytes;
     static_assert(kBytes <= 48 * 1024, "static shared memory");
@@ -164,7 +167,7 @@ __global__ void __launch_bounds__(kMmaThreads, 2) matmul_mma_k(GpuMat W, GpuMat 
     using St = Stage<NT, U>;
     __shared__ __align__(16) unsigned char smem[St::kBytes];
     unsigned char* const xq_s = smem;                                      // [kRows][kQStride bytes]
-    float2* const xd_s = reinterpret_cast<float2*>(smem + St::kQBytes);  // [kRows][kChunks]
+    float2* const xd_s = reinterpret_cast<float2*>(smem + St::kQBytes);  // [kChunks][kRows]
     pdl_wait();
     pdl_trigger();
     const int warp = int(threadIdx.x) / 32, lane = int(threadIdx.x) % 32, g = lane >> 2, t = lane & 3;
@@ -193,16 +196,19 @@ __global__ void __launch_bounds__(kMmaThreads, 2) matmul_mma_k(GpuMat W, GpuMat 
         const int n_ch = min(St::kChunks, nc - p0);
         __syncthreads();  // the previous phase is done with the stage
         // The phase's activations (rows past the last: its copy; chunks past the row: skipped).
-        for (int i = int(threadIdx.x); i < St::kRows * St::kChunks * 2; i += kMmaThreads) {
-            const int r = i / (St::kChunks * 2), h = i % (St::kChunks * 2);  // h: 16-byte half of a chunk
-            if (h / 2 >= n_ch) continue;
-            const int xr = min(col0 + r, a.rows - 1);
-            *reinterpret_cast<int4*>(xq_s + r * St::kQStride + h * 16) = aq[(int64_t(xr) * nc + p0) * 2 + h];
-        }
         for (int i = int(threadIdx.x); i < St::kRows * St::kChunks; i += kMmaThreads) {
             const int r = i / St::kChunks, c = i % St::kChunks;
             if (c >= n_ch) continue;
-            xd_s[i] = ads[int64_t(min(col0 + r, a.rows - 1)) * nc + p0 + c];
+            const int4* src = aq + (int64_t(min(col0 + r, a.rows - 1)) * nc + p0 + c) * 2;
+            const int4 lo = src[0], hi = src[1];  // words 0..3, 4..7
+            int4* dst = reinterpret_cast<int4*>(xq_s + r * St::kQStride + c * 32);
+            dst[0] = make_int4(lo.x, hi.x, lo.y, hi.y);
+            dst[1] = make_int4(lo.z, hi.z, lo.w, hi.w);
+        }
+        for (int i = int(threadIdx.x); i < St::kRows * St::kChunks; i += kMmaThreads) {
+            const int c = i / St::kRows, r = i % St::kRows;
+            if (c >= n_ch) continue;
+            xd_s[i] = ads[int64_t(min(col0 + r, a.rows - 1)) * nc + p0 + c];  // [chunk][row]
         }
         __syncthreads();
 #pragma unroll
@@ -211,12 +217,11 @@ __global__ void __launch_bounds__(kMmaThreads, 2) matmul_mma_k(GpuMat W, GpuMat 
             if (cl >= n_ch) break;        // warp-uniform
 #pragma unroll
             for (int nt = 0; nt < NT; ++nt) {
-                const int* xr = reinterpret_cast<const int*>(xq_s + (nt * 8 + g) * St::kQStride + cl * 32);
-                const int b0 = xr[t], b1 = xr[4 + t];
-                const float2 d0 = xd_s[(nt * 8 + 2 * t) * St::kChunks + cl];
-                const float2 d1 = xd_s[(nt * 8 + 2 * t + 1) * St::kChunks + cl];
-                mma_chunk<T>(acc[nt], w[k], b0, b1, d0, d1);
-                if constexpr (SWIGLU) mma_chunk<T>(accu[nt], u[k], b0, b1, d0, d1);
+                const int2 b = *reinterpret_cast<const int2*>(xq_s + (nt * 8 + g) * St::kQStride + cl * 32 + 8 * t);
+                const float4 dd = *reinterpret_cast<const float4*>(xd_s + cl * St::kRows + nt * 8 + 2 * t);
+                const float2 d0 = make_float2(dd.x, dd.y), d1 = make_float2(dd.z, dd.w);
+                mma_chunk<T>(acc[nt], w[k], b.x, b.y, d0, d1);
+                if constexpr (SWIGLU) mma_chunk<T>(accu[nt], u[k], b.x, b.y, d0, d1);
             }
         }
     }
