@@ -19,6 +19,12 @@ if(VEGA_CUDA)
     set(CMAKE_CUDA_COMPILER /usr/local/cuda/bin/nvcc)
   endif()
   set(VEGA_CUDA_ARCHS "90" CACHE STRING "CUDA architectures to build (e.g. 80;86;89;90)")
+  # Every NVIDIA architecture uses the nvidia table (src/backend/gpu/arch/nvidia.h).
+  foreach(a ${VEGA_CUDA_ARCHS})
+    if(a MATCHES "^([0-9]+)" AND CMAKE_MATCH_1 LESS 61)
+      message(FATAL_ERROR "VEGA_CUDA_ARCHS: ${a} is too old (61 or newer: dp4a)")
+    endif()
+  endforeach()
   enable_language(CUDA)
   find_package(CUDAToolkit REQUIRED)
   add_library(vega_gpu_kernels STATIC ${VEGA_GPU_CU})
@@ -31,14 +37,27 @@ if(VEGA_CUDA)
     target_compile_definitions(vega_gpu_kernels PRIVATE VEGA_GPU_TUNING=1)
   endif()
   target_include_directories(vega_gpu_kernels PUBLIC ${CMAKE_SOURCE_DIR}/src)
+  target_compile_definitions(vega_gpu_kernels PUBLIC VEGA_GPU_TARGET_NVIDIA=1)
   target_link_libraries(vega_gpu_kernels PUBLIC CUDA::cudart)
   set(VEGA_GPU_VENDOR "CUDA ${VEGA_CUDA_ARCHS}")
 else()
   find_program(VEGA_HIPCC NAMES hipcc REQUIRED)
   set(VEGA_HIP_ARCHS "gfx906" CACHE STRING "AMD GPU targets to build (e.g. gfx906;gfx908)")
   find_library(VEGA_AMDHIP64 amdhip64 PATHS /opt/rocm/lib REQUIRED)
+  # One target table per build (src/backend/gpu/arch/<table>.h, selected in arch.h):
+  # each architecture maps to its table, and they must all map to the same one.
   set(_offload)
   foreach(a ${VEGA_HIP_ARCHS})
+    if(a MATCHES "^gfx906")
+      set(_table GFX906)
+    else()
+      message(FATAL_ERROR "VEGA_HIP_ARCHS: no target table for ${a} (add src/backend/gpu/arch/<target>.h, "
+                          "select it in arch.h and map ${a} to it here)")
+    endif()
+    if(DEFINED _hip_table AND NOT _hip_table STREQUAL _table)
+      message(FATAL_ERROR "VEGA_HIP_ARCHS: ${VEGA_HIP_ARCHS} need two target tables; configure one build per table")
+    endif()
+    set(_hip_table ${_table})
     list(APPEND _offload --offload-arch=${a})
   endforeach()
   set(_objs)
@@ -49,7 +68,7 @@ else()
       OUTPUT ${_obj}
       COMMAND ${CMAKE_COMMAND} -E make_directory ${CMAKE_CURRENT_BINARY_DIR}/vega_gpu_hip
       COMMAND ${VEGA_HIPCC} -x hip ${_offload} -O3 -std=c++17 -fPIC -Wno-unused-command-line-argument
-              $<$<BOOL:${VEGA_GPU_TUNING}>:-DVEGA_GPU_TUNING=1>
+              $<$<BOOL:${VEGA_GPU_TUNING}>:-DVEGA_GPU_TUNING=1> -DVEGA_GPU_TARGET_${_hip_table}=1
               -I${CMAKE_SOURCE_DIR}/src -c ${src} -o ${_obj}
       DEPENDS ${src} ${VEGA_GPU_HEADERS}
       COMMENT "hipcc ${_n}.cu (${VEGA_HIP_ARCHS})"
@@ -60,6 +79,7 @@ else()
   add_library(vega_gpu_kernels STATIC ${_objs})
   set_target_properties(vega_gpu_kernels PROPERTIES LINKER_LANGUAGE CXX)
   target_include_directories(vega_gpu_kernels PUBLIC ${CMAKE_SOURCE_DIR}/src)
+  target_compile_definitions(vega_gpu_kernels INTERFACE VEGA_GPU_TARGET_${_hip_table}=1)
   target_link_libraries(vega_gpu_kernels PUBLIC ${VEGA_AMDHIP64})
   set(VEGA_GPU_VENDOR "HIP ${VEGA_HIP_ARCHS}")
 endif()

@@ -4,7 +4,7 @@ file(MAKE_DIRECTORY ${OUT})
 foreach(f ${FILES})
   get_filename_component(n ${f} NAME_WE)
   message(STATUS "nvcc -arch=sm_90 ${f}")
-  execute_process(COMMAND ${NVCC} -arch=sm_90 -std=c++17 -O3 --expt-relaxed-constexpr -I${SRC}/src -c ${f} -o ${OUT}/${n}.o
+  execute_process(COMMAND ${NVCC} -arch=sm_90 -std=c++17 -O3 --expt-relaxed-constexpr -DVEGA_GPU_TARGET_NVIDIA=1 -I${SRC}/src -c ${f} -o ${OUT}/${n}.o
                   RESULT_VARIABLE rc)
   if(NOT rc EQUAL 0)
     message(FATAL_ERROR "nvcc failed on ${f}")

@@ -142,7 +142,7 @@ int main(int argc, char** argv) {
         const std::string stem = src.stem().string();
         const fs::path s_out = fs::path(work) / (stem + ".s"), rem = fs::path(work) / (stem + ".remarks");
         const std::string cmd = hipcc + " -x hip --offload-arch=" + arch +
-                                " -O3 -std=c++17 -Wno-unused-command-line-argument --cuda-device-only -S"
+                                " -O3 -std=c++17 -DVEGA_GPU_TARGET_GFX906=1 -Wno-unused-command-line-argument --cuda-device-only -S"
                                 " -Rpass-analysis=kernel-resource-usage -I" + root + "/src -o " + s_out.string() +
                                 " " + src.string() + " 2> " + rem.string();
         std::printf("audit: %s\n", cmd.c_str());

@@ -58,6 +58,7 @@ public:
         if (device < 0 || device >= n) fail("GPU {} requested but {} GPU device(s) found", device, n);
         rt::set_device(device);
         info_ = rt::device_info(device);
+        rt::check_device_target(info_, device);
         stream_ = rt::stream_create();
     }
     ~GpuBackend() override {

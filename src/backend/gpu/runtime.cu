@@ -3,6 +3,7 @@
 #include <string>
 
 #include "backend/gpu/runtime.h"
+#include "backend/gpu/arch/arch.h"
 #include "backend/gpu/vendor.h"
 
 namespace vega::gpu::rt {
@@ -37,6 +38,14 @@ DeviceInfo device_info(int dev) {
     d.n_sm = p.multiProcessorCount;
     d.wave = p.warpSize;
     return d;
+}
+
+void check_device_target(const DeviceInfo& d, int dev) {
+    const std::string want = arch::kDeviceArch;
+    if (d.arch.rfind(want, 0) != 0 || d.wave != arch::kWave)
+        gpu_fail("GPU " + std::to_string(dev) + " (" + d.name + ", " + d.arch + ", wave" + std::to_string(d.wave) +
+                 ") is not a target of this build: its kernels are for " + arch::kName + " (" + want + "*, wave" +
+                 std::to_string(arch::kWave) + "); rebuild with that architecture in VEGA_HIP_ARCHS / VEGA_CUDA_ARCHS");
 }
 
 void set_device(int dev) { ok(gpuSetDevice(dev), "selecting the device"); }

@@ -20,6 +20,9 @@ struct DeviceInfo {
 };
 DeviceInfo device_info(int dev);
 void set_device(int dev);
+// Throws unless this build's kernels (their target table: arch/arch.h) serve the
+// device: its architecture and its wave size, e.g. a gfx906 build on a wave32 RDNA card.
+void check_device_target(const DeviceInfo& d, int dev);
 
 void* stream_create();
 void stream_destroy(void* s);

@@ -14,8 +14,17 @@ struct MatvecShape {
 enum class Role { kPlain, kSwiglu, kResidualNorm, kQkvRope };
 }  // namespace vega::gpu::arch
 
-#if defined(__HIP_PLATFORM_AMD__) || defined(__HIP__)
+// The table is the build's target family, not its vendor: CMake maps every
+// architecture of VEGA_HIP_ARCHS / VEGA_CUDA_ARCHS to its table and defines
+// VEGA_GPU_TARGET_<TABLE> (cmake/gpu.cmake refuses a build whose architectures
+// need two tables, and an architecture without one). The host and device passes
+// of a kernel file see the same table, so launch shapes chosen on the host fit
+// the compiled kernels; rt::check_device_target() refuses a device the table
+// does not serve (another architecture, another wave size).
+#if defined(VEGA_GPU_TARGET_GFX906)
 #include "backend/gpu/arch/gfx906.h"
-#else
+#elif defined(VEGA_GPU_TARGET_NVIDIA)
 #include "backend/gpu/arch/nvidia.h"
+#else
+#error "no GPU target table: define VEGA_GPU_TARGET_GFX906 or VEGA_GPU_TARGET_NVIDIA (cmake/gpu.cmake does)"
 #endif

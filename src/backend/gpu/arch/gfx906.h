@@ -18,6 +18,7 @@ constexpr int kAttnAhead = 1;         // steps (positions per group) whose K, V 
                                       // more would cost the 4-wave floor
 constexpr int kAttnBlocksPerSm = 8;   // split-attention blocks per CU over all (token, head) pairs (not measured on a card)
 constexpr const char* kName = "gfx906";
+constexpr const char* kDeviceArch = "gfx906";  // device arch names this table serves (prefix of gcnArchName)
 constexpr int kMmaMinRows = 0;        // no tensor-core matmul: the matvec kernels serve every batch
 
 // Matvec shapes (one row per wave, loads in flight per matrix): decode by role,

@@ -16,6 +16,7 @@ constexpr int kAttnSplit = 64;        // KV positions per block: 8 steps per gro
 constexpr int kAttnAhead = 8;         // steps whose K, V are loaded before use: all 8, one memory wait per block
 constexpr int kAttnBlocksPerSm = 8;  // split-attention blocks per SM over all (token, head) pairs (4 resident, 2 waves)
 constexpr const char* kName = "nvidia";
+constexpr const char* kDeviceArch = "sm_";  // any NVIDIA device (sm_61+: dp4a; mma needs sm_80, checked at run time)
 // Tensor-core matmul (kernels/matmul_mma.cu): used from this many activation rows
 // on (batched decode, prompts; VEGA_GPU_MMA_ROWS overrides, 0 = never), with this
 // many warps per block splitting each 16-row tile's K.
