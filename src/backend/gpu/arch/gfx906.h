@@ -13,7 +13,7 @@ constexpr int kRowThreads = 256;      // one block per row: norms, activation qu
 constexpr int kEltThreads = 256;      // element-wise kernels
 constexpr int kAttnThreads = 256;     // attention block (4 waves)
 constexpr int kAttnGroup = 16;        // lanes cooperating on one KV position (reduce via DPP)
-constexpr int kAttnSplit = 64;        // KV positions per attention block (split-K): 4 per group of 16 lanes
+constexpr int kAttnSplit = 64;        // KV positions per split (a block walks its splits): 4 per group of 16 lanes
 constexpr int kAttnAhead = 1;         // steps (positions per group) whose K, V are loaded before use;
                                       // more would cost the 4-wave floor
 constexpr int kAttnBlocksPerSm = 8;   // split-attention blocks per CU over all (token, head) pairs (not measured on a card)
