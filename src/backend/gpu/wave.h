@@ -11,6 +11,15 @@
 namespace vega::gpu {
 
 constexpr int kWave = arch::kWave;
+// The target table's wave size is the compiled target's: every reduction and
+// shuffle below assumes it (a wave32 RDNA target built with the gfx906 table
+// would otherwise compile and compute garbage).
+#if defined(__HIP_DEVICE_COMPILE__) && defined(__AMDGCN_WAVEFRONT_SIZE)
+static_assert(__AMDGCN_WAVEFRONT_SIZE == kWave, "the target table's kWave is not this target's wavefront size");
+#endif
+#if defined(__CUDA_ARCH__)
+static_assert(kWave == 32, "NVIDIA warps are 32 lanes");
+#endif
 
 // Asks the compiler to keep a kernel at >= n waves per SIMD (gfx906 register
 // budget); the audit checks the result. No-op on NVIDIA.
