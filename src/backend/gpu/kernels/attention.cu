@@ -275,52 +275,52 @@ __global__ void __launch_bounds__(kAttnThreads) attn_split(ops::KvLayer c, const
     constexpr bool kVEarly = PAIRS <= kPairsHd128;
     constexpr int kAhead = kVEarly ? kAttnAhead : 1;
     // This block's splits: blockIdx.x, + n_part, ... (one online softmax over all).
-    for (int sp = blockIdx.x; sp < n_need; sp += n_part) {
-    const int p0 = sp * kAttnSplit, p1 = min(p0 + kAttnSplit, kv_len);
-    for (int pb0 = p0; pb0 < p1; pb0 += kGroups * kAhead) {  // uniform trip counts: all lanes reach the reductions
-        float2 vv[kAhead * PAIRS];  // [i * PAIRS + k] (flat: gfx906 registers)
-        float sp[kAhead];           // this lane's part of q.k per step
+    for (int split = blockIdx.x; split < n_need; split += n_part) {
+        const int p0 = split * kAttnSplit, p1 = min(p0 + kAttnSplit, kv_len);
+        for (int pb0 = p0; pb0 < p1; pb0 += kGroups * kAhead) {  // uniform trip counts: all lanes reach the reductions
+            float2 vv[kAhead * PAIRS];  // [i * PAIRS + k] (flat: gfx906 registers)
+            float sp[kAhead];           // this lane's part of q.k per step
 #pragma unroll
-        for (int i = 0; i < kAhead; ++i) {
-            const int p = pb0 + i * kGroups + g;
-            const int64_t row = base + int64_t(p < p1 ? p : p0) * hd;
-            sp[i] = 0.f;
-#pragma unroll
-            for (int k = 0; k < PAIRS; ++k) {
-                const int d = 2 * (sub + k * kAttnGroup);
-                if (d < hd) {
-                    const float2 kk = load_pair<F16>(c.k, row + d);
-                    if constexpr (kVEarly) vv[i * PAIRS + k] = load_pair<F16>(c.v, row + d);
-                    sp[i] += qv[k].x * kk.x + qv[k].y * kk.y;
-                }
-            }
-        }
-#pragma unroll
-        for (int i = 0; i < kAhead; ++i) {
-            const int pb = pb0 + i * kGroups;
-            if (pb >= p1) break;  // block-uniform
-            const int p = pb + g;
-            const bool valid = p < p1;
-            const int64_t row = base + int64_t(valid ? p : p0) * hd;
-            const float s = group_reduce_sum<kAttnGroup>(sp[i]);
-            if (valid) {
-                const float mn = fmaxf(m, s);
-                const float corr = expf(m - mn), e = expf(s - mn);
-                l = l * corr + e;
+            for (int i = 0; i < kAhead; ++i) {
+                const int p = pb0 + i * kGroups + g;
+                const int64_t row = base + int64_t(p < p1 ? p : p0) * hd;
+                sp[i] = 0.f;
 #pragma unroll
                 for (int k = 0; k < PAIRS; ++k) {
                     const int d = 2 * (sub + k * kAttnGroup);
                     if (d < hd) {
-                        if constexpr (!kVEarly) vv[i * PAIRS + k] = load_pair<F16>(c.v, row + d);
-                        acc[k].x = acc[k].x * corr + e * vv[i * PAIRS + k].x;
-                        acc[k].y = acc[k].y * corr + e * vv[i * PAIRS + k].y;
+                        const float2 kk = load_pair<F16>(c.k, row + d);
+                        if constexpr (kVEarly) vv[i * PAIRS + k] = load_pair<F16>(c.v, row + d);
+                        sp[i] += qv[k].x * kk.x + qv[k].y * kk.y;
                     }
                 }
-                m = mn;
+            }
+#pragma unroll
+            for (int i = 0; i < kAhead; ++i) {
+                const int pb = pb0 + i * kGroups;
+                if (pb >= p1) break;  // block-uniform
+                const int p = pb + g;
+                const bool valid = p < p1;
+                const int64_t row = base + int64_t(valid ? p : p0) * hd;
+                const float s = group_reduce_sum<kAttnGroup>(sp[i]);
+                if (valid) {
+                    const float mn = fmaxf(m, s);
+                    const float corr = expf(m - mn), e = expf(s - mn);
+                    l = l * corr + e;
+#pragma unroll
+                    for (int k = 0; k < PAIRS; ++k) {
+                        const int d = 2 * (sub + k * kAttnGroup);
+                        if (d < hd) {
+                            if constexpr (!kVEarly) vv[i * PAIRS + k] = load_pair<F16>(c.v, row + d);
+                            acc[k].x = acc[k].x * corr + e * vv[i * PAIRS + k].x;
+                            acc[k].y = acc[k].y * corr + e * vv[i * PAIRS + k].y;
+                        }
+                    }
+                    m = mn;
+                }
             }
         }
     }
-    }  // splits
     if (sub == 0) s_ml[g][0] = m, s_ml[g][1] = l;
 #pragma unroll
     for (int k = 0; k < PAIRS; ++k) {
