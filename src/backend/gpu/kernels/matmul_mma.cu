@@ -22,6 +22,7 @@
 #include "backend/gpu/ops.h"
 #include "backend/gpu/runtime.h"
 #include "backend/gpu/kernels/quant_chunk.h"
+#include "backend/gpu/kernels/silu.h"
 
 #include <cstdlib>
 #include <string>
@@ -108,8 +109,6 @@ __device__ __forceinline__ void mma_chunk(float (&acc)[4], const WFrag& w, int b
     acc[2] += chunk_value<T>(w.f10, w.f11, d0, s0[2], s1[2]);
     acc[3] += chunk_value<T>(w.f10, w.f11, d1, s0[3], s1[3]);
 }
-
-__device__ __forceinline__ float silu(float g) { return g / (1.f + expf(-g)); }
 
 // The block's [16][NT*8] outputs, summed over the warps in a fixed order: part
 // holds each warp's tile (row stride NT*8 + 4 against bank conflicts); thread i

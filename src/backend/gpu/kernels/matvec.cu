@@ -19,6 +19,7 @@
 #include "backend/gpu/runtime.h"
 #include "backend/gpu/wave.h"
 #include "backend/gpu/kernels/quant_chunk.h"
+#include "backend/gpu/kernels/silu.h"
 #include "backend/gpu/kernels/rope.h"
 
 #include <cstdlib>
@@ -45,8 +46,6 @@ constexpr bool kTuneVariants = true;
 #else
 constexpr bool kTuneVariants = false;
 #endif
-
-__device__ __forceinline__ float silu(float g) { return g / (1.f + expf(-g)); }
 
 // Up to three matrices in one launch (Q, K, V): blocks [0, end0) belong to W0/y0,
 // [end0, end1) to W1/y1, the rest to W2/y2. SWIGLU: W0 = gate, W1 = up, out y0.

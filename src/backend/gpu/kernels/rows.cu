@@ -10,6 +10,7 @@
 #include "backend/gpu/ops.h"
 #include "backend/gpu/runtime.h"
 #include "backend/gpu/wave.h"
+#include "backend/gpu/kernels/silu.h"
 
 namespace vega::gpu {
 namespace {
@@ -210,7 +211,7 @@ __global__ void swiglu_k(const float* __restrict__ g, const float* __restrict__ 
     pdl_wait();
     pdl_trigger();
     const int64_t i = int64_t(blockIdx.x) * blockDim.x + threadIdx.x;
-    if (i < n) h[i] = g[i] / (1.f + expf(-g[i])) * u[i];
+    if (i < n) h[i] = silu(g[i]) * u[i];
 }
 
 // One wave per (row, head): x [rows][n_head][hd] *= w / rms.
