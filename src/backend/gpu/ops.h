@@ -107,6 +107,9 @@ bool matmul_mma(const GpuMat& W, const GpuMat* U, const Act& a, float* y, void* 
 // Activation rows from which matmul_mma serves (0: never): the target's table
 // (arch::kMmaMinRows) or VEGA_GPU_MMA_ROWS, read once; 0 on devices without it.
 int mma_min_rows();
+// Whether matmul_mma can serve W at all: quantized, rows of a multiple of 4 chunks
+// (128 elements; its vector loads take 4 or 8 chunks at once).
+bool mma_serves(const GpuMat& W);
 // Tuning runs: decode matvec shapes other than the per-target table's (rows per
 // wave, loads in flight; 0 = the table's). Initially from VEGA_GPU_MV,
 // VEGA_GPU_SWIGLU, VEGA_GPU_EPI and VEGA_GPU_QKV ("R,U"); only builds with VEGA_GPU_TUNING=ON

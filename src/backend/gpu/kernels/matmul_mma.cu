@@ -61,53 +61,143 @@ __device__ __forceinline__ void mma_k16(int (&d)[4], int a0, int a1, int b0) {
 #endif
 }
 
-// A lane's part of one chunk of weight rows g (0) and g+8 (1): the A fragment
-// (lo: elements 4t..4t+3, hi: 16+4t..) and the rows' chunk scales.
-struct WFrag {
-    int lo0, lo1, hi0, hi1;
-    float f00, f01, f10, f11;  // row g: f0, f1; row g+8: f0, f1
+// One weight row's U chunks from chunk cw, as lane t of the row's quad holds them.
+// The row's quantized bytes are read with 16-byte loads, lane t taking pieces t,
+// t+4, ... (a piece: 16 bytes, one 4-bit chunk or half a Q8_0 chunk), and each
+// group of 4 pieces is transposed across the quad (4 shuffles), so that lane t ends
+// with word t of every piece: the A fragment's k order. (The plain reading, 4
+// bytes per lane from 8 rows per instruction, kept the L1 85% busy at 16 useful
+// bytes per row.) The chunk scales of the U chunks come in one vector load per row.
+template <GgmlType T, int U>
+struct WideRow {
+    static constexpr PlaneSizes kPs = plane_sizes(T);
+    static constexpr int kGroups = U * kPs.qs / 64;  // 4-piece groups
+    static constexpr int kScWords = U * kPs.sc / 4;
+    static_assert(U % 4 == 0 && kGroups >= 1 && kScWords >= 1, "whole groups and scale words");
+    uint32_t q[kGroups][4];  // q[j][i]: word t of piece 4j + i
+    uint32_t sc[kScWords];   // the U chunks' scale bytes (sc plane)
+    uint32_t sb;             // the super-block's d (and dmin), K-quants
+    uint32_t h0[kPs.qh ? U : 1], h1[kPs.qh == 8 ? U : 1];  // high-bit planes per chunk
 };
 
-template <GgmlType T>
-__device__ __forceinline__ void load_half(const GpuMat& W, int64_t row, int64_t c, int t, int* lo, int* hi, float* f0,
-                                          float* f1) {
-    const uint32_t* q = reinterpret_cast<const uint32_t*>(W.qs);
-    const int64_t i = row * W.n_chunk + c;
-    if constexpr (T == GgmlType::Q8_0) {
-        *lo = int(q[i * 8 + t]), *hi = int(q[i * 8 + 4 + t]);
+template <int N>
+__device__ __forceinline__ void load_words(const uint32_t* __restrict__ p, uint32_t (&w)[N]) {
+    if constexpr (N % 4 == 0) {
+#pragma unroll
+        for (int i = 0; i < N / 4; ++i) {
+            const uint4 v = reinterpret_cast<const uint4*>(p)[i];
+            w[4 * i] = v.x, w[4 * i + 1] = v.y, w[4 * i + 2] = v.z, w[4 * i + 3] = v.w;
+        }
+    } else if constexpr (N == 2) {
+        const uint2 v = *reinterpret_cast<const uint2*>(p);
+        w[0] = v.x, w[1] = v.y;
     } else {
-        uint32_t h0 = 0, h1 = 0;
-        if constexpr (plane_sizes(T).qh != 0) load_qh<T>(W, row, c, &h0, &h1);
-        nibbles<T>(q[i * 4 + t], h0, h1, t, lo, hi);
+#pragma unroll
+        for (int i = 0; i < N; ++i) w[i] = p[i];
     }
+}
+
+// Issues the row's loads (no waiting): chunks cw .. cw+U-1, cw a multiple of U and
+// n_chunk a multiple of U (ops::matmul_mma checks), so every vector load is aligned.
+template <GgmlType T, int U>
+__device__ __forceinline__ void load_wide(const GpuMat& W, int64_t row, int cw, int t, WideRow<T, U>& r) {
+    using R = WideRow<T, U>;
+    const int64_t i0 = row * W.n_chunk + cw;
+    const uint4* q = reinterpret_cast<const uint4*>(W.qs) + i0 * (R::kPs.qs / 16);
+#pragma unroll
+    for (int j = 0; j < R::kGroups; ++j) {
+        const uint4 v = q[4 * j + t];
+        r.q[j][0] = v.x, r.q[j][1] = v.y, r.q[j][2] = v.z, r.q[j][3] = v.w;
+    }
+    load_words(reinterpret_cast<const uint32_t*>(W.sc + i0 * R::kPs.sc), r.sc);
+    r.sb = 0;
+    if constexpr (R::kPs.sb == 4) r.sb = reinterpret_cast<const uint32_t*>(W.sb)[row * (W.n_chunk / 8) + cw / 8];
+    if constexpr (R::kPs.sb == 2) r.sb = reinterpret_cast<const uint16_t*>(W.sb)[row * (W.n_chunk / 8) + cw / 8];
+#pragma unroll
+    for (int k = 0; k < U; ++k) {
+        uint32_t a = 0, b = 0;
+        if constexpr (R::kPs.qh != 0) load_qh<T>(W, row, cw + k, &a, &b);
+        if constexpr (R::kPs.qh != 0) r.h0[k] = a;
+        if constexpr (R::kPs.qh == 8) r.h1[k] = b;
+    }
+}
+
+// 4x4 transpose across the quad (lanes 4g..4g+3, t = lane & 3): lane t's words
+// x[0..3] become lane i's word t for i = 0..3, i.e. x[i] = old word t of lane i.
+__device__ __forceinline__ void quad_transpose(uint32_t (&x)[4], int t) {
+    const bool b1 = t & 2, b0 = t & 1;
+    // Swap the off-diagonal 2x2 blocks with lane t ^ 2.
+    uint32_t r0 = __shfl_xor_sync(0xffffffffu, b1 ? x[0] : x[2], 2);
+    uint32_t r1 = __shfl_xor_sync(0xffffffffu, b1 ? x[1] : x[3], 2);
+    if (b1) x[0] = r0, x[1] = r1;
+    else x[2] = r0, x[3] = r1;
+    // Transpose each 2x2 block with lane t ^ 1.
+    r0 = __shfl_xor_sync(0xffffffffu, b0 ? x[0] : x[1], 1);
+    r1 = __shfl_xor_sync(0xffffffffu, b0 ? x[2] : x[3], 1);
+    if (b0) x[0] = r0, x[2] = r1;
+    else x[1] = r0, x[3] = r1;
+}
+
+template <GgmlType T, int U>
+__device__ __forceinline__ void transpose_wide(WideRow<T, U>& r, int t) {
+#pragma unroll
+    for (int j = 0; j < WideRow<T, U>::kGroups; ++j) quad_transpose(r.q[j], t);
+}
+
+// Chunk k's scale factors from the row's scale words: the same values (and float
+// operations) as load_scales.
+template <GgmlType T, int U>
+__device__ __forceinline__ void wide_scales(const WideRow<T, U>& r, int k, float* f0, float* f1) {
     *f1 = 0.f;
-    load_scales<T>(W, row, c, f0, f1);
+    if constexpr (T == GgmlType::Q4_0 || T == GgmlType::Q5_0 || T == GgmlType::Q8_0) {
+        *f0 = h2f(uint16_t(r.sc[k / 2] >> (16 * (k & 1))));
+    } else if constexpr (T == GgmlType::Q4_1 || T == GgmlType::Q5_1) {
+        *f0 = h2f(uint16_t(r.sc[k])), *f1 = h2f(uint16_t(r.sc[k] >> 16));
+    } else if constexpr (T == GgmlType::Q4_K || T == GgmlType::Q5_K) {
+        const uint32_t sm = r.sc[k / 2] >> (16 * (k & 1));
+        *f0 = h2f(uint16_t(r.sb)) * float(sm & 0xFFu), *f1 = h2f(uint16_t(r.sb >> 16)) * float((sm >> 8) & 0xFFu);
+    } else if constexpr (T == GgmlType::Q6_K) {
+        const uint32_t sc = r.sc[k / 2] >> (16 * (k & 1));
+        const float d = h2f(uint16_t(r.sb));
+        *f0 = d * float(int8_t(sc & 0xFFu)), *f1 = d * float(int8_t((sc >> 8) & 0xFFu));
+    }
 }
 
-template <GgmlType T>
-__device__ __forceinline__ WFrag load_wfrag(const GpuMat& W, int64_t r0, int64_t r1, int64_t c, int t) {
-    WFrag f;
-    load_half<T>(W, r0, c, t, &f.lo0, &f.hi0, &f.f00, &f.f01);
-    load_half<T>(W, r1, c, t, &f.lo1, &f.hi1, &f.f10, &f.f11);
-    return f;
+// Chunk k of the row as lane t's A-fragment words: lo (elements 4t..4t+3), hi (16+4t..).
+template <GgmlType T, int U>
+__device__ __forceinline__ void wide_frag(const WideRow<T, U>& r, int k, int t, int* lo, int* hi) {
+    if constexpr (T == GgmlType::Q8_0) {  // pieces 2k (words 0..3), 2k+1 (words 4..7)
+        *lo = int(r.q[k / 2][(2 * k) % 4]), *hi = int(r.q[k / 2][(2 * k + 1) % 4]);
+    } else {
+        constexpr PlaneSizes ps = plane_sizes(T);
+        nibbles<T>(r.q[k / 4][k % 4], ps.qh ? r.h0[ps.qh ? k : 0] : 0u, ps.qh == 8 ? r.h1[ps.qh == 8 ? k : 0] : 0u, t, lo,
+                   hi);
+    }
 }
 
-// acc (this lane's 4 outputs of one 16x8 tile) += the chunk's contribution, with
-// b0, b1 the B fragment (activation row g of the tile) and d0, d1 the chunk
-// scales of the activation rows of columns 2t and 2t+1.
-template <GgmlType T>
-__device__ __forceinline__ void mma_chunk(float (&acc)[4], const WFrag& w, int b0, int b1, float2 d0, float2 d1) {
+// acc (this lane's 4 outputs of one 16x8 tile) += chunk k's contribution, with
+// rg / rg8 the tile's weight rows g and g+8, b0, b1 the B fragment (activation
+// row g of the tile) and d0, d1 the chunk scales of activation columns 2t, 2t+1.
+template <GgmlType T, int U>
+__device__ __forceinline__ void mma_chunk(float (&acc)[4], const WideRow<T, U>& rg, const WideRow<T, U>& rg8, int k,
+                                          int t, int b0, int b1, float2 d0, float2 d1) {
+    int lo0, hi0, lo1, hi1;
+    wide_frag(rg, k, t, &lo0, &hi0);
+    wide_frag(rg8, k, t, &lo1, &hi1);
+    float f00, f01, f10, f11;
+    wide_scales(rg, k, &f00, &f01);
+    wide_scales(rg8, k, &f10, &f11);
     int s0[4], s1[4] = {0, 0, 0, 0};
     if constexpr (T == GgmlType::Q6_K) {
-        mma_k16(s0, w.lo0, w.lo1, b0);
-        mma_k16(s1, w.hi0, w.hi1, b1);
+        mma_k16(s0, lo0, lo1, b0);
+        mma_k16(s1, hi0, hi1, b1);
     } else {
-        mma_k32(s0, w.lo0, w.lo1, w.hi0, w.hi1, b0, b1);
+        mma_k32(s0, lo0, lo1, hi0, hi1, b0, b1);
     }
-    acc[0] += chunk_value<T>(w.f00, w.f01, d0, s0[0], s1[0]);
-    acc[1] += chunk_value<T>(w.f00, w.f01, d1, s0[1], s1[1]);
-    acc[2] += chunk_value<T>(w.f10, w.f11, d0, s0[2], s1[2]);
-    acc[3] += chunk_value<T>(w.f10, w.f11, d1, s0[3], s1[3]);
+    acc[0] += chunk_value<T>(f00, f01, d0, s0[0], s1[0]);
+    acc[1] += chunk_value<T>(f00, f01, d1, s0[1], s1[1]);
+    acc[2] += chunk_value<T>(f10, f11, d0, s0[2], s1[2]);
+    acc[3] += chunk_value<T>(f10, f11, d1, s0[3], s1[3]);
 }
 
 // The block's [16][NT*8] outputs, summed over the warps in a fixed order: part
@@ -183,15 +273,13 @@ __global__ void __launch_bounds__(kMmaThreads, 2) matmul_mma_k(GpuMat W, GpuMat 
         for (int i = 0; i < 4; ++i) acc[nt][i] = 0.f, accu[nt][i] = 0.f;
 
     for (int p0 = 0; p0 < nc; p0 += St::kChunks) {
-        // This warp's weights for the phase (chunks past the row: re-read, not used).
-        const int cw = p0 + warp * U;
-        WFrag w[U], u[U];
-#pragma unroll
-        for (int k = 0; k < U; ++k) {
-            const int c = min(cw + k, nc - 1);
-            w[k] = load_wfrag<T>(W, rg, rg8, c, t);
-            if constexpr (SWIGLU) u[k] = load_wfrag<T>(V, rg, rg8, c, t);
-        }
+        // This warp's weights for the phase (a warp past the row's end re-reads its
+        // last U chunks, unused).
+        const int cw = min(p0 + warp * U, nc - U);
+        WideRow<T, U> w0, w1, u0, u1;  // rows g, g+8 of W (and of V)
+        load_wide<T, U>(W, rg, cw, t, w0);
+        load_wide<T, U>(W, rg8, cw, t, w1);
+        if constexpr (SWIGLU) load_wide<T, U>(V, rg, cw, t, u0), load_wide<T, U>(V, rg8, cw, t, u1);
         const int n_ch = min(St::kChunks, nc - p0);
         __syncthreads();  // the previous phase is done with the stage
         // The phase's activations (rows past the last: its copy; chunks past the row: skipped).
@@ -210,6 +298,8 @@ __global__ void __launch_bounds__(kMmaThreads, 2) matmul_mma_k(GpuMat W, GpuMat 
             xd_s[i] = ads[int64_t(min(col0 + r, a.rows - 1)) * nc + p0 + c];  // [chunk][row]
         }
         __syncthreads();
+        transpose_wide(w0, t), transpose_wide(w1, t);
+        if constexpr (SWIGLU) transpose_wide(u0, t), transpose_wide(u1, t);
 #pragma unroll
         for (int k = 0; k < U; ++k) {
             const int cl = warp * U + k;  // chunk within the phase
@@ -219,8 +309,8 @@ __global__ void __launch_bounds__(kMmaThreads, 2) matmul_mma_k(GpuMat W, GpuMat 
                 const int2 b = *reinterpret_cast<const int2*>(xq_s + (nt * 8 + g) * St::kQStride + cl * 32 + 8 * t);
                 const float4 dd = *reinterpret_cast<const float4*>(xd_s + cl * St::kRows + nt * 8 + 2 * t);
                 const float2 d0 = make_float2(dd.x, dd.y), d1 = make_float2(dd.z, dd.w);
-                mma_chunk<T>(acc[nt], w[k], b.x, b.y, d0, d1);
-                if constexpr (SWIGLU) mma_chunk<T>(accu[nt], u[k], b.x, b.y, d0, d1);
+                mma_chunk<T, U>(acc[nt], w0, w1, k, t, b.x, b.y, d0, d1);
+                if constexpr (SWIGLU) mma_chunk<T, U>(accu[nt], u0, u1, k, t, b.x, b.y, d0, d1);
             }
         }
     }
@@ -242,12 +332,15 @@ __global__ void __launch_bounds__(kMmaThreads, 2) matmul_mma_k(GpuMat W, GpuMat 
     }
 }
 
+// Chunks per warp and phase (their weight loads all in flight at once): 8 for one
+// matrix and 16 activation rows, else 4 (the stage's 48 KiB with 32 rows; the
+// registers of two matrices). Rows must hold whole groups of U chunks (aligned
+// vector loads): 4 always (ops::matmul_mma checks), 8 where the 16-row kernel runs.
+constexpr int mma_chunks_per_warp(bool swiglu, int nt) { return swiglu || nt >= 4 ? 4 : 8; }
+
 template <GgmlType T, int NT, bool SW>
 void launch_nt(const GpuMat& W, const GpuMat& V, const ops::Act& a, float* y, void* s) {
-    // Chunks per warp and phase: 8 for one matrix and 16 activation rows, 4 with
-    // 32 rows or two matrices, 2 with both or two matrices of 5/6-bit types (the
-    // stage's 48 KiB and 128 registers: 2 blocks per SM, few spills).
-    constexpr int U = SW ? (NT >= 4 || plane_sizes(T).qh != 0 ? 2 : 4) : (NT >= 4 ? 4 : 8);
+    constexpr int U = mma_chunks_per_warp(SW, NT);
     // x: the column groups of one row tile, adjacent in launch order, so the
     // tile's weights come from DRAM once and from L2 for the other groups.
     const dim3 grid(unsigned((a.rows + NT * 8 - 1) / (NT * 8)), unsigned((W.n_out + kMmaM - 1) / kMmaM));
@@ -258,7 +351,8 @@ template <GgmlType T, bool SW>
 void launch_t(const GpuMat& W, const GpuMat& V, const ops::Act& a, float* y, void* s) {
     // 8 activation rows per n-tile: 2 tiles up to 16 rows, else 4 per column group
     // (8 would need more than 128 registers: half the warps per SM, or spills).
-    if (a.rows <= 16) launch_nt<T, 2, SW>(W, V, a, y, s);
+    // Rows of 4k+4 chunks take the 4-tile kernel (U = 4) at any batch.
+    if (a.rows <= 16 && W.n_chunk % mma_chunks_per_warp(SW, 2) == 0) launch_nt<T, 2, SW>(W, V, a, y, s);
     else launch_nt<T, 4, SW>(W, V, a, y, s);
 }
 
@@ -287,6 +381,10 @@ bool mma_device_ok() {
 
 }  // namespace
 
+bool ops::mma_serves(const GpuMat& W) {
+    return !is_float_type(W.type) && W.n_chunk > 0 && W.n_chunk % 4 == 0;
+}
+
 int ops::mma_min_rows() {
     // The target's table, or VEGA_GPU_MMA_ROWS (0: never), read once.
     static const int n = [] {
@@ -298,8 +396,7 @@ int ops::mma_min_rows() {
 
 bool ops::matmul_mma(const GpuMat& W, const GpuMat* U, const Act& a, float* y, void* s) {
     const int min_rows = mma_min_rows();
-    if (min_rows <= 0 || a.rows < min_rows || is_float_type(W.type) || !a.q || !a.ds || a.ss || W.n_chunk <= 0)
-        return false;
+    if (min_rows <= 0 || a.rows < min_rows || !a.q || !a.ds || a.ss || !mma_serves(W)) return false;
     if (U && (U->type != W.type || U->n_in != W.n_in || U->n_out != W.n_out)) return false;
     return U ? dispatch<true>(W, *U, a, y, s) : dispatch<false>(W, W, a, y, s);
 }
@@ -307,6 +404,7 @@ bool ops::matmul_mma(const GpuMat& W, const GpuMat* U, const Act& a, float* y, v
 #else  // HIP: no tensor-core path (gfx906 has none); the matvec kernels serve every batch.
 
 int ops::mma_min_rows() { return 0; }
+bool ops::mma_serves(const GpuMat&) { return false; }
 bool ops::matmul_mma(const GpuMat&, const GpuMat*, const Act&, float*, void*) { return false; }
 
 #endif
