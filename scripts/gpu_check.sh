@@ -16,19 +16,9 @@ OUT=${OUT:-$PWD/gpu_check_out}
 mkdir -p "$OUT"
 export VEGA_TEST_DATA=${VEGA_TEST_DATA:-$PWD/.devdata/testdata}
 B=build-h200
-# Libraries the image may lack (PCRE2, fmt, CLI11, GoogleTest, nlohmann-json), carried as
-# extracted Debian packages in .devdata/deps (apt-get download, dpkg -x). The network
-# commands (libcurl, OpenSSL, cpp-httplib) are off unless VEGA_NET=ON; their packages
-# and the libraries they load go in .devdata/netdeps (carried only for those runs).
-# After the tests, scripts/gpu_sweep.sh runs every synth shape x type (SWEEP=1).
-if [ -d .devdata/netdeps/usr ]; then mkdir -p .devdata/deps && cp -an .devdata/netdeps/. .devdata/deps/; fi
-if [ -d .devdata/deps/usr ]; then
-  D=$PWD/.devdata/deps
-  export CMAKE_PREFIX_PATH=$D/usr${CMAKE_PREFIX_PATH:+:$CMAKE_PREFIX_PATH}
-  export PKG_CONFIG_PATH=$D/usr/lib/x86_64-linux-gnu/pkgconfig:$D/usr/share/pkgconfig
-  export PKG_CONFIG_SYSROOT_DIR=$D
-  export LD_LIBRARY_PATH=$D/usr/lib/x86_64-linux-gnu:$D/lib/x86_64-linux-gnu${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}
-fi
+# Carried libraries (scripts/device_env.sh). After the tests, scripts/gpu_sweep.sh runs
+# every synth shape x type (SWEEP=1).
+. "$(dirname "$0")/device_env.sh"
 J=$(nproc)
 log() { echo "=== $* ($(date +%T))" | tee -a "$OUT/summary.txt"; }
 

@@ -10,6 +10,7 @@
 # synth files are made first, so that build does not slow them down. Logs and
 # summary.txt go to $OUT (default ./peer_bench_out).
 set -u
+. "$(dirname "$0")/device_env.sh"
 B=${1:-build-h200}
 PEERS=${PEERS:-$PWD/.devdata/peers}
 OUT=${OUT:-$PWD/peer_bench_out}
@@ -22,7 +23,7 @@ q40=/tmp/peer-llama2-7b-Q4_0.gguf l3=/tmp/peer-llama3-8b-Q4_K_M.gguf
 log "synth"
 [ -f $q40 ] || timeout 300 "$B/vega" synth --shape llama2-7b --type Q4_0 -o $q40 > "$OUT/synth.log" 2>&1
 [ -f $l3 ] || timeout 300 "$B/vega" synth --shape llama3-8b --type Q4_K_M -o $l3 >> "$OUT/synth.log" 2>&1
-(bash "$PEERS/build-llama.sh" llama-bench llama-batched-bench > "$OUT/llama_build.log" 2>&1
+(PEERS=$PEERS bash "$(dirname "$0")/build_peer.sh" llama-bench llama-batched-bench ${LLAMA_EXTRA:-} > "$OUT/llama_build.log" 2>&1
  echo "llama build rc=$?" >> "$OUT/llama_build.log") &
 lb=$!
 
@@ -45,7 +46,7 @@ for m in $q40 $l3; do
   timeout 150 $L/llama-bench -m $m -p 0 -n 128 -d 0,4096 -fa 1 -ngl 99 2>&1 | grep -E "^\|" | tee -a "$S"
 done
 
-for t in Q8_0 Q4_K_M; do
+for t in ${B1_TYPES-Q8_0 Q4_K_M}; do
   m=/tmp/peer-llama2-7b-$t.gguf
   [ -f $m ] || timeout 300 "$B/vega" synth --shape llama2-7b --type $t -o $m >> "$OUT/synth.log" 2>&1
   log "vega B=1 tg128, llama2-7b $t"

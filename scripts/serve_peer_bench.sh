@@ -21,6 +21,7 @@ mkdir -p "$OUT"
 S=$OUT/summary.txt
 log() { echo "=== $* ($(date +%T))" | tee -a "$S"; }
 here=$(cd "$(dirname "$0")" && pwd)
+. "$here/device_env.sh"
 
 # Both servers answer /health with 200 once the model is loaded.
 wait_health() {  # wait_health PORT PID
@@ -52,7 +53,7 @@ log "model $m"
 L=${LLAMA_PEER_DIR:-/tmp/llama-peer}/b/bin
 lb=
 if [ "$PEER" = 1 ] && [ ! -x "$L/llama-server" ]; then
-  (bash "$PEERS/build-llama.sh" llama-server ${LLAMA_TARGETS:-} > "$OUT/llama_build.log" 2>&1
+  (PEERS=$PEERS bash "$here/build_peer.sh" llama-server ${LLAMA_TARGETS:-} > "$OUT/llama_build.log" 2>&1
    echo "llama build rc=$?" >> "$OUT/llama_build.log") &
   lb=$!
 fi
