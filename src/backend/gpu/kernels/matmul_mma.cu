@@ -10,8 +10,9 @@
 // chunks (K): grid (rows / (NT*8), n_out / 16). Per chunk a warp issues one
 // mma.m16n8k32 (s8 x s8 -> s32) per 8 activation rows: lane (g, t) holds bytes
 // 4t..4t+3 of rows g and g+8 of the chunk, whose low and high nibbles are
-// elements 4t.. and 16+4t.. (exactly the A fragment's k order), so the weights
-// need no shuffling or shared memory. The int32 dot of one chunk is scaled by
+// elements 4t.. and 16+4t.. (exactly the A fragment's k order). The weights reach
+// the lanes in 16-byte loads and a transpose across each quad (WideRow), not
+// through shared memory. The int32 dot of one chunk is scaled by
 // the row's and the activation's chunk scales (chunk_value, as in the matvec);
 // Q6_K, whose halves have their own scales, takes two m16n8k16. The warps' partial
 // sums meet in shared memory in a fixed order (deterministic results).
