@@ -48,6 +48,12 @@ else()
   # each architecture maps to its table, and they must all map to the same one.
   set(_offload)
   foreach(a ${VEGA_HIP_ARCHS})
+    if(a MATCHES "^gfx1[0-9]")
+      # RDNA (gfx10xx, gfx11xx, gfx12xx) runs 32-lane waves: every wave primitive and
+      # kernel shape of the HIP path assumes 64 (wave.h also asserts it at compile time).
+      message(FATAL_ERROR "VEGA_HIP_ARCHS: ${a} is a wave32 (RDNA) target; vega's HIP kernels are written "
+                          "for 64-lane waves (gfx906). Build for gfx906, or add a wave32 target table.")
+    endif()
     if(a MATCHES "^gfx906")
       set(_table GFX906)
     else()

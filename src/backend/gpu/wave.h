@@ -87,9 +87,19 @@ constexpr int kRowHalfMirror = 0x141;  // lane i <-> 7-i within 8
 constexpr int kRowMirror = 0x140;      // lane i <-> 15-i within 16
 constexpr int kSwizzleXor16 = 0x401F;  // ds_swizzle bitmask mode: and 0x1f, xor 16
 
+// v from the lane Ctrl names; 0 where that lane is out of range or inactive
+// (bound_ctrl): what a sum needs.
 template <int Ctrl>
 __device__ __forceinline__ float dpp(float v) {
     return __int_as_float(__builtin_amdgcn_mov_dpp(__float_as_int(v), Ctrl, 0xF, 0xF, true));
+}
+// The same, but the lane's own v where the source is out of range or inactive
+// (update_dpp with old = v, no bound_ctrl): a max must not see a 0 there, or a max
+// over negative values in a partly active quad or row would return 0.
+template <int Ctrl>
+__device__ __forceinline__ float dpp_or_self(float v) {
+    const int i = __float_as_int(v);
+    return __int_as_float(__builtin_amdgcn_update_dpp(i, i, Ctrl, 0xF, 0xF, false));
 }
 __device__ __forceinline__ float swz_xor16(float v) {
     return __int_as_float(__builtin_amdgcn_ds_swizzle(__float_as_int(v), kSwizzleXor16));
@@ -123,15 +133,18 @@ __device__ __forceinline__ float group_reduce_sum(float v) {
 #endif
 }
 
+// Max over aligned groups of W lanes. Within a row (W <= 16) inactive lanes are
+// skipped (dpp_or_self); wider groups (ds_swizzle, readlane) need the lanes they
+// read active, as group_reduce_sum does.
 template <int W>
 __device__ __forceinline__ float group_reduce_max(float v) {
     static_assert(W >= 1 && W <= kWave && (W & (W - 1)) == 0, "group width");
 #if defined(VEGA_GPU_HIP)
     using namespace detail;
-    if constexpr (W >= 2) v = fmaxf(v, dpp<kQuadXor1>(v));
-    if constexpr (W >= 4) v = fmaxf(v, dpp<kQuadXor2>(v));
-    if constexpr (W >= 8) v = fmaxf(v, dpp<kRowHalfMirror>(v));
-    if constexpr (W >= 16) v = fmaxf(v, dpp<kRowMirror>(v));
+    if constexpr (W >= 2) v = fmaxf(v, dpp_or_self<kQuadXor1>(v));
+    if constexpr (W >= 4) v = fmaxf(v, dpp_or_self<kQuadXor2>(v));
+    if constexpr (W >= 8) v = fmaxf(v, dpp_or_self<kRowHalfMirror>(v));
+    if constexpr (W >= 16) v = fmaxf(v, dpp_or_self<kRowMirror>(v));
     if constexpr (W >= 32) v = fmaxf(v, swz_xor16(v));
     if constexpr (W >= 64) v = fmaxf(readlane(v, 0), readlane(v, 32));
     return v;
