@@ -11,7 +11,7 @@
 //   hot-loop checks, on the innermost loop with the most vector-memory loads
 //   (loop_stats() below, from the compiler's loop annotations):
 //   loop_inflight=N  at least N loads outstanding at the loop's first wait
-//   loop_waits=N     at most N waits on vector memory per iteration (round trips)
+//   loop_waits=N     at most N waits on vector memory per iteration
 //   loop_vmcnt0=N    at most N vmcnt(0) waits followed by more loads in the iteration
 //   loop_cndmask=N   at most N v_cndmask per iteration (dynamic register indexing)
 //   loop_x4          the loop's weight/KV stream uses dwordx4 loads
@@ -94,6 +94,7 @@ struct LoopStats {
     bool found = false;
     std::string header;
     int loads = 0, x4 = 0, inflight_at_first_wait = 0, waits = 0, vmcnt0_then_load = 0, cndmask = 0;
+    int trips = 0;  // waits with a load issued since the previous wait: latencies paid one after another
 };
 
 bool is_vmem_load(const std::string& l) {
@@ -153,6 +154,7 @@ LoopStats loop_stats(const std::string& isa) {
     st.found = true;
     st.header = best;
     int outstanding = 0;
+    bool issued_since_wait = false;
     for (int pass = 0; pass < 2; ++pass) {
         bool any_wait = false, saw_vmcnt0 = false;
         for (const Block* b : body)
@@ -163,7 +165,9 @@ LoopStats loop_stats(const std::string& isa) {
                         if (pass == 1) {
                             if (!any_wait) st.inflight_at_first_wait = outstanding;
                             ++st.waits;
+                            st.trips += issued_since_wait;
                         }
+                        issued_since_wait = false;
                         any_wait = true;
                         outstanding = n;
                     }
@@ -171,6 +175,7 @@ LoopStats loop_stats(const std::string& isa) {
                 }
                 if (is_vmem_load(l)) {
                     ++outstanding;
+                    issued_since_wait = true;
                     if (pass == 1) {
                         ++st.loads;
                         st.x4 += l.find("dwordx4") != std::string::npos;
@@ -302,9 +307,10 @@ int self_test() {
         "\ts_endpgm\n";
     const LoopStats st = loop_stats(isa);
     // Steady state: 1 load carried in from the last iteration, +2 = 3 outstanding at the
-    // first wait (vmcnt(1)); then vmcnt(0) (a second wait), then a load after it.
+    // first wait (vmcnt(1)); then vmcnt(0) (a second wait, but no load was issued between
+    // the two: one round trip), then a load after it.
     const bool ok = st.found && st.header == "BB0_1" && st.loads == 3 && st.x4 == 1 && st.inflight_at_first_wait == 3 &&
-                    st.waits == 2 && st.vmcnt0_then_load == 1 && st.cndmask == 1;
+                    st.waits == 2 && st.trips == 1 && st.vmcnt0_then_load == 1 && st.cndmask == 1;
     if (!ok) {
         std::printf("self-test FAIL loop_stats: found %d header %s loads %d x4 %d inflight %d waits %d vmcnt0+load %d cndmask %d\n",
                     st.found, st.header.c_str(), st.loads, st.x4, st.inflight_at_first_wait, st.waits, st.vmcnt0_then_load,
@@ -489,13 +495,14 @@ int main(int argc, char** argv) {
 
     std::ostringstream table;
     table << "| kernel | file | VGPRs | SGPRs | LDS B | threads | waves/SIMD (limit) | floor | hot loop: loads, x4, "
-             "in flight at 1st wait, waits, vmcnt(0)+load, cndmask | expects | status |\n"
+             "in flight at 1st wait, waits (round trips), vmcnt(0)+load, cndmask | expects | status |\n"
           << "| --- | --- | ---: | ---: | ---: | ---: | ---: | ---: | --- | --- | --- |\n";
     for (const RowOut& r : rows) {
         std::string loop = "-";
         if (r.loop.found)
             loop = std::to_string(r.loop.loads) + ", " + std::to_string(r.loop.x4) + ", " +
-                   std::to_string(r.loop.inflight_at_first_wait) + ", " + std::to_string(r.loop.waits) + ", " +
+                   std::to_string(r.loop.inflight_at_first_wait) + ", " + std::to_string(r.loop.waits) + " (" +
+                   std::to_string(r.loop.trips) + "), " +
                    std::to_string(r.loop.vmcnt0_then_load) + ", " + std::to_string(r.loop.cndmask);
         if (r.flat || r.glc) loop += " (flat " + std::to_string(r.flat) + ", glc " + std::to_string(r.glc) + ")";
         table << "| `" << shorten(r.k->name) << "` | " << r.k->file << " | " << r.k->vgpr << " | " << r.k->sgpr << " | "
@@ -521,8 +528,9 @@ int main(int argc, char** argv) {
           << "parentheses is what caps it.\n\n"
           << "**Hot loop**: the innermost loop with the most vector-memory loads, walked in layout order from its\n"
           << "header, twice (steady state), every block counted as executed. Columns: loads per iteration, of\n"
-          << "them dwordx4, loads outstanding at the first wait, waits on vector memory per iteration (memory\n"
-          << "round trips), vmcnt(0) waits followed by more loads, v_cndmask per iteration; flat/glc loads of the\n"
+          << "them dwordx4, loads outstanding at the first wait, waits on vector memory per iteration and, in\n"
+          << "parentheses, round trips (waits with a load issued since the previous wait: latencies paid one\n"
+          << "after another), vmcnt(0) waits followed by more loads, v_cndmask per iteration; flat/glc loads of the\n"
           << "whole kernel are noted when present.\n\n"
           << "A kernel fails on scratch (spills), LDS over 64 KiB, occupancy under its declared floor, a missing\n"
           << "expected instruction (`dpp` = a DPP modifier or ds_swizzle), a failed hot-loop check, or (matvec and\n"
