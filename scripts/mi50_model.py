@@ -1,0 +1,139 @@
+#!/usr/bin/env python3
+"""A model of vega's llama2-7b decode (B=1, tg128) on an MI50, from the gfx906 audit.
+
+Nothing here was measured on an MI50: there is no gfx906 card in this project's reach.
+The model takes, per decode kernel, the bytes it moves and, from docs/GFX906_AUDIT.md (the
+audit's own occupancy and hot-loop count), its waves per SIMD and the memory round trips per
+loop iteration. It then bounds the kernel's time by bandwidth and by latency, and adds a gap
+per launch:
+
+  t_kernel = max(bytes / BW, rounds * lifetime) + GAP
+  lifetime = iterations * trips * LAT + LAT        (the loop, then the reduction and store)
+  rounds   = max(1, rows / (waves_per_SIMD * 4 SIMDs * 60 CUs))
+
+A matvec wave owns one output row (both rows, for the fused gate/up). Each lane takes kU
+chunks of 32 weights per iteration, so iterations = ceil(n_in / (32 * 64 * kU)).
+Small kernels (norm + q8, rope + cache store, attention at tg128 depths, argmax) count as
+2 * LAT + GAP each.
+
+Left out of the model:
+- instruction issue and dot4 throughput (assumed hidden under memory);
+- L2 hits on the activations;
+- imbalance between the HBM channels;
+- clocks below peak;
+- the attention's real cost at depth (tg128 averages 64 positions: under 1% of the bytes);
+- the CPU side of a step (graph replay assumed).
+
+  scripts/mi50_model.py [--audit docs/GFX906_AUDIT.md] [--lat 0.6,0.9,1.2] [--gap 1,3]
+                        [--trips N]  (what-if: every decode matvec at N round trips per iteration)
+                        [--launches-per-layer N]  (what-if: N kernels per layer instead of 11)
+"""
+import argparse
+import math
+import re
+
+BW = 860e9  # bytes/s, what MI50 users measure with plain reads
+CUS, SIMDS = 60, 4
+E, F, LAYERS, VOCAB = 4096, 11008, 32, 32000
+# bytes per weight; the llama.cpp mixes: Q4_K_M keeps attn_v and half of ffn_down in Q6_K,
+# the output matrix is Q6_K in all three files.
+BPW = {"Q4_0": 18 / 32, "Q8_0": 34 / 32, "Q4_K": 144 / 256, "Q6_K": 210 / 256}
+TYPE_ID = {"Q4_0": 2, "Q8_0": 8, "Q4_K": 12, "Q6_K": 14}
+UNROLL = {False: 2, True: 1}  # chunks per lane and iteration (arch/gfx906.h: kMatvecUnroll; gate/up 1)
+
+
+TRIPS_OVERRIDE = None
+SMALL_PER_LAYER = 5  # norm+q8, rope+store, attention, residual+norm+q8, q8 of h
+
+
+def audit_rows(path):
+    """kernel name -> (waves/SIMD, round trips per iteration) for the 1-row decode matvecs."""
+    out = {}
+    for line in open(path):
+        m = re.match(r"\| `matvec_q<(\d+), 1, (true|false), [^`]*>` \|.*?\| (\d+) \((\w+|blocks/CU)\) \| \d+ \| "
+                     r"\d+, \d+, \d+, \d+ \((\d+)\)", line)
+        if m:
+            out[(int(m.group(1)), m.group(2) == "true")] = (int(m.group(3)), int(m.group(5)))
+    return out
+
+
+def matvec_time(rows, n_in, type_name, swiglu, audit, lat, gap):
+    waves, trips = audit[(TYPE_ID[type_name], swiglu)]
+    trips = TRIPS_OVERRIDE or trips
+    mats = 2 if swiglu else 1
+    bytes_ = rows * n_in * BPW[type_name] * mats
+    iters = math.ceil(n_in / (32 * 64 * UNROLL[swiglu]))
+    lifetime = iters * trips * lat + lat
+    rounds = max(1.0, rows / (waves * SIMDS * CUS))
+    return max(bytes_ / BW, rounds * lifetime) + gap, bytes_
+
+
+def token_time(quant, audit, lat, gap):
+    """Seconds and bytes per decode token; quant is Q4_0, Q8_0 or Q4_K_M."""
+    t = b = 0.0
+    small = 2 * lat + gap
+
+    def mv(rows, n_in, ty, sw=False):
+        nonlocal t, b
+        dt, db = matvec_time(rows, n_in, ty, sw, audit, lat, gap)
+        t += dt
+        b += db
+
+    for layer in range(LAYERS):
+        base = "Q4_K" if quant == "Q4_K_M" else quant
+        v_type = "Q6_K" if quant == "Q4_K_M" else base
+        down = "Q6_K" if quant == "Q4_K_M" and layer % 2 == 0 else base
+        # 11 kernels: 5 small ones (residual + norm + q8 of the block input; rope + cache
+        # store; attention (split + merge); residual + norm + q8; q8 of h, as the
+        # epilogue needs wave32) and 6 matvecs (q, k, v one matrix per launch; o;
+        # gate/up + SwiGLU; down). SMALL_PER_LAYER below 5 models fused epilogues.
+        t += SMALL_PER_LAYER * small
+        mv(E, E, base), mv(E, E, base)    # q, k
+        mv(E, E, v_type)                  # v
+        mv(E, E, base)                    # o
+        mv(F, E, base, True)              # gate/up + SwiGLU
+        mv(E, F, down)                    # down
+    t += small                            # final norm + q8
+    mv(VOCAB, E, "Q6_K")                  # output
+    t += small                            # argmax
+    return t, b
+
+
+def main():
+    ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    ap.add_argument("--audit", default="docs/GFX906_AUDIT.md")
+    ap.add_argument("--lat", default="0.6,0.9,1.2", help="loaded DRAM latency, microseconds")
+    ap.add_argument("--gap", default="1,3", help="gap per kernel launch in a replayed graph, microseconds")
+    ap.add_argument("--trips", type=int, default=0, help="what-if: round trips per matvec iteration")
+    ap.add_argument("--launches-per-layer", type=int, default=11, help="what-if: kernels per layer (6 matvecs + small)")
+    a = ap.parse_args()
+    global TRIPS_OVERRIDE, SMALL_PER_LAYER
+    TRIPS_OVERRIDE = a.trips or None
+    SMALL_PER_LAYER = max(0, a.launches_per_layer - 6)
+    audit = audit_rows(a.audit)
+    lats = [float(x) * 1e-6 for x in a.lat.split(",")]
+    gaps = [float(x) * 1e-6 for x in a.gap.split(",")]
+    print("| type | bytes/token | LAT us | GAP us | tg128 t/s | % of 860 GB/s |")
+    print("| --- | ---: | ---: | ---: | ---: | ---: |")
+    for q in ("Q4_0", "Q8_0", "Q4_K_M"):
+        for lat in lats:
+            for gap in gaps:
+                t, b = token_time(q, audit, lat, gap)
+                print(f"| {q} | {b / 1e9:.2f} GB | {lat * 1e6:.1f} | {gap * 1e6:.0f} | {1 / t:.1f} | "
+                      f"{100 * b / t / BW:.0f}% |")
+    print()
+    print("Per kernel (Q4_0, LAT 0.9 us, GAP 1 us): rows x n_in, waves/SIMD, trips, bandwidth-bound vs latency-bound us")
+    lat, gap = 0.9e-6, 1e-6
+    for name, rows, n_in, ty, sw in (("q/k/v/o", E, E, "Q4_0", False), ("gate/up", F, E, "Q4_0", True),
+                                      ("down", E, F, "Q4_0", False), ("output", VOCAB, E, "Q6_K", False)):
+        waves, trips = audit[(TYPE_ID[ty], sw)]
+        mats = 2 if sw else 1
+        bw_us = rows * n_in * BPW[ty] * mats / BW * 1e6
+        iters = math.ceil(n_in / (32 * 64 * UNROLL[sw]))
+        lat_us = max(1.0, rows / (waves * SIMDS * CUS)) * (iters * trips * lat + lat) * 1e6
+        print(f"- {name}: {rows} x {n_in} {ty}{' x2' if sw else ''}, {waves} waves/SIMD, {trips} trips x {iters} "
+              f"iterations: {bw_us:.1f} us at 860 GB/s, {lat_us:.1f} us latency-bound")
+
+
+if __name__ == "__main__":
+    main()
