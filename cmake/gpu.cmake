@@ -7,6 +7,9 @@
 if(VEGA_HIP AND VEGA_CUDA)
   message(FATAL_ERROR "VEGA_HIP and VEGA_CUDA are exclusive: configure two build directories")
 endif()
+if(VEGA_GPU_EMULATE_GFX906 AND NOT VEGA_CUDA)
+  message(FATAL_ERROR "VEGA_GPU_EMULATE_GFX906 runs gfx906's kernels on NVIDIA: it needs VEGA_CUDA=ON")
+endif()
 
 file(GLOB VEGA_GPU_CU CONFIGURE_DEPENDS ${CMAKE_SOURCE_DIR}/src/backend/gpu/*.cu
      ${CMAKE_SOURCE_DIR}/src/backend/gpu/kernels/*.cu)
@@ -19,7 +22,8 @@ if(VEGA_CUDA)
     set(CMAKE_CUDA_COMPILER /usr/local/cuda/bin/nvcc)
   endif()
   set(VEGA_CUDA_ARCHS "90" CACHE STRING "CUDA architectures to build (e.g. 80;86;89;90)")
-  # Every NVIDIA architecture uses the nvidia table (src/backend/gpu/arch/nvidia.h).
+  # Every NVIDIA architecture uses the nvidia table (src/backend/gpu/arch/nvidia.h), or
+  # gfx906's in the emulation build (VEGA_GPU_EMULATE_GFX906).
   foreach(a ${VEGA_CUDA_ARCHS})
     if(a MATCHES "^([0-9]+)" AND CMAKE_MATCH_1 LESS 61)
       message(FATAL_ERROR "VEGA_CUDA_ARCHS: ${a} is too old (61 or newer: dp4a)")
@@ -37,9 +41,15 @@ if(VEGA_CUDA)
     target_compile_definitions(vega_gpu_kernels PRIVATE VEGA_GPU_TUNING=1)
   endif()
   target_include_directories(vega_gpu_kernels PUBLIC ${CMAKE_SOURCE_DIR}/src)
-  target_compile_definitions(vega_gpu_kernels PUBLIC VEGA_GPU_TARGET_NVIDIA=1)
+  if(VEGA_GPU_EMULATE_GFX906)
+    # gfx906's table and code paths on NVIDIA (src/backend/gpu/gfx906_emulation.h).
+    target_compile_definitions(vega_gpu_kernels PUBLIC VEGA_GPU_TARGET_GFX906=1 VEGA_GPU_EMULATE_GFX906=1)
+    set(VEGA_GPU_VENDOR "CUDA ${VEGA_CUDA_ARCHS}, gfx906 emulation")
+  else()
+    target_compile_definitions(vega_gpu_kernels PUBLIC VEGA_GPU_TARGET_NVIDIA=1)
+    set(VEGA_GPU_VENDOR "CUDA ${VEGA_CUDA_ARCHS}")
+  endif()
   target_link_libraries(vega_gpu_kernels PUBLIC CUDA::cudart)
-  set(VEGA_GPU_VENDOR "CUDA ${VEGA_CUDA_ARCHS}")
 else()
   find_program(VEGA_HIPCC NAMES hipcc REQUIRED)
   set(VEGA_HIP_ARCHS "gfx906" CACHE STRING "AMD GPU targets to build (e.g. gfx906;gfx908)")

@@ -15,7 +15,11 @@ MODE=${1:-all}
 OUT=${OUT:-$PWD/gpu_check_out}
 mkdir -p "$OUT"
 export VEGA_TEST_DATA=${VEGA_TEST_DATA:-$PWD/.devdata/testdata}
+# EMULATE=1: the gfx906 emulation build (VEGA_GPU_EMULATE_GFX906: gfx906's kernels,
+# table and wave64 instructions on the NVIDIA GPU) in build-h200-emu; run it with
+# "test" for issue 10's parity and end-to-end counts.
 B=build-h200
+[ "${EMULATE:-0}" = 1 ] && B=build-h200-emu
 # Carried libraries (scripts/device_env.sh). After the tests, scripts/gpu_sweep.sh runs
 # every synth shape x type (SWEEP=1).
 . "$(dirname "$0")/device_env.sh"
@@ -25,7 +29,7 @@ log() { echo "=== $* ($(date +%T))" | tee -a "$OUT/summary.txt"; }
 log "configure + build"
 nvidia-smi --query-gpu=name,memory.total,clocks.max.sm --format=csv | tee -a "$OUT/summary.txt"
 TUNING=${TUNING:-OFF}; [ "$MODE" = tune ] && TUNING=ON
-cmake -S . -B $B -G Ninja -DCMAKE_BUILD_TYPE=Release -DVEGA_CUDA=ON -DVEGA_ASAN_TESTS=OFF -DVEGA_GPU_TUNING=$TUNING -DVEGA_NET=${VEGA_NET:-OFF} \
+cmake -S . -B $B -G Ninja -DCMAKE_BUILD_TYPE=Release -DVEGA_CUDA=ON -DVEGA_ASAN_TESTS=OFF -DVEGA_GPU_TUNING=$TUNING -DVEGA_NET=${VEGA_NET:-OFF} -DVEGA_GPU_EMULATE_GFX906=$([ "${EMULATE:-0}" = 1 ] && echo ON || echo OFF) \
       -DCMAKE_CUDA_COMPILER=${NVCC:-$(command -v nvcc || echo /usr/local/cuda/bin/nvcc)} > "$OUT/configure.log" 2>&1 \
   || { tail -30 "$OUT/configure.log"; exit 1; }
 TARGETS="vega vega_gpu_parity_tests vega_engine_tests vega_probe_gpu"

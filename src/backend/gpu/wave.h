@@ -1,12 +1,23 @@
 // Wave primitives and dot wrappers: the only place with cross-lane or
 // vendor-specific arithmetic. gfx906: DPP (quad_perm, row_half_mirror,
 // row_mirror), ds_swizzle (xor 16 inside 32 lanes) and v_readlane for the two
-// halves of a wave64; NVIDIA: __shfl_xor_sync. dot4_i8: v_dot4_i32_i8 / __dp4a.
+// halves of a wave64 (VEGA_GPU_GFX906_ISA: on the card through the HIP builtins,
+// in the emulation build through gfx906_emulation.h on NVIDIA); NVIDIA:
+// __shfl_xor_sync. dot4_i8: v_dot4_i32_i8 / __dp4a.
 #pragma once
 #include <cstdint>
 
 #include "backend/gpu/arch/arch.h"
 #include "backend/gpu/vendor.h"
+#if defined(VEGA_GPU_EMULATE_GFX906)
+#include "backend/gpu/gfx906_emulation.h"
+#endif
+#include "backend/gpu/gfx906_lanes.h"
+
+// The wave primitives are gfx906's cross-lane instructions: on the card, or emulated.
+#if defined(VEGA_GPU_HIP) || defined(VEGA_GPU_EMULATE_GFX906)
+#define VEGA_GPU_GFX906_ISA 1
+#endif
 
 namespace vega::gpu {
 
@@ -17,7 +28,9 @@ constexpr int kWave = arch::kWave;
 #if defined(__HIP_DEVICE_COMPILE__) && defined(__AMDGCN_WAVEFRONT_SIZE)
 static_assert(__AMDGCN_WAVEFRONT_SIZE == kWave, "the target table's kWave is not this target's wavefront size");
 #endif
-#if defined(__CUDA_ARCH__)
+#if defined(__CUDA_ARCH__) && defined(VEGA_GPU_EMULATE_GFX906)
+static_assert(kWave == 64, "the gfx906 emulation runs 64-thread waves (two warps)");
+#elif defined(__CUDA_ARCH__)
 static_assert(kWave == 32, "NVIDIA warps are 32 lanes");
 #endif
 
@@ -78,20 +91,61 @@ __device__ __forceinline__ float load_l2(const float* p) {
 #endif
 }
 
-#if defined(VEGA_GPU_HIP)
+#if defined(VEGA_GPU_GFX906_ISA)
 namespace detail {
-// DPP controls (GCN5 encoding).
-constexpr int kQuadXor1 = 0xB1;        // quad_perm [1,0,3,2]
-constexpr int kQuadXor2 = 0x4E;        // quad_perm [2,3,0,1]
-constexpr int kRowHalfMirror = 0x141;  // lane i <-> 7-i within 8
-constexpr int kRowMirror = 0x140;      // lane i <-> 15-i within 16
-constexpr int kSwizzleXor16 = 0x401F;  // ds_swizzle bitmask mode: and 0x1f, xor 16
+using gfx906::kQuadXor1;
+using gfx906::kQuadXor2;
+using gfx906::kRowHalfMirror;
+using gfx906::kRowMirror;
+using gfx906::kSwizzleXor16;
+
+// The instructions, on 32-bit lanes: v_mov_b32_dpp with bound_ctrl (0 from an
+// out-of-range or inactive source), update_dpp (the lane's old value there),
+// ds_swizzle_b32, v_readlane_b32.
+template <int Ctrl>
+__device__ __forceinline__ int mov_dpp(int v) {
+#if defined(VEGA_GPU_HIP)
+    return __builtin_amdgcn_mov_dpp(v, Ctrl, 0xF, 0xF, true);
+#else
+    return emu::dpp<Ctrl, true>(0, v);
+#endif
+}
+template <int Ctrl>
+__device__ __forceinline__ int update_dpp(int old, int v) {
+#if defined(VEGA_GPU_HIP)
+    return __builtin_amdgcn_update_dpp(old, v, Ctrl, 0xF, 0xF, false);
+#else
+    return emu::dpp<Ctrl, false>(old, v);
+#endif
+}
+template <int Offset>
+__device__ __forceinline__ int ds_swizzle(int v) {
+#if defined(VEGA_GPU_HIP)
+    return __builtin_amdgcn_ds_swizzle(v, Offset);
+#else
+    return emu::swizzle<Offset>(v);
+#endif
+}
+__device__ __forceinline__ int readlane_i(int v, int l) {
+#if defined(VEGA_GPU_HIP)
+    return __builtin_amdgcn_readlane(v, l);
+#else
+    return emu::readlane(v, l);
+#endif
+}
+__device__ __forceinline__ int ds_bpermute(int byte_address, int v) {
+#if defined(VEGA_GPU_HIP)
+    return __builtin_amdgcn_ds_bpermute(byte_address, v);
+#else
+    return emu::bpermute(byte_address, v);
+#endif
+}
 
 // v from the lane Ctrl names; 0 where that lane is out of range or inactive
 // (bound_ctrl): what a sum needs.
 template <int Ctrl>
 __device__ __forceinline__ float dpp(float v) {
-    return __int_as_float(__builtin_amdgcn_mov_dpp(__float_as_int(v), Ctrl, 0xF, 0xF, true));
+    return __int_as_float(mov_dpp<Ctrl>(__float_as_int(v)));
 }
 // The same, but the lane's own v where the source is out of range or inactive
 // (update_dpp with old = v, no bound_ctrl): a max must not see a 0 there, or a max
@@ -99,14 +153,10 @@ __device__ __forceinline__ float dpp(float v) {
 template <int Ctrl>
 __device__ __forceinline__ float dpp_or_self(float v) {
     const int i = __float_as_int(v);
-    return __int_as_float(__builtin_amdgcn_update_dpp(i, i, Ctrl, 0xF, 0xF, false));
+    return __int_as_float(update_dpp<Ctrl>(i, i));
 }
-__device__ __forceinline__ float swz_xor16(float v) {
-    return __int_as_float(__builtin_amdgcn_ds_swizzle(__float_as_int(v), kSwizzleXor16));
-}
-__device__ __forceinline__ float readlane(float v, int l) {
-    return __int_as_float(__builtin_amdgcn_readlane(__float_as_int(v), l));
-}
+__device__ __forceinline__ float swz_xor16(float v) { return __int_as_float(ds_swizzle<kSwizzleXor16>(__float_as_int(v))); }
+__device__ __forceinline__ float readlane(float v, int l) { return __int_as_float(readlane_i(__float_as_int(v), l)); }
 }  // namespace detail
 #endif
 
@@ -115,7 +165,7 @@ __device__ __forceinline__ float readlane(float v, int l) {
 template <int W>
 __device__ __forceinline__ float group_reduce_sum(float v) {
     static_assert(W >= 1 && W <= kWave && (W & (W - 1)) == 0, "group width");
-#if defined(VEGA_GPU_HIP)
+#if defined(VEGA_GPU_GFX906_ISA)
     using namespace detail;
     // After each step every lane holds the sum of its 2, 4, 8, ... lanes: mirrors
     // pair each half of a group with the other half, which is all a sum needs.
@@ -133,13 +183,16 @@ __device__ __forceinline__ float group_reduce_sum(float v) {
 #endif
 }
 
-// Max over aligned groups of W lanes. Within a row (W <= 16) inactive lanes are
-// skipped (dpp_or_self); wider groups (ds_swizzle, readlane) need the lanes they
-// read active, as group_reduce_sum does.
+// Max over aligned groups of W lanes; every lane of the group gets the result.
+// Call from converged code, as for the sum: an inactive lane breaks the butterfly
+// (no reduction reaches every lane through lanes that do not run). Where a lane is
+// inactive anyway, the DPP steps keep the reading lane's own value (dpp_or_self),
+// so the result is a max over some active lanes, never a 0 that no lane holds (a
+// max over negative values used to return 0: tests/gpu/gfx906_lanes_test.cpp).
 template <int W>
 __device__ __forceinline__ float group_reduce_max(float v) {
     static_assert(W >= 1 && W <= kWave && (W & (W - 1)) == 0, "group width");
-#if defined(VEGA_GPU_HIP)
+#if defined(VEGA_GPU_GFX906_ISA)
     using namespace detail;
     if constexpr (W >= 2) v = fmaxf(v, dpp_or_self<kQuadXor1>(v));
     if constexpr (W >= 4) v = fmaxf(v, dpp_or_self<kQuadXor2>(v));
@@ -160,7 +213,7 @@ __device__ __forceinline__ float wave_reduce_max(float v) { return group_reduce_
 
 // Value of lane src (uniform src) to all lanes.
 __device__ __forceinline__ float wave_broadcast(float v, int src) {
-#if defined(VEGA_GPU_HIP)
+#if defined(VEGA_GPU_GFX906_ISA)
     return detail::readlane(v, src);
 #else
     return __shfl_sync(0xffffffffu, v, src);
@@ -169,8 +222,8 @@ __device__ __forceinline__ float wave_broadcast(float v, int src) {
 
 // Value of lane (lane ^ mask): arbitrary in-wave exchange (ds_bpermute on gfx906).
 __device__ __forceinline__ int wave_shuffle_xor(int v, int mask) {
-#if defined(VEGA_GPU_HIP)
-    return __builtin_amdgcn_ds_bpermute((lane_id() ^ mask) << 2, v);
+#if defined(VEGA_GPU_GFX906_ISA)
+    return detail::ds_bpermute((lane_id() ^ mask) << 2, v);
 #else
     return __shfl_xor_sync(0xffffffffu, v, mask);
 #endif
@@ -200,7 +253,7 @@ __device__ __forceinline__ float block_reduce_sum(float v, float* lds /* [NT/kWa
 template <int NT>
 __device__ __forceinline__ double block_reduce_sum_f64(double v, double* lds /* [NT/kWave] */) {
     constexpr int NW = NT / kWave;
-#if defined(VEGA_GPU_HIP)
+#if defined(VEGA_GPU_GFX906_ISA)
     // The float reduction's DPP / ds_swizzle steps, applied to both 32-bit halves.
     using namespace detail;
     const auto step = [](double x, auto mov) {
@@ -208,14 +261,13 @@ __device__ __forceinline__ double block_reduce_sum_f64(double v, double* lds /* 
         const int lo = mov(int(b & 0xffffffffll)), hi = mov(int(b >> 32));
         return __longlong_as_double((static_cast<long long>(hi) << 32) | static_cast<unsigned>(lo));
     };
-    v += step(v, [](int x) { return __builtin_amdgcn_mov_dpp(x, kQuadXor1, 0xF, 0xF, true); });
-    v += step(v, [](int x) { return __builtin_amdgcn_mov_dpp(x, kQuadXor2, 0xF, 0xF, true); });
-    v += step(v, [](int x) { return __builtin_amdgcn_mov_dpp(x, kRowHalfMirror, 0xF, 0xF, true); });
-    v += step(v, [](int x) { return __builtin_amdgcn_mov_dpp(x, kRowMirror, 0xF, 0xF, true); });
-    v += step(v, [](int x) { return __builtin_amdgcn_ds_swizzle(x, kSwizzleXor16); });
+    v += step(v, [](int x) { return mov_dpp<kQuadXor1>(x); });
+    v += step(v, [](int x) { return mov_dpp<kQuadXor2>(x); });
+    v += step(v, [](int x) { return mov_dpp<kRowHalfMirror>(x); });
+    v += step(v, [](int x) { return mov_dpp<kRowMirror>(x); });
+    v += step(v, [](int x) { return ds_swizzle<kSwizzleXor16>(x); });
     if constexpr (kWave == 64)
-        v = step(v, [](int x) { return __builtin_amdgcn_readlane(x, 0); }) +
-            step(v, [](int x) { return __builtin_amdgcn_readlane(x, 32); });
+        v = step(v, [](int x) { return readlane_i(x, 0); }) + step(v, [](int x) { return readlane_i(x, 32); });
 #else
 #pragma unroll
     for (int o = kWave / 2; o > 0; o /= 2) v += __shfl_xor_sync(0xffffffffu, v, o);

@@ -15,6 +15,8 @@ constexpr int kAttnGroup = 16;
 constexpr int kAttnSplit = 64;        // KV positions per split (a block walks its splits): 8 steps per group (A/B: +1.2-1.9% tg128 over 32)
 constexpr int kAttnAhead = 8;         // steps whose K, V are loaded before use: all 8, one memory wait per block
 constexpr int kAttnBlocksPerSm = 8;  // split-attention blocks per SM over all (token, head) pairs (4 resident, 2 waves)
+constexpr bool kPdl = true;             // programmatic dependent launch (sm_90; checked at run time)
+constexpr bool kMultiMatLaunch = true;  // q, k, v (three GpuMat parameters) in one matvec launch
 constexpr const char* kName = "nvidia";
 constexpr const char* kDeviceArch = "sm_";  // any NVIDIA device (sm_61+: dp4a; mma needs sm_80, checked at run time)
 // Tensor-core matmul (kernels/matmul_mma.cu): used from this many activation rows

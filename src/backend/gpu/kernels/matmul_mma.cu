@@ -30,7 +30,7 @@
 
 namespace vega::gpu {
 
-#if defined(VEGA_GPU_CUDA)
+#if defined(VEGA_GPU_CUDA) && !defined(VEGA_GPU_EMULATE_GFX906)
 namespace {
 
 constexpr int kMmaM = 16;                   // output rows per block
@@ -402,7 +402,7 @@ bool ops::matmul_mma(const GpuMat& W, const GpuMat* U, const Act& a, float* y, v
     return U ? dispatch<true>(W, *U, a, y, s) : dispatch<false>(W, W, a, y, s);
 }
 
-#else  // HIP: no tensor-core path (gfx906 has none); the matvec kernels serve every batch.
+#else  // gfx906 (HIP, or its emulation on NVIDIA): no tensor-core path; the matvec kernels serve every batch.
 
 int ops::mma_min_rows() { return 0; }
 bool ops::mma_serves(const GpuMat&) { return false; }

@@ -39,16 +39,10 @@ namespace {
 using arch::kMatvecUnroll;
 using arch::kMatvecWaves;
 constexpr int kMatvecThreads = kWave * kMatvecWaves;
-// HIP (gfx906): no PDL, so no peeled first load; and one matrix per launch —
-// selecting among three GpuMat parameters there puts a per-lane copy in LDS
-// and costs occupancy (audit). NVIDIA: both on.
-#if defined(VEGA_GPU_HIP)
-constexpr bool kPdlPrefetch = false;
-constexpr bool kMultiMat = false;
-#else
-constexpr bool kPdlPrefetch = true;
-constexpr bool kMultiMat = true;
-#endif
+// The target table's choices (gfx906, and its emulation build: no PDL, so no
+// peeled first load, and one matrix per launch; NVIDIA: both).
+constexpr bool kPdlPrefetch = arch::kPdl;
+constexpr bool kMultiMat = arch::kMultiMatLaunch;
 // Decode shape variants besides the table's, for tuning runs (CMake VEGA_GPU_TUNING=ON).
 #if defined(VEGA_GPU_TUNING)
 constexpr bool kTuneVariants = true;
