@@ -7,9 +7,7 @@
 if(VEGA_HIP AND VEGA_CUDA)
   message(FATAL_ERROR "VEGA_HIP and VEGA_CUDA are exclusive: configure two build directories")
 endif()
-if(VEGA_GPU_EMULATE_GFX906 AND NOT VEGA_CUDA)
-  message(FATAL_ERROR "VEGA_GPU_EMULATE_GFX906 runs gfx906's kernels on NVIDIA: it needs VEGA_CUDA=ON")
-endif()
+
 
 file(GLOB VEGA_GPU_CU CONFIGURE_DEPENDS ${CMAKE_SOURCE_DIR}/src/backend/gpu/*.cu
      ${CMAKE_SOURCE_DIR}/src/backend/gpu/kernels/*.cu)
