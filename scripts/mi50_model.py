@@ -57,7 +57,8 @@ def audit_rows(path):
     return out
 
 
-def matvec_time(rows, n_in, type_name, swiglu, audit, lat, gap):
+def matvec_bounds(rows, n_in, type_name, swiglu, audit, lat):
+    """(bandwidth-bound s, latency-bound s, bytes, waves/SIMD, trips, iterations) of one matvec."""
     waves, trips = audit[(TYPE_ID[type_name], swiglu)]
     trips = TRIPS_OVERRIDE or trips
     mats = 2 if swiglu else 1
@@ -65,7 +66,12 @@ def matvec_time(rows, n_in, type_name, swiglu, audit, lat, gap):
     iters = math.ceil(n_in / (32 * 64 * UNROLL[swiglu]))
     lifetime = iters * trips * lat + lat
     rounds = max(1.0, rows / (waves * SIMDS * CUS))
-    return max(bytes_ / BW, rounds * lifetime) + gap, bytes_
+    return bytes_ / BW, rounds * lifetime, bytes_, waves, trips, iters
+
+
+def matvec_time(rows, n_in, type_name, swiglu, audit, lat, gap):
+    bw_s, lat_s, bytes_, _, _, _ = matvec_bounds(rows, n_in, type_name, swiglu, audit, lat)
+    return max(bw_s, lat_s) + gap, bytes_
 
 
 def token_time(quant, audit, lat, gap):
@@ -126,11 +132,8 @@ def main():
     lat, gap = 0.9e-6, 1e-6
     for name, rows, n_in, ty, sw in (("q/k/v/o", E, E, "Q4_0", False), ("gate/up", F, E, "Q4_0", True),
                                       ("down", E, F, "Q4_0", False), ("output", VOCAB, E, "Q6_K", False)):
-        waves, trips = audit[(TYPE_ID[ty], sw)]
-        mats = 2 if sw else 1
-        bw_us = rows * n_in * BPW[ty] * mats / BW * 1e6
-        iters = math.ceil(n_in / (32 * 64 * UNROLL[sw]))
-        lat_us = max(1.0, rows / (waves * SIMDS * CUS)) * (iters * trips * lat + lat) * 1e6
+        bw_s, lat_s, _, waves, trips, iters = matvec_bounds(rows, n_in, ty, sw, audit, lat)
+        bw_us, lat_us = bw_s * 1e6, lat_s * 1e6
         print(f"- {name}: {rows} x {n_in} {ty}{' x2' if sw else ''}, {waves} waves/SIMD, {trips} trips x {iters} "
               f"iterations: {bw_us:.1f} us at 860 GB/s, {lat_us:.1f} us latency-bound")
 

@@ -42,20 +42,17 @@ DeviceInfo device_info(int dev) {
 
 void check_device_target(const DeviceInfo& d, int dev) {
 #if defined(VEGA_GPU_EMULATE_GFX906)
-    // The emulation build runs gfx906's table on an NVIDIA device: its waves of 64
-    // are two warps of 32 (gfx906_emulation.h).
-    const std::string want = "sm_";
+    // gfx906's table on an NVIDIA device: its waves of 64 are two warps of 32 (gfx906_emulation.h).
+    const std::string want = "sm_", what = std::string("the ") + arch::kName + " emulation on NVIDIA";
     const int want_wave = 32;
+#else
+    const std::string want = arch::kDeviceArch, what = arch::kName;
+    const int want_wave = arch::kWave;
+#endif
     if (d.arch.rfind(want, 0) != 0 || d.wave != want_wave)
         gpu_fail("GPU " + std::to_string(dev) + " (" + d.name + ", " + d.arch + ", wave" + std::to_string(d.wave) +
-                 "): the gfx906 emulation build runs on NVIDIA devices (warp 32) only");
-#else
-    const std::string want = arch::kDeviceArch;
-    if (d.arch.rfind(want, 0) != 0 || d.wave != arch::kWave)
-        gpu_fail("GPU " + std::to_string(dev) + " (" + d.name + ", " + d.arch + ", wave" + std::to_string(d.wave) +
-                 ") is not a target of this build: its kernels are for " + arch::kName + " (" + want + "*, wave" +
-                 std::to_string(arch::kWave) + "); rebuild with that architecture in VEGA_HIP_ARCHS / VEGA_CUDA_ARCHS");
-#endif
+                 ") is not a target of this build: its kernels are for " + what + " (" + want + "*, wave" +
+                 std::to_string(want_wave) + "); rebuild with that architecture in VEGA_HIP_ARCHS / VEGA_CUDA_ARCHS");
 }
 
 void set_device(int dev) { ok(gpuSetDevice(dev), "selecting the device"); }

@@ -170,9 +170,11 @@ __device__ __forceinline__ void wide_frag(const WideRow<T, U>& r, int k, int t, 
     if constexpr (T == GgmlType::Q8_0) {  // pieces 2k (words 0..3), 2k+1 (words 4..7)
         *lo = int(r.q[k / 2][(2 * k) % 4]), *hi = int(r.q[k / 2][(2 * k + 1) % 4]);
     } else {
-        constexpr PlaneSizes ps = plane_sizes(T);
-        nibbles<T>(r.q[k / 4][k % 4], ps.qh ? r.h0[ps.qh ? k : 0] : 0u, ps.qh == 8 ? r.h1[ps.qh == 8 ? k : 0] : 0u, t, lo,
-                   hi);
+        constexpr int qh = WideRow<T, U>::kPs.qh;  // 0, 4 (h0) or 8 (h0, h1) bytes per chunk
+        uint32_t h0 = 0, h1 = 0;
+        if constexpr (qh != 0) h0 = r.h0[k];
+        if constexpr (qh == 8) h1 = r.h1[k];
+        nibbles<T>(r.q[k / 4][k % 4], h0, h1, t, lo, hi);
     }
 }
 
