@@ -19,6 +19,10 @@
 
 namespace vega::gpu::emu {
 
+// Named barriers 1..15 serve one wave each (0 is __syncthreads): blocks of at most
+// 15 waves (960 threads). wave.h checks the target table's block sizes against it.
+constexpr int kMaxWavesPerBlock = 15;
+
 __device__ __forceinline__ int lane() { return int(threadIdx.x) & 63; }
 __device__ __forceinline__ int wave_in_block() { return int(threadIdx.x) >> 6; }
 // The wave's EXEC as far as this warp sees it: this warp's active lanes, in its half.
@@ -34,7 +38,7 @@ __device__ __forceinline__ unsigned long long exec_half(unsigned warp_mask) {
 
 // The 64 threads of this wave meet (barrier 1 + wave; barrier 0 is __syncthreads).
 __device__ __forceinline__ void wave_barrier() {
-    if (blockDim.x > 15 * 64) fail("blocks of more than 15 waves have no named barrier per wave");
+    if (blockDim.x > kMaxWavesPerBlock * 64) fail("blocks of more than 15 waves have no named barrier per wave");
     asm volatile("bar.sync %0, 64;" ::"r"(wave_in_block() + 1) : "memory");
 }
 

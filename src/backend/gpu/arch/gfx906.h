@@ -10,6 +10,9 @@ constexpr int kMatvecWaves = 2;       // waves (= output rows) per matvec block
 constexpr int kMatvecUnroll = 2;      // 16-byte weight loads in flight per lane before first use
 constexpr int kMatvecMinWaves = 4;    // occupancy floor (waves/SIMD) the audit enforces
 constexpr int kRowThreads = 256;      // one block per row: norms, activation quantization, argmax
+constexpr int kPrepThreads = 512;     // residual + norm + q8 of a row held in registers (prep_fast_k): 8 waves,
+                                      // 2 float4 a lane for n = 4096. 1024 would be legal on the card, but
+                                      // the emulation build has named barriers for 15 waves per block only
 constexpr int kEltThreads = 256;      // element-wise kernels
 constexpr int kAttnThreads = 256;     // attention block (4 waves)
 constexpr int kAttnGroup = 16;        // lanes cooperating on one KV position (reduce via DPP)

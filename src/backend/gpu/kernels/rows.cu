@@ -16,8 +16,8 @@ namespace vega::gpu {
 namespace {
 
 using arch::kEltThreads;
+using arch::kPrepThreads;
 using arch::kRowThreads;
-constexpr int kPrepThreads = 1024;  // prep_fast_k: 4096 elements with one float4 a thread
 
 unsigned grid_for(int64_t n, int per) { return unsigned((n + per - 1) / per); }
 
