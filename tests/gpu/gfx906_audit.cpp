@@ -12,6 +12,8 @@
 //   (loop_stats() below, from the compiler's loop annotations):
 //   loop_inflight=N  at least N loads outstanding at the loop's first wait
 //   loop_waits=N     at most N waits on vector memory per iteration
+//   loop_trips=N     at most N memory round trips per iteration (waits with a load
+//                    issued since the previous wait: latencies paid in sequence)
 //   loop_vmcnt0=N    at most N vmcnt(0) waits followed by more loads in the iteration
 //   loop_cndmask=N   at most N v_cndmask per iteration (dynamic register indexing)
 //   loop_x4          the loop's weight/KV stream uses dwordx4 loads
@@ -45,11 +47,12 @@ struct Spec {
     std::string glob;
     int min_waves = 1, threads = 0;
     std::vector<std::string> expect;
-    int loop_inflight = -1, loop_waits = -1, loop_vmcnt0 = -1, loop_cndmask = -1;
+    int loop_inflight = -1, loop_waits = -1, loop_trips = -1, loop_vmcnt0 = -1, loop_cndmask = -1;
     bool loop_x4 = false, no_flat = false, no_glc = false;
     bool used = false;
     bool has_loop_checks() const {
-        return loop_inflight >= 0 || loop_waits >= 0 || loop_vmcnt0 >= 0 || loop_cndmask >= 0 || loop_x4;
+        return loop_inflight >= 0 || loop_waits >= 0 || loop_trips >= 0 || loop_vmcnt0 >= 0 || loop_cndmask >= 0 ||
+               loop_x4;
     }
 };
 
@@ -222,6 +225,7 @@ std::vector<Spec> parse_specs(const std::string& src) {
             num("threads=", &s.threads);
             num("loop_inflight=", &s.loop_inflight);
             num("loop_waits=", &s.loop_waits);
+            num("loop_trips=", &s.loop_trips);
             num("loop_vmcnt0=", &s.loop_vmcnt0);
             num("loop_cndmask=", &s.loop_cndmask);
             if (kv == "loop_x4") s.loop_x4 = true;
@@ -468,6 +472,9 @@ int main(int argc, char** argv) {
                                   std::to_string(sp.loop_inflight));
                 if (sp.loop_waits >= 0 && loop.waits > sp.loop_waits)
                     bad.push_back("loop: " + std::to_string(loop.waits) + " waits per iteration > " + std::to_string(sp.loop_waits));
+                if (sp.loop_trips >= 0 && loop.trips > sp.loop_trips)
+                    bad.push_back("loop: " + std::to_string(loop.trips) + " round trips per iteration > " +
+                                  std::to_string(sp.loop_trips));
                 if (sp.loop_vmcnt0 >= 0 && loop.vmcnt0_then_load > sp.loop_vmcnt0)
                     bad.push_back("loop: " + std::to_string(loop.vmcnt0_then_load) + " vmcnt(0) waits with loads after > " +
                                   std::to_string(sp.loop_vmcnt0));

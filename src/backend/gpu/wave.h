@@ -39,12 +39,13 @@ static_assert(arch::kRowThreads <= emu::kMaxWavesPerBlock * kWave && arch::kEltT
 static_assert(kWave == 32, "NVIDIA warps are 32 lanes");
 #endif
 
-// Asks the compiler to keep a kernel at >= n waves per SIMD (gfx906 register
-// budget); the audit checks the result. No-op on NVIDIA.
+// Asks the compiler to keep a kernel at lo..hi waves per SIMD (gfx906 register
+// budget: at most 256 / lo VGPRs; hi = lo also stops it trading loads in flight
+// for more waves); the audit checks the result. No-op on NVIDIA.
 #if defined(VEGA_GPU_HIP)
-#define VEGA_MIN_WAVES(n) __attribute__((amdgpu_waves_per_eu(n)))
+#define VEGA_WAVES(lo, hi) __attribute__((amdgpu_waves_per_eu(lo, hi)))
 #else
-#define VEGA_MIN_WAVES(n)
+#define VEGA_WAVES(lo, hi)
 #endif
 
 __device__ __forceinline__ int lane_id() { return int(threadIdx.x) & (kWave - 1); }

@@ -8,7 +8,13 @@ namespace vega::gpu::arch {
 constexpr int kWave = 64;             // lanes per wave (hardware)
 constexpr int kMatvecWaves = 2;       // waves (= output rows) per matvec block
 constexpr int kMatvecUnroll = 2;      // 16-byte weight loads in flight per lane before first use
-constexpr int kMatvecMinWaves = 4;    // occupancy floor (waves/SIMD) the audit enforces
+// Waves per SIMD the compiler is asked to keep a matvec at (amdgpu_waves_per_eu;
+// min = max for decode: without the cap it trades the loads in flight for 5-6
+// waves, 6 round trips per iteration instead of 1). Batch kernels of 8 rows and
+// the 4-row gate/up kernels spill at 64 VGPRs (their unrolled rows): 3.
+constexpr int matvec_waves(int act_rows, bool swiglu) {
+    return act_rows == 1 ? 4 : act_rows == 8 || (act_rows == 4 && swiglu) ? 3 : 4;
+}
 constexpr int kRowThreads = 256;      // one block per row: norms, activation quantization, argmax
 constexpr int kPrepThreads = 512;     // residual + norm + q8 of a row held in registers (prep_fast_k): 8 waves,
                                       // 2 float4 a lane for n = 4096. 1024 would be legal on the card, but

@@ -145,23 +145,12 @@ __device__ __forceinline__ void transpose_wide(WideRow<T, U>& r, int t) {
     for (int j = 0; j < WideRow<T, U>::kGroups; ++j) quad_transpose(r.q[j], t);
 }
 
-// Chunk k's scale factors from the row's scale words: the same values (and float
-// operations) as load_scales.
+// Chunk k's scale factors from the row's scale words (decode_scales, as the matvec).
 template <GgmlType T, int U>
 __device__ __forceinline__ void wide_scales(const WideRow<T, U>& r, int k, float* f0, float* f1) {
-    *f1 = 0.f;
-    if constexpr (T == GgmlType::Q4_0 || T == GgmlType::Q5_0 || T == GgmlType::Q8_0) {
-        *f0 = h2f(uint16_t(r.sc[k / 2] >> (16 * (k & 1))));
-    } else if constexpr (T == GgmlType::Q4_1 || T == GgmlType::Q5_1) {
-        *f0 = h2f(uint16_t(r.sc[k])), *f1 = h2f(uint16_t(r.sc[k] >> 16));
-    } else if constexpr (T == GgmlType::Q4_K || T == GgmlType::Q5_K) {
-        const uint32_t sm = r.sc[k / 2] >> (16 * (k & 1));
-        *f0 = h2f(uint16_t(r.sb)) * float(sm & 0xFFu), *f1 = h2f(uint16_t(r.sb >> 16)) * float((sm >> 8) & 0xFFu);
-    } else if constexpr (T == GgmlType::Q6_K) {
-        const uint32_t sc = r.sc[k / 2] >> (16 * (k & 1));
-        const float d = h2f(uint16_t(r.sb));
-        *f0 = d * float(int8_t(sc & 0xFFu)), *f1 = d * float(int8_t((sc >> 8) & 0xFFu));
-    }
+    constexpr int sc_bytes = WideRow<T, U>::kPs.sc;  // 2 or 4 per chunk
+    const uint32_t sc = sc_bytes == 4 ? r.sc[k] : r.sc[k / 2] >> (16 * (k & 1));
+    decode_scales<T>(sc, r.sb, f0, f1);
 }
 
 // Chunk k of the row as lane t's A-fragment words: lo (elements 4t..4t+3), hi (16+4t..).

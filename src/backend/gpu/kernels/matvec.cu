@@ -5,20 +5,19 @@
 // through dot4_i8, and one wave reduction per activation row at the end.
 //
 // Audit specs (glob over the demangled kernel name, '?' for its spaces; the longest matching
-// one applies; keys: tests/gpu/gfx906_audit.cpp). The fused gate/up kernels for 8 rows of
-// K-quants hold 3 waves/SIMD (no spills).
-// Hot-loop checks hold today's levels, as regression guards, not issue 10's targets: the
-// loops still wait on memory 2-11 times per iteration (Q4_0, 1 row: 7; target 1-2, every
-// load of an iteration in flight before the first wait), and the 8-row kernels index their
-// per-row accumulators dynamically (30 v_cndmask per iteration; target 0).
-// @audit kernel=*matvec_q<* min_waves=4 expect=v_dot4_i32_i8,global_load_dwordx4,dpp loop_inflight=1 loop_waits=11 loop_vmcnt0=7 loop_cndmask=0 loop_x4 no_flat no_glc
-// @audit kernel=*matvec_q<*,?8,?false,* min_waves=4 expect=v_dot4_i32_i8,global_load_dwordx4,dpp loop_inflight=1 loop_waits=11 loop_vmcnt0=7 loop_cndmask=30 loop_x4 no_flat no_glc
-// @audit kernel=*matvec_q<*,?8,?true,* min_waves=3 expect=v_dot4_i32_i8,global_load_dwordx4,dpp loop_inflight=1 loop_waits=11 loop_vmcnt0=7 loop_cndmask=30 loop_x4 no_flat no_glc
-// Since the 3-matrix Job parameter (2026-11-20) the K-quant (12..14) kernels for 8 rows, and
-// their fused gate/up kernels for 4 rows, need 67-75 VGPRs: 3 waves/SIMD (was 4). Prompt and
-// batch paths only (decode is NB=1); to be won back.
-// @audit kernel=*matvec_q<*)1[234],?8,?false,* min_waves=3 expect=v_dot4_i32_i8,global_load_dwordx4,dpp loop_inflight=1 loop_waits=11 loop_vmcnt0=7 loop_cndmask=30 loop_x4 no_flat no_glc
-// @audit kernel=*matvec_q<*)1[234],?4,?true,* min_waves=3 expect=v_dot4_i32_i8,global_load_dwordx4,dpp loop_inflight=1 loop_waits=11 loop_vmcnt0=7 loop_cndmask=0 loop_x4 no_flat no_glc
+// one applies; keys: tests/gpu/gfx906_audit.cpp). Decode (one activation row, the
+// `(vega::GgmlType)N, 1, ` globs): the loop body is branch-free and every weight and
+// activation load of an iteration is issued before its first wait: 1 round trip (Q8_0 and
+// Q6_K: 2, the compiler waits on the first chunk's 32 / 24 weight bytes before issuing the
+// second's, within the 64-VGPR budget of 4 waves). Batches (2..8 rows, one activation chunk
+// at a time): about one round trip per activation chunk, at most 32 per iteration (8 rows x
+// 2 chunks, K-quants) as of 2026-11-23; no dynamic indexing (was 30 v_cndmask for 8 rows).
+// @audit kernel=*matvec_q<* min_waves=4 expect=v_dot4_i32_i8,global_load_dwordx4,dpp loop_trips=32 loop_cndmask=1 loop_x4 no_flat no_glc
+// 8 rows, and the 4-row gate/up kernels, hold 3 waves/SIMD (arch::matvec_waves: at 64 VGPRs they spill).
+// @audit kernel=*matvec_q<*,?8,?* min_waves=3 expect=v_dot4_i32_i8,global_load_dwordx4,dpp loop_trips=32 loop_cndmask=1 loop_x4 no_flat no_glc
+// @audit kernel=*matvec_q<*,?4,?true,* min_waves=3 expect=v_dot4_i32_i8,global_load_dwordx4,dpp loop_trips=32 loop_cndmask=1 loop_x4 no_flat no_glc
+// @audit kernel=*matvec_q<(vega::GgmlType)?,?1,?* min_waves=4 expect=v_dot4_i32_i8,global_load_dwordx4,dpp loop_inflight=6 loop_trips=2 loop_vmcnt0=1 loop_cndmask=1 loop_x4 no_flat no_glc
+// @audit kernel=*matvec_q<(vega::GgmlType)??,?1,?* min_waves=4 expect=v_dot4_i32_i8,global_load_dwordx4,dpp loop_inflight=6 loop_trips=2 loop_vmcnt0=1 loop_cndmask=1 loop_x4 no_flat no_glc
 // Float weights: the hot loop of the bf16 gate/up kernel for 8 rows is not its dwordx4
 // stream (3 loads, none x4), so loop_x4 is not declared for matvec_f.
 // @audit kernel=*matvec_f<* min_waves=4 expect=global_load_dwordx4,dpp loop_inflight=0 loop_waits=4 loop_vmcnt0=3 loop_cndmask=8 no_flat no_glc
@@ -120,7 +119,7 @@ bool block_epi_ok(const GpuMat& W, int rows) {
 // EPI: kEpi* above (block epilogues: block = the 32-row chunk, kEpiRows / R waves).
 // U: 16-byte-load chunks in flight per lane, row and matrix.
 template <GgmlType T, int NB, bool SWIGLU, int EPI, int R, int U>
-__global__ void __launch_bounds__(block_waves(EPI, R) * kWave) matvec_q(Job job, ops::Act a, ops::Epi e) {
+__global__ void __launch_bounds__(block_waves(EPI, R) * kWave) VEGA_WAVES(arch::matvec_waves(NB, SWIGLU), NB == 1 ? arch::matvec_waves(NB, SWIGLU) : 10) matvec_q(Job job, ops::Act a, ops::Epi e) {
     constexpr int kWaves = block_waves(EPI, R);
     static_assert(R == 1 || NB == 1, "several rows per wave: decode only");
     static_assert(!EPI || NB == 1, "epilogues: decode");
@@ -160,7 +159,7 @@ __global__ void __launch_bounds__(block_waves(EPI, R) * kWave) matvec_q(Job job,
         }
     }
     const int nt = min(NB, a.rows - t0);
-    const int64_t nc = W.n_chunk;
+    const int nc = int(W.n_chunk);  // chunks per row (32-bit: v_min_i32 clamps, not 64-bit selects)
     const int lane = lane_id();
     constexpr int kU = U;
     // Flat arrays: gfx906's compiler keeps 1-D private arrays in registers, but a
@@ -169,21 +168,26 @@ __global__ void __launch_bounds__(block_waves(EPI, R) * kWave) matvec_q(Job job,
 #pragma unroll
     for (int i = 0; i < R * NB; ++i) acc[i] = 0.f, accu[i] = 0.f;
 
+    // Branch-free iterations: a chunk past the row's end (the last iteration's
+    // lanes) re-reads chunk nc - 1 and its activation scales are zeroed, so every
+    // weight and activation load of an iteration is unconditional and can be in
+    // flight before the first wait (a per-chunk `if` / `break` made the compiler
+    // wait on each chunk in turn: 3 round trips per iteration on gfx906, audit).
+    // Activation rows past a.rows (a group's last rows) likewise re-read row
+    // a.rows - 1 into accumulators that are never written.
     Chunk w[kU * R], u[kU * R];  // [k * R + r]
 #define VEGA_MATVEC_LOAD(C0)                                                    \
     _Pragma("unroll") for (int k = 0; k < kU; ++k) {                            \
-        const int64_t c = (C0) + int64_t(k) * kWave;                            \
-        if (c < nc) {                                                           \
-            _Pragma("unroll") for (int r = 0; r < R; ++r) {                     \
-                w[k * R + r] = load_chunk<T>(W, rows[r], c);                    \
-                if constexpr (SWIGLU) u[k * R + r] = load_chunk<T>(V, rows[r], c);\
-            }                                                                   \
+        const int c = min((C0) + k * kWave, nc - 1);                            \
+        _Pragma("unroll") for (int r = 0; r < R; ++r) {                         \
+            w[k * R + r] = load_chunk<T>(W, rows[r], c);                        \
+            if constexpr (SWIGLU) u[k * R + r] = load_chunk<T>(V, rows[r], c);  \
         }                                                                       \
     }
     // Weights only: safe before the dependency wait. Without PDL (HIP) the peeled
     // first load buys nothing and costs registers (gfx906 occupancy), so it is skipped.
     if constexpr (kPdlPrefetch) {
-        VEGA_MATVEC_LOAD(int64_t(lane))
+        VEGA_MATVEC_LOAD(lane)
     }
     pdl_wait();
     pdl_trigger();
@@ -202,28 +206,50 @@ __global__ void __launch_bounds__(block_waves(EPI, R) * kWave) matvec_q(Job job,
     if constexpr (NB == 1) {
         if (a.ss && lane < nc / 4) ss4 = reinterpret_cast<const float4*>(a.ss)[lane];
     }
-    for (int64_t c0 = lane; c0 < nc; c0 += int64_t(kWave) * kU) {
+    for (int c0 = lane; c0 < nc; c0 += kWave * kU) {
         if (!kPdlPrefetch || c0 != lane) {
             VEGA_MATVEC_LOAD(c0)
         }
 #undef VEGA_MATVEC_LOAD
+        // Activation row t's chunk k: q8 values and scales; a chunk past the row's
+        // end reads chunk nc - 1 with zeroed scales (it adds +0).
+        auto load_act = [&](int t, int k, int4& a0, int4& a1, float2& ds) {
+            const int ck = c0 + k * kWave;
+            const int64_t ai = int64_t(min(t, nt - 1) + t0) * nc + min(ck, nc - 1);
+            const int4* aq = reinterpret_cast<const int4*>(a.q) + ai * 2;
+            a0 = aq[0], a1 = aq[1];
+            ds = reinterpret_cast<const float2*>(a.ds)[ai];
+            const float live = ck < nc ? 1.f : 0.f;
+            ds.x *= live, ds.y *= live;
+        };
+        auto accumulate = [&](int t, int k, const int4& a0, const int4& a1, float2 ds) {
 #pragma unroll
-        for (int k = 0; k < kU; ++k) {
-            const int64_t c = c0 + int64_t(k) * kWave;
-            if (c >= nc) break;
-#pragma unroll
-            for (int t = 0; t < NB; ++t) {
-                if (t >= nt) break;
-                const int64_t ai = int64_t(t0 + t) * nc + c;
-                const int4* aq = reinterpret_cast<const int4*>(a.q) + ai * 2;
-                const int4 a0 = aq[0], a1 = aq[1];
-                const float2 ds = reinterpret_cast<const float2*>(a.ds)[ai];
-#pragma unroll
-                for (int r = 0; r < R; ++r) {
-                    acc[r * NB + t] += dot_chunk<T>(w[k * R + r], a0, a1, ds);
-                    if constexpr (SWIGLU) accu[r * NB + t] += dot_chunk<T>(u[k * R + r], a0, a1, ds);
-                }
+            for (int r = 0; r < R; ++r) {
+                acc[r * NB + t] += dot_chunk<T>(w[k * R + r], a0, a1, ds);
+                if constexpr (SWIGLU) accu[r * NB + t] += dot_chunk<T>(u[k * R + r], a0, a1, ds);
             }
+        };
+        if constexpr (NB == 1) {
+            // Decode: every chunk's activations loaded before the first dot, so
+            // with the weights above the iteration waits on memory once.
+            int4 a0[kU], a1[kU];
+            float2 ds[kU];
+#pragma unroll
+            for (int k = 0; k < kU; ++k) load_act(0, k, a0[k], a1[k], ds[k]);
+#pragma unroll
+            for (int k = 0; k < kU; ++k) accumulate(0, k, a0[k], a1[k], ds[k]);
+        } else {
+            // Batches: one activation chunk at a time (NB rows' worth of all kU
+            // chunks would not fit in registers; same summation order per row).
+#pragma unroll
+            for (int k = 0; k < kU; ++k)
+#pragma unroll
+                for (int t = 0; t < NB; ++t) {
+                    int4 a0, a1;
+                    float2 ds;
+                    load_act(t, k, a0, a1, ds);
+                    accumulate(t, k, a0, a1, ds);
+                }
         }
     }
     float sc = 1.f;  // 1/rms of a deferred-norm input (CPU formula: 1 / sqrt(mean + eps))

@@ -22,23 +22,36 @@ __device__ __forceinline__ int sub32(uint32_t q) {
     return int(r | (m << 1) | (m << 2));
 }
 
-// The chunk's two scale factors (type-specific meaning, see chunk_value).
+// A chunk's scale bits as stored: sc = its own (plane_sizes(T).sc bytes, in the
+// low bits), sb = its 256-element super-block's d (and dmin; K-quants, else 0).
+// Kept raw until the dot (decode_scales): loads stay free of the float math that
+// would make the compiler wait on them early (gfx906 audit).
 template <GgmlType T>
-__device__ __forceinline__ void load_scales(const GpuMat& W, int64_t row, int64_t c, float* f0, float* f1) {
+__device__ __forceinline__ void load_scale_bits(const GpuMat& W, int64_t row, int64_t c, uint32_t* sc, uint32_t* sb) {
+    constexpr PlaneSizes ps = plane_sizes(T);
     const int64_t i = row * W.n_chunk + c;
+    if constexpr (ps.sc == 2) *sc = reinterpret_cast<const uint16_t*>(W.sc)[i];
+    if constexpr (ps.sc == 4) *sc = reinterpret_cast<const uint32_t*>(W.sc)[i];
+    *sb = 0;
+    const int64_t s = row * (W.n_chunk / 8) + (c >> 3);
+    if constexpr (ps.sb == 4) *sb = reinterpret_cast<const uint32_t*>(W.sb)[s];
+    if constexpr (ps.sb == 2) *sb = reinterpret_cast<const uint16_t*>(W.sb)[s];
+}
+
+// The chunk's two scale factors from its scale bits (type-specific meaning, see
+// chunk_value). The matvec and the tensor-core matmul both decode through this.
+template <GgmlType T>
+__device__ __forceinline__ void decode_scales(uint32_t sc, uint32_t sb, float* f0, float* f1) {
+    *f1 = 0.f;
     if constexpr (T == GgmlType::Q4_0 || T == GgmlType::Q5_0 || T == GgmlType::Q8_0) {
-        *f0 = h2f(reinterpret_cast<const uint16_t*>(W.sc)[i]);
+        *f0 = h2f(uint16_t(sc));
     } else if constexpr (T == GgmlType::Q4_1 || T == GgmlType::Q5_1) {
-        const ushort2 dm = reinterpret_cast<const ushort2*>(W.sc)[i];
-        *f0 = h2f(dm.x), *f1 = h2f(dm.y);
-    } else if constexpr (T == GgmlType::Q4_K || T == GgmlType::Q5_K) {
-        const uchar2 sm = reinterpret_cast<const uchar2*>(W.sc)[i];
-        const ushort2 dd = reinterpret_cast<const ushort2*>(W.sb)[row * (W.n_chunk / 8) + c / 8];
-        *f0 = h2f(dd.x) * float(sm.x), *f1 = h2f(dd.y) * float(sm.y);
-    } else if constexpr (T == GgmlType::Q6_K) {
-        const char2 sc = reinterpret_cast<const char2*>(W.sc)[i];
-        const float d = h2f(reinterpret_cast<const uint16_t*>(W.sb)[row * (W.n_chunk / 8) + c / 8]);
-        *f0 = d * float(sc.x), *f1 = d * float(sc.y);
+        *f0 = h2f(uint16_t(sc)), *f1 = h2f(uint16_t(sc >> 16));
+    } else if constexpr (T == GgmlType::Q4_K || T == GgmlType::Q5_K) {  // sc: (scale, min) bytes; sb: (d, dmin)
+        *f0 = h2f(uint16_t(sb)) * float(sc & 0xFFu), *f1 = h2f(uint16_t(sb >> 16)) * float((sc >> 8) & 0xFFu);
+    } else if constexpr (T == GgmlType::Q6_K) {  // sc: two signed scale bytes; sb: d
+        const float d = h2f(uint16_t(sb));
+        *f0 = d * float(int8_t(sc & 0xFFu)), *f1 = d * float(int8_t((sc >> 8) & 0xFFu));
     }
 }
 
@@ -92,7 +105,7 @@ __device__ __forceinline__ float chunk_value(float f0, float f1, float2 ds, int 
 struct Chunk {
     uint4 q0, q1;     // q1 only for Q8_0
     uint32_t h0, h1;  // 5th-bit mask (Q5_*) or the 2-bit planes (Q6_K)
-    float f0, f1;     // type-specific scales
+    uint32_t sc, sb;  // scale bits (load_scale_bits), decoded at the dot
 };
 
 template <GgmlType T>
@@ -104,7 +117,7 @@ __device__ __forceinline__ Chunk load_chunk(const GpuMat& W, int64_t row, int64_
     r.q0 = q[0];
     if constexpr (ps.qs == 32) r.q1 = q[1];
     if constexpr (ps.qh != 0) load_qh<T>(W, row, c, &r.h0, &r.h1);
-    load_scales<T>(W, row, c, &r.f0, &r.f1);
+    load_scale_bits<T>(W, row, c, &r.sc, &r.sb);
     return r;
 }
 
@@ -127,7 +140,9 @@ __device__ __forceinline__ float dot_chunk(const Chunk& r, const int4& a0, const
             s1 = dot4_i8(hi, a[k + 4], s1);
         }
     }
-    return chunk_value<T>(r.f0, r.f1, ds, s0, s1);
+    float f0, f1;
+    decode_scales<T>(r.sc, r.sb, &f0, &f1);
+    return chunk_value<T>(f0, f1, ds, s0, s1);
 }
 
 }  // namespace vega::gpu
