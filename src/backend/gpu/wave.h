@@ -235,6 +235,30 @@ __device__ __forceinline__ int wave_shuffle_xor(int v, int mask) {
 #endif
 }
 
+// Over the same lane of every aligned group of G lanes in the wave (lanes l, l ^ G,
+// l ^ 2G, ...; G a power of two < kWave): sum / max, every lane gets its result.
+// gfx906: xor 16 is ds_swizzle, xor 32 ds_bpermute. Converged code only.
+__device__ __forceinline__ float lane_xor(float v, int mask) {
+#if defined(VEGA_GPU_GFX906_ISA)
+    if (mask == 16) return detail::swz_xor16(v);
+#endif
+    return __int_as_float(wave_shuffle_xor(__float_as_int(v), mask));
+}
+template <int G>
+__device__ __forceinline__ float across_groups_sum(float v) {
+    static_assert(G >= 1 && G < kWave && (G & (G - 1)) == 0, "group width");
+#pragma unroll
+    for (int o = G; o < kWave; o *= 2) v += lane_xor(v, o);
+    return v;
+}
+template <int G>
+__device__ __forceinline__ float across_groups_max(float v) {
+    static_assert(G >= 1 && G < kWave && (G & (G - 1)) == 0, "group width");
+#pragma unroll
+    for (int o = G; o < kWave; o *= 2) v = fmaxf(v, lane_xor(v, o));
+    return v;
+}
+
 // Block-wide sum for blocks of NT threads (NT a multiple of kWave): wave
 // reductions, then one LDS slot per wave. Every thread gets the result.
 template <int NT>

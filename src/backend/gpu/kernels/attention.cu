@@ -11,13 +11,17 @@
 // block of each head does. The token's KV length is pos[t] + 1, read
 // on the device, so a captured graph stays valid as positions advance.
 //
-// Audit: attn_split keeps s_acc [16][256] floats in LDS (16.5-18.6 KB per 256-thread
-// block): 3 blocks per CU, i.e. 3 waves per SIMD by the audit's own count (issue 10's
-// target is 4, with LDS sized to what the block uses). Its K/V loads are 4 bytes per
-// lane (no dwordx4) and its loop waits on memory once per load (8-16 times per
-// iteration): the hot-loop checks hold today's levels as regression guards.
-// @audit kernel=*attn_split<* min_waves=3 expect=dpp loop_inflight=1 loop_waits=16 loop_vmcnt0=15 loop_cndmask=12 no_flat no_glc
-// @audit kernel=*attn_combine* min_waves=4 loop_inflight=8 loop_waits=8 loop_vmcnt0=0 loop_cndmask=0 no_flat no_glc
+// Audit (2026-11-23, fifth session): each lane loads 8 consecutive dims of K and V
+// (one dwordx4 each in f16) where head_dim % 8 == 0; the wave's groups merge in
+// registers (across_groups_*), so LDS holds one row per wave, sized to the dims
+// the variant serves (2-6 KB; was s_acc[16][256], 16.5-18.6 KB: 3 waves/SIMD); the
+// softmax update is branch-free, so K and V of a step are in flight together:
+// 1 round trip per step up to 128 dims. 256 dims (8, 2) load V after the score
+// (registers): 2-3. The MERGE variants' hottest loop is the merge's (8 loads).
+// @audit kernel=*attn_split<* min_waves=4 expect=dpp loop_inflight=2 loop_trips=1 loop_vmcnt0=0 loop_cndmask=6 no_flat no_glc
+// @audit kernel=*attn_split<*,?false,?8,?1>* min_waves=4 expect=dpp loop_inflight=2 loop_trips=1 loop_vmcnt0=0 loop_cndmask=6 loop_x4 no_flat no_glc
+// @audit kernel=*attn_split<*,?false,?8,?2>* min_waves=4 expect=dpp loop_inflight=2 loop_trips=3 loop_vmcnt0=2 loop_cndmask=6 loop_x4 no_flat no_glc
+// @audit kernel=*attn_combine* min_waves=4 loop_inflight=8 loop_trips=1 loop_vmcnt0=0 loop_cndmask=0 no_flat no_glc
 // @audit kernel=* min_waves=4
 #include "backend/gpu/launch.h"
 #include "backend/gpu/ops.h"
@@ -37,10 +41,10 @@ using arch::kAttnSplit;
 using arch::kAttnThreads;
 using arch::kEltThreads;
 constexpr int kMaxHd = 256;
-constexpr int kPairs = kMaxHd / 2 / kAttnGroup;  // dim pairs per lane at most
 static_assert(kAttnSplit % (kAttnThreads / kAttnGroup * kAttnAhead) == 0, "whole load batches per split");
-constexpr int kPairsHd128 = 128 / 2 / kAttnGroup;  // the same for head_dim <= 128 (registers)
 constexpr int kGroups = kAttnThreads / kAttnGroup;
+constexpr int kAttnWaves = kAttnThreads / kWave;
+static_assert(kAttnGroup < kWave && kWave % kAttnGroup == 0, "groups inside a wave");
 constexpr int kRopeThreads = 64;
 
 unsigned grid_for(int64_t n, int per) { return unsigned((n + per - 1) / per); }
@@ -121,14 +125,38 @@ __global__ void __launch_bounds__(kRopeThreads) rope_store_k(ops::KvLayer c, flo
     for (int d = threadIdx.x; d < hd; d += kRopeThreads) put(c.v, d, vr[d]);
 }
 
-template <bool F16>
-__device__ __forceinline__ float2 load_pair(const void* base, int64_t i /* element index, even */) {
-    if constexpr (F16) {
-        const uint32_t v = *reinterpret_cast<const uint32_t*>(static_cast<const uint16_t*>(base) + i);
-        return make_float2(h2f(uint16_t(v & 0xFFFF)), h2f(uint16_t(v >> 16)));
-    } else {
-        return *reinterpret_cast<const float2*>(static_cast<const float*>(base) + i);
+// D consecutive elements of a K or V row (f16 or f32), kept as loaded: D = 8 is
+// one 16-byte load (f16) or two (f32); D = 2 one 4- or 8-byte load (head dims that
+// are not a multiple of 8). Decoded element by element at use.
+template <bool F16, int D>
+struct KvChunk {
+    static constexpr int kWords = F16 ? D / 2 : D;
+    uint32_t w[kWords];
+    __device__ __forceinline__ float at(int e) const {
+        if constexpr (F16) return h2f(uint16_t(w[e / 2] >> (16 * (e & 1))));
+        else return __uint_as_float(w[e]);
     }
+};
+// The chunk at element i (a multiple of D; rows of a multiple of D elements keep
+// the vector loads aligned).
+template <bool F16, int D>
+__device__ __forceinline__ KvChunk<F16, D> load_kv(const void* base, int64_t i) {
+    using C = KvChunk<F16, D>;
+    C r;
+    const uint32_t* p = reinterpret_cast<const uint32_t*>(static_cast<const uint8_t*>(base) + i * (F16 ? 2 : 4));
+    if constexpr (C::kWords % 4 == 0) {
+#pragma unroll
+        for (int j = 0; j < C::kWords / 4; ++j) {
+            const uint4 v = reinterpret_cast<const uint4*>(p)[j];
+            r.w[4 * j] = v.x, r.w[4 * j + 1] = v.y, r.w[4 * j + 2] = v.z, r.w[4 * j + 3] = v.w;
+        }
+    } else if constexpr (C::kWords == 2) {
+        const uint2 v = *reinterpret_cast<const uint2*>(p);
+        r.w[0] = v.x, r.w[1] = v.y;
+    } else {
+        r.w[0] = p[0];
+    }
+    return r;
 }
 
 // One (token, head) of the output from its n_used partials p [n_part][hd + 2]:
@@ -141,6 +169,21 @@ __device__ __forceinline__ float2 load_pair(const void* base, int64_t i /* eleme
 // weights staged in LDS), so a head's merge costs a few memory round trips, not
 // one per split: at 4k context a serial merge was ~190 dependent L2 reads per
 // head and layer.
+// sum_j w[j] * col[j * stride] for j < n, in order of j, the column's loads issued
+// 8 at a time before they are used (gfx906: one round trip per 8, not per load).
+__device__ __forceinline__ float weighted_column_sum(const float* col, int stride, const float* w, int n) {
+    float a = 0.f;
+    int j = 0;
+    for (; j + 8 <= n; j += 8) {
+        float v[8];
+#pragma unroll
+        for (int u = 0; u < 8; ++u) v[u] = load_l2(col + (j + u) * stride);
+#pragma unroll
+        for (int u = 0; u < 8; ++u) a += w[j + u] * v[u];
+    }
+    for (; j < n; ++j) a += w[j] * load_l2(col + j * stride);
+    return a;
+}
 constexpr int kCombineChunk = 256;  // split weights staged in LDS per pass
 template <int NT>
 __device__ __forceinline__ void combine_head(const float* p, float* __restrict__ out, int hd, int n_used,
@@ -160,8 +203,8 @@ __device__ __forceinline__ void combine_head(const float* p, float* __restrict__
         // sum from LDS, then one round trip for the dims.
         __shared__ float s_m[kCombineChunk];
         for (int j = tid; j < n_used; j += NT) {
-            const float ls = load_l2(p + j * stride + 1);
-            s_m[j] = ls > 0.f ? load_l2(p + j * stride) : -INFINITY;  // a part that saw no position: weight 0
+            const float mj = load_l2(p + j * stride), ls = load_l2(p + j * stride + 1);
+            s_m[j] = ls > 0.f ? mj : -INFINITY;  // a part that saw no position: weight 0
             s_w[j] = ls;
         }
         __syncthreads();
@@ -177,16 +220,14 @@ __device__ __forceinline__ void combine_head(const float* p, float* __restrict__
         for (int k = 0; k < kDims; ++k) {
             const int d = k * NT + tid;
             if (d >= hd) continue;
-            const float* pd = p + 2 + d;
-            float a = 0.f;
-#pragma unroll 8
-            for (int j = 0; j < n_used; ++j) a += s_m[j] * load_l2(pd + j * stride);
-            acc[k] = a;
+            acc[k] = weighted_column_sum(p + 2 + d, stride, s_m, n_used);
         }
     } else {
         float m = -INFINITY;
-        for (int s = tid; s < n_used; s += NT)
-            if (load_l2(p + s * stride + 1) > 0.f) m = fmaxf(m, load_l2(p + s * stride));
+        for (int s = tid; s < n_used; s += NT) {
+            const float ms = load_l2(p + s * stride), ls = load_l2(p + s * stride + 1);
+            if (ls > 0.f) m = fmaxf(m, ms);
+        }
         const float M = block_reduce_max<NT>(m, s_red);
         float l = 0.f;
         for (int s = tid; s < n_used; s += NT) {
@@ -199,19 +240,15 @@ __device__ __forceinline__ void combine_head(const float* p, float* __restrict__
             const int n = min(kCombineChunk, n_used - s0);
             __syncthreads();  // the previous pass is done with s_w
             for (int j = tid; j < n; j += NT) {
-                const float ls = load_l2(p + (s0 + j) * stride + 1);
-                s_w[j] = ls > 0.f ? expf(load_l2(p + (s0 + j) * stride) - M) : 0.f;
+                const float mj = load_l2(p + (s0 + j) * stride), ls = load_l2(p + (s0 + j) * stride + 1);
+                s_w[j] = ls > 0.f ? expf(mj - M) : 0.f;
             }
             __syncthreads();
 #pragma unroll
             for (int k = 0; k < kDims; ++k) {
                 const int d = k * NT + tid;
                 if (d >= hd) continue;
-                const float* pd = p + s0 * stride + 2 + d;
-                float a = 0.f;
-#pragma unroll 8
-                for (int j = 0; j < n; ++j) a += s_w[j] * load_l2(pd + j * stride);
-                acc[k] += a;
+                acc[k] += weighted_column_sum(p + s0 * stride + 2 + d, stride, s_w, n);
             }
         }
     }
@@ -244,14 +281,19 @@ struct Merge {
     int8_t* oq = nullptr;
     float* ods = nullptr;
 };
-// PAIRS: dim pairs per lane (kPairsHd128 when head_dim <= 128, else kPairs).
-template <bool F16, bool MERGE, int PAIRS>
+// D, CH: each lane of a group owns CH chunks of D dims, chunk sub + j * kAttnGroup
+// at dims D * (sub + j * kAttnGroup) .. + D - 1 (D = 8 when head_dim % 8 == 0:
+// 16-byte K/V loads; CH = 1 up to 128 dims, 2 up to 256; else D = 2, CH = 4).
+template <bool F16, bool MERGE, int D, int CH>
 __global__ void __launch_bounds__(kAttnThreads) attn_split(ops::KvLayer c, const float* __restrict__ q,
                                                            float* __restrict__ part, int n_head, float scale,
                                                            const int32_t* __restrict__ pos,
                                                            const int32_t* __restrict__ seq, Merge mg) {
-    __shared__ float s_ml[kGroups][2];
-    __shared__ float s_acc[kGroups][kMaxHd];
+    constexpr int kDims = D * CH * kAttnGroup;  // head dims this variant serves at most
+    // One row per wave (its groups merged in registers first): LDS for the dims
+    // the variant serves, not kGroups x 256 (gfx906: 3 -> 4+ waves per SIMD).
+    __shared__ float s_ml[kAttnWaves][2];
+    __shared__ float s_acc[kAttnWaves][kDims];
     pdl_wait();
     pdl_trigger();
     const int h = blockIdx.y, t = blockIdx.z, n_part = int(gridDim.x);
@@ -264,41 +306,48 @@ __global__ void __launch_bounds__(kAttnThreads) attn_split(ops::KvLayer c, const
     const int kvh = h / (n_head / c.n_kv_head);
     const int64_t base = c.row(seq[t], kvh, 0);
     const float* qr = q + (int64_t(t) * n_head + h) * hd;
-    float2 qv[PAIRS], acc[PAIRS];
+    // Chunk j's first dim, clamped into the row (a lane past the head's dims
+    // re-reads the last chunk, with q = 0: loads without branches).
+    int d0[CH];
+    float qv[CH * D], acc[CH * D];  // [j * D + e] (flat: gfx906 registers)
 #pragma unroll
-    for (int k = 0; k < PAIRS; ++k) {
-        const int d = 2 * (sub + k * kAttnGroup);
-        qv[k] = d < hd ? make_float2(qr[d] * scale, qr[d + 1] * scale) : make_float2(0.f, 0.f);
-        acc[k] = make_float2(0.f, 0.f);
+    for (int j = 0; j < CH; ++j) {
+        const int d = D * (sub + j * kAttnGroup);
+        d0[j] = min(d, hd - D);
+        const float qs = d < hd ? scale : 0.f;
+#pragma unroll
+        for (int e = 0; e < D; ++e) {
+            qv[j * D + e] = qr[d0[j] + e] * qs;
+            acc[j * D + e] = 0.f;
+        }
     }
     float m = -INFINITY, l = 0.f;
     // Each group takes the positions p0 + g, + kGroups, ... (steps). K and V of a
     // step are loaded together, and those of kAhead steps before any is used: the
     // kernel is a chain of memory latencies at decode lengths, so one wait serves
-    // kAhead steps (K and V in registers: heads of <= 128 dims, and kAttnAhead
-    // from the target's table, 1 on gfx906 for its occupancy floor). 256 dims: V
-    // after the score, as registers allow.
-    constexpr bool kVEarly = PAIRS <= kPairsHd128;
+    // kAhead steps (K and V in registers: up to 8 dims per lane, and kAttnAhead
+    // from the target's table, 1 on gfx906 for its occupancy floor). More dims per
+    // lane: V after the score, as registers allow.
+    constexpr bool kVEarly = CH * D <= 8;
     constexpr int kAhead = kVEarly ? kAttnAhead : 1;
+    using Chunk = KvChunk<F16, D>;
     // This block's splits: blockIdx.x, + n_part, ... (one online softmax over all).
     for (int split = blockIdx.x; split < n_need; split += n_part) {
         const int p0 = split * kAttnSplit, p1 = min(p0 + kAttnSplit, kv_len);
         for (int pb0 = p0; pb0 < p1; pb0 += kGroups * kAhead) {  // uniform trip counts: all lanes reach the reductions
-            float2 vv[kAhead * PAIRS];  // [i * PAIRS + k] (flat: gfx906 registers)
-            float sp[kAhead];           // this lane's part of q.k per step
+            Chunk vv[kAhead * CH];  // [i * CH + j]
+            float sp[kAhead];       // this lane's part of q.k per step
 #pragma unroll
             for (int i = 0; i < kAhead; ++i) {
                 const int p = pb0 + i * kGroups + g;
                 const int64_t row = base + int64_t(p < p1 ? p : p0) * hd;
                 sp[i] = 0.f;
 #pragma unroll
-                for (int k = 0; k < PAIRS; ++k) {
-                    const int d = 2 * (sub + k * kAttnGroup);
-                    if (d < hd) {
-                        const float2 kk = load_pair<F16>(c.k, row + d);
-                        if constexpr (kVEarly) vv[i * PAIRS + k] = load_pair<F16>(c.v, row + d);
-                        sp[i] += qv[k].x * kk.x + qv[k].y * kk.y;
-                    }
+                for (int j = 0; j < CH; ++j) {
+                    const Chunk kk = load_kv<F16, D>(c.k, row + d0[j]);
+                    if constexpr (kVEarly) vv[i * CH + j] = load_kv<F16, D>(c.v, row + d0[j]);
+#pragma unroll
+                    for (int e = 0; e < D; ++e) sp[i] += qv[j * D + e] * kk.at(e);
                 }
             }
 #pragma unroll
@@ -309,37 +358,48 @@ __global__ void __launch_bounds__(kAttnThreads) attn_split(ops::KvLayer c, const
                 const bool valid = p < p1;
                 const int64_t row = base + int64_t(valid ? p : p0) * hd;
                 const float s = group_reduce_sum<kAttnGroup>(sp[i]);
-                if (valid) {
-                    const float mn = fmaxf(m, s);
-                    const float corr = expf(m - mn), e = expf(s - mn);
-                    l = l * corr + e;
+                // Online softmax without a branch (a branch would let the compiler
+                // sink the V loads behind it: a second round trip per step). A step
+                // past p1 leaves m, l and acc as they are (corr 1, e 0).
+                const float mn = valid ? fmaxf(m, s) : m;
+                const float corr = mn == m ? 1.f : expf(m - mn), e = valid ? expf(s - mn) : 0.f;
+                l = l * corr + e;
 #pragma unroll
-                    for (int k = 0; k < PAIRS; ++k) {
-                        const int d = 2 * (sub + k * kAttnGroup);
-                        if (d < hd) {
-                            if constexpr (!kVEarly) vv[i * PAIRS + k] = load_pair<F16>(c.v, row + d);
-                            acc[k].x = acc[k].x * corr + e * vv[i * PAIRS + k].x;
-                            acc[k].y = acc[k].y * corr + e * vv[i * PAIRS + k].y;
-                        }
-                    }
-                    m = mn;
+                for (int j = 0; j < CH; ++j) {
+                    if constexpr (!kVEarly) vv[i * CH + j] = load_kv<F16, D>(c.v, row + d0[j]);
+#pragma unroll
+                    for (int x = 0; x < D; ++x) acc[j * D + x] = acc[j * D + x] * corr + e * vv[i * CH + j].at(x);
                 }
+                m = mn;
             }
         }
     }
-    if (sub == 0) s_ml[g][0] = m, s_ml[g][1] = l;
+    // The wave's groups hold the same dims for different positions: merge their
+    // softmax states in registers (a group that saw no position has l = 0, weight 0).
+    const float Mw = across_groups_max<kAttnGroup>(m);
+    const float wg = l > 0.f ? expf(m - Mw) : 0.f;
+    const float Lw = across_groups_sum<kAttnGroup>(l * wg);
 #pragma unroll
-    for (int k = 0; k < PAIRS; ++k) {
-        const int d = 2 * (sub + k * kAttnGroup);
-        if (d < hd) s_acc[g][d] = acc[k].x, s_acc[g][d + 1] = acc[k].y;
+    for (int i = 0; i < CH * D; ++i) acc[i] = across_groups_sum<kAttnGroup>(acc[i] * wg);
+    const int wv = int(threadIdx.x) / kWave;
+    if (lane_id() < kAttnGroup) {  // the wave's first group writes its merged row
+        if (sub == 0) s_ml[wv][0] = Mw, s_ml[wv][1] = Lw;
+#pragma unroll
+        for (int j = 0; j < CH; ++j) {
+            const int d = D * (sub + j * kAttnGroup);
+            if (d < hd) {
+#pragma unroll
+                for (int e = 0; e < D; ++e) s_acc[wv][d + e] = acc[j * D + e];
+            }
+        }
     }
     __syncthreads();
     float M = -INFINITY;
-    for (int i = 0; i < kGroups; ++i) M = fmaxf(M, s_ml[i][0]);
+    for (int i = 0; i < kAttnWaves; ++i) M = fmaxf(M, s_ml[i][0]);
     for (int d = threadIdx.x; d < hd + 1; d += kAttnThreads) {
         float a = 0.f;
-        for (int i = 0; i < kGroups; ++i) {
-            if (s_ml[i][1] == 0.f) continue;  // group saw no position
+        for (int i = 0; i < kAttnWaves; ++i) {
+            if (s_ml[i][1] == 0.f) continue;  // wave saw no position
             const float w = expf(s_ml[i][0] - M);
             a += w * (d < hd ? s_acc[i][d] : s_ml[i][1]);
         }
@@ -422,22 +482,32 @@ void ops::attention(const KvLayer& c, const float* q, float* out, int rows, int 
                     const int32_t* seq, int n_part, float* part, int8_t* oq, float* ods, int* count, void* s) {
     if (rows <= 0) return;
     if (c.hd > kMaxHd || c.hd % 2) gpu_fail("attention: head_dim " + std::to_string(c.hd) + " is not supported (even, <= 256)");
+    static_assert(8 * 2 * kAttnGroup == kMaxHd, "the 8-dim variants cover head_dim <= kMaxHd");
     if (n_part <= 0) gpu_fail("attention: no split parts");
     static_assert(kEltThreads >= kMaxHd, "attn_combine: one thread per dim");
     if (c.hd % 32) oq = nullptr, ods = nullptr;
     const dim3 grid{unsigned(n_part), unsigned(n_head), unsigned(rows)};
     Merge mg;
     if (count) mg.count = count, mg.out = out, mg.oq = oq, mg.ods = ods;
-    const bool small = c.hd <= 2 * kAttnGroup * kPairsHd128;
-#define VEGA_ATTN_LAUNCH(F16, MERGE, P) \
-    launch(attn_split<F16, MERGE, P>, grid, dim3(kAttnThreads), s, c, q, part, n_head, scale, pos, seq, mg)
+    // 8-dim chunks (16-byte loads) where head_dim % 8 == 0, else dim pairs up to 128.
+    const int variant = c.hd % 8 == 0 ? (c.hd <= 8 * kAttnGroup ? 0 : 1) : 2;
+    if (variant == 2 && c.hd > 2 * 4 * kAttnGroup)
+        gpu_fail("attention: head_dim " + std::to_string(c.hd) + " is not supported (over " +
+                 std::to_string(8 * kAttnGroup) + " dims it must be a multiple of 8)");
+#define VEGA_ATTN_LAUNCH(F16, MERGE)                                                                                  \
+    (variant == 0   ? launch(attn_split<F16, MERGE, 8, 1>, grid, dim3(kAttnThreads), s, c, q, part, n_head, scale, pos, \
+                             seq, mg)                                                                              \
+     : variant == 1 ? launch(attn_split<F16, MERGE, 8, 2>, grid, dim3(kAttnThreads), s, c, q, part, n_head, scale, pos, \
+                             seq, mg)                                                                              \
+                    : launch(attn_split<F16, MERGE, 2, 4>, grid, dim3(kAttnThreads), s, c, q, part, n_head, scale, pos, \
+                             seq, mg))
     if (count) {
-        if (c.f16) small ? VEGA_ATTN_LAUNCH(true, true, kPairsHd128) : VEGA_ATTN_LAUNCH(true, true, kPairs);
-        else small ? VEGA_ATTN_LAUNCH(false, true, kPairsHd128) : VEGA_ATTN_LAUNCH(false, true, kPairs);
+        if (c.f16) VEGA_ATTN_LAUNCH(true, true);
+        else VEGA_ATTN_LAUNCH(false, true);
         return;
     }
-    if (c.f16) small ? VEGA_ATTN_LAUNCH(true, false, kPairsHd128) : VEGA_ATTN_LAUNCH(true, false, kPairs);
-    else small ? VEGA_ATTN_LAUNCH(false, false, kPairsHd128) : VEGA_ATTN_LAUNCH(false, false, kPairs);
+    if (c.f16) VEGA_ATTN_LAUNCH(true, false);
+    else VEGA_ATTN_LAUNCH(false, false);
 #undef VEGA_ATTN_LAUNCH
     launch(attn_combine, dim3(unsigned(n_head), unsigned(rows)), dim3(kEltThreads), s, (const float*)part, out, n_head,
            c.hd, n_part, pos, oq, ods);

@@ -18,10 +18,12 @@
 // @audit kernel=*matvec_q<*,?4,?true,* min_waves=3 expect=v_dot4_i32_i8,global_load_dwordx4,dpp loop_trips=32 loop_cndmask=1 loop_x4 no_flat no_glc
 // @audit kernel=*matvec_q<(vega::GgmlType)?,?1,?* min_waves=4 expect=v_dot4_i32_i8,global_load_dwordx4,dpp loop_inflight=6 loop_trips=2 loop_vmcnt0=1 loop_cndmask=1 loop_x4 no_flat no_glc
 // @audit kernel=*matvec_q<(vega::GgmlType)??,?1,?* min_waves=4 expect=v_dot4_i32_i8,global_load_dwordx4,dpp loop_inflight=6 loop_trips=2 loop_vmcnt0=1 loop_cndmask=1 loop_x4 no_flat no_glc
-// Float weights: the hot loop of the bf16 gate/up kernel for 8 rows is not its dwordx4
-// stream (3 loads, none x4), so loop_x4 is not declared for matvec_f.
-// @audit kernel=*matvec_f<* min_waves=4 expect=global_load_dwordx4,dpp loop_inflight=0 loop_waits=4 loop_vmcnt0=3 loop_cndmask=8 no_flat no_glc
-// @audit kernel=*matvec_f<*,?8,?* min_waves=4 expect=global_load_dwordx4,dpp loop_inflight=0 loop_waits=4 loop_vmcnt0=3 loop_cndmask=71 no_flat no_glc
+// Float weights (F32/F16/BF16, not tuned for gfx906 yet): today's levels. The 2..8-row
+// kernels index their accumulators dynamically (17-120 v_cndmask per iteration, seen since
+// the audit finds nested hot loops, 2026-11-23); the 8-row loops are not their dwordx4
+// stream, so loop_x4 is not declared for matvec_f.
+// @audit kernel=*matvec_f<* min_waves=4 expect=global_load_dwordx4,dpp loop_inflight=0 loop_waits=4 loop_vmcnt0=3 loop_cndmask=43 no_flat no_glc
+// @audit kernel=*matvec_f<*,?8,?* min_waves=4 expect=global_load_dwordx4,dpp loop_inflight=0 loop_waits=4 loop_vmcnt0=3 loop_cndmask=120 no_flat no_glc
 #include "backend/gpu/launch.h"
 #include "backend/gpu/ops.h"
 #include "backend/gpu/runtime.h"
