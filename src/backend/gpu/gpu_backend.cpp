@@ -244,8 +244,9 @@ public:
     // Decode (one row, quantized): q+k+v with rope and the cache store in its
     // epilogue; attention writing the q8 form of its output; o projection with
     // residual + next norm + q8 in its epilogue (BlockLink); gate/up writing h's q8
-    // form; down with the residual + next norm epilogue: 5 kernels per layer. Other
-    // shapes run the same steps unfused, each kernel over all rows at once.
+    // form; down with the residual + next norm epilogue: 5 kernels per layer (gfx906,
+    // one matrix per launch: q, k and v as three, 7). Other shapes run the same steps
+    // unfused, each kernel over all rows at once.
     void attention_block(const AttentionBlock& a, KvCache& c, int layer, const BatchView& b, float* x,
                          const BlockBuffers& buf, const BlockLink& link) override {
         const int T = b.n_tokens;
@@ -289,7 +290,7 @@ public:
             rt::check("gate/up + swiglu");
             if (q8 && rows == 1 && !h_q8 && !is_float_type(f.gate.type))
                 note(fmt::format("GPU: the gate/up kernel's q8 epilogue does not serve this target or n_ff = {} "
-                                 "(needs wave32 and n_ff % 32 == 0); h is quantized by its own kernel",
+                                 "(needs n_ff % 32 == 0); h is quantized by its own kernel",
                                  F));
         } else {
             Backend::matmul_swiglu(f.gate, f.up, buf.g, buf.u, buf.h, rows);
@@ -368,7 +369,7 @@ private:
         if (link.next_norm && link.next_quantized && fuse_ && rows == 1 && !is_float_type(w.type) &&
             !ops::matvec_epi_ok(m, rows))
             note(fmt::format("GPU: the residual + norm epilogue does not serve this target or a projection of {} "
-                             "outputs (needs wave32, n_out % 128 == 0 and n_out <= 128 x 32); it runs as a matvec "
+                             "outputs (needs n_out % 128 == 0 and n_out <= 128 x the wave size); it runs as a matvec "
                              "and a residual + norm kernel",
                              m.n_out));
         ops::matvec(m, act_, tmp, stream_);

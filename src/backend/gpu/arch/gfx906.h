@@ -11,10 +11,14 @@ constexpr int kMatvecUnroll = 2;      // 16-byte weight loads in flight per lane
 // Waves per SIMD the compiler is asked to keep a matvec at (amdgpu_waves_per_eu;
 // min = max for decode: without the cap it trades the loads in flight for 5-6
 // waves, 6 round trips per iteration instead of 1). Batch kernels of 8 rows and
-// the 4-row gate/up kernels spill at 64 VGPRs (their unrolled rows): 3.
+// the 4-row gate/up kernels spill at 64 VGPRs: 3.
 constexpr int matvec_waves(int act_rows, bool swiglu) {
     return act_rows == 1 ? 4 : act_rows == 8 || (act_rows == 4 && swiglu) ? 3 : 4;
 }
+// Waves of a block-epilogue block (one 32-row chunk of the output): 8, each taking
+// 32 / (8 x rows per wave) row sets in turn (4 for 1 row per wave). 32 / R waves
+// would be 2048 threads at 1 row per wave; more rows per wave spill (audit).
+constexpr int epi_waves(int) { return 8; }
 constexpr int kRowThreads = 256;      // one block per row: norms, activation quantization, argmax
 constexpr int kPrepThreads = 512;     // residual + norm + q8 of a row held in registers (prep_fast_k): 8 waves,
                                       // 2 float4 a lane for n = 4096. 1024 would be legal on the card, but
@@ -33,14 +37,21 @@ constexpr const char* kName = "gfx906";
 constexpr const char* kDeviceArch = "gfx906";  // device arch names this table serves (prefix of gcnArchName)
 constexpr int kMmaMinRows = 0;        // no tensor-core matmul: the matvec kernels serve every batch
 
-// Matvec shapes (one row per wave, loads in flight per matrix): decode by role,
-// and the batch kernels. Not measured on a gfx906 card yet: the unrolls that keep
-// the audit's occupancy floors (the fused gate/up kernel streams two matrices,
-// so it keeps one load per matrix in flight). There is no epilogue kernel here
-// (it needs wave32), so Role::kResidualNorm is unused, and no 3-matrix launch, so
-// neither is Role::kQkvRope (its shape needs an even row count).
+// Matvec shapes (rows per wave, loads in flight per row and matrix): decode by
+// role, and the batch kernels. Not measured on a gfx906 card yet: the unrolls that
+// keep the audit's occupancy floors (the fused gate/up kernel streams two matrices,
+// so it keeps one load per matrix in flight). The block epilogues (residual + norm
+// + q8 for o / down, q8 of h for gate/up) run these shapes in 8-wave blocks
+// (epi_waves). One matrix per launch, so the rope epilogue runs q, k and v as three
+// launches (2 rows per wave: whole rotated pairs; 2 x 2 spills at 64 VGPRs).
 constexpr MatvecShape decode_shape(GgmlType, Role role) {
-    return role == Role::kQkvRope ? MatvecShape{2, kMatvecUnroll} : MatvecShape{1, role == Role::kSwiglu ? 1 : kMatvecUnroll};
+    switch (role) {
+        case Role::kPlain: return {1, kMatvecUnroll};
+        case Role::kSwiglu: return {1, 1};
+        case Role::kResidualNorm: return {1, kMatvecUnroll};
+        case Role::kQkvRope: return {2, 1};
+    }
+    return {1, kMatvecUnroll};
 }
 constexpr MatvecShape batch_shape(GgmlType, bool swiglu) { return {1, swiglu ? 1 : kMatvecUnroll}; }
 }  // namespace vega::gpu::arch

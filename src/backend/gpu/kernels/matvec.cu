@@ -57,6 +57,7 @@ struct Job {
     GpuMat W0, W1, W2;
     float *y0, *y1, *y2;
     int64_t end0, end1;
+    int m0 = 0;  // one matrix per launch (!kMultiMat): which of q, k, v W0 is (the rope epilogue)
 };
 // The selected matrix by value, field by field: taking the address of a kernel
 // parameter would copy the whole Job to local memory (2x slower matvecs).
@@ -80,7 +81,7 @@ struct Sel {
 };
 __device__ __forceinline__ Sel select(const Job& j) {
     const int64_t b = blockIdx.x;
-    if constexpr (!kMultiMat) return {j.W0, j.y0, b, 0};  // HIP: one matrix per launch (see kMultiMat)
+    if constexpr (!kMultiMat) return {j.W0, j.y0, b, j.m0};  // gfx906: one matrix per launch (see kMultiMat)
     const int m = b < j.end0 ? 0 : b < j.end1 ? 1 : 2;
     Sel s;
     s.W = pick(m, j.W0, j.W1, j.W2);
@@ -103,12 +104,15 @@ __device__ __forceinline__ Sel select(const Job& j) {
 constexpr int kEpiRows = 32;
 constexpr int kEpiNone = 0, kEpiResidualNorm = 1, kEpiQ8 = 2, kEpiRope = 3;
 constexpr bool block_epi(int epi) { return epi == kEpiResidualNorm || epi == kEpiQ8; }
-// Waves per block of matvec_q: a 32-row chunk's worth for the block epilogues, else the table's.
-constexpr int block_waves(int epi, int r) { return block_epi(epi) ? kEpiRows / r : kMatvecWaves; }
-// Whether a block epilogue can serve W: wave32 (a chunk of 32 waves at most), one
-// activation row, quantized weights, whole chunks.
+// Waves per block of matvec_q: the target's for a block epilogue's 32-row chunk
+// (arch::epi_waves: each wave then takes kEpiRows / (waves * R) row sets in turn),
+// else the table's.
+constexpr int block_waves(int epi, int r) { return block_epi(epi) ? arch::epi_waves(r) : kMatvecWaves; }
+// Whether a block epilogue can serve W: one activation row, quantized weights,
+// whole chunks. (A block is kEpiRows / R waves: the tables' epilogue shapes keep it
+// within 1024 threads, and within the emulation's 15 waves: R >= 4 for wave64.)
 bool block_epi_ok(const GpuMat& W, int rows) {
-    return kWave == 32 && rows == 1 && !is_float_type(W.type) && W.n_out % kEpiRows == 0 && W.n_chunk > 0;
+    return rows == 1 && !is_float_type(W.type) && W.n_out % kEpiRows == 0 && W.n_chunk > 0;
 }
 
 // Block b covers output rows [b / n_groups * waves * R, +waves * R) (R consecutive
@@ -123,9 +127,14 @@ bool block_epi_ok(const GpuMat& W, int rows) {
 template <GgmlType T, int NB, bool SWIGLU, int EPI, int R, int U>
 __global__ void __launch_bounds__(block_waves(EPI, R) * kWave) VEGA_WAVES(arch::matvec_waves(NB, SWIGLU), NB == 1 ? arch::matvec_waves(NB, SWIGLU) : 10) matvec_q(Job job, ops::Act a, ops::Epi e) {
     constexpr int kWaves = block_waves(EPI, R);
+    // Row sets a wave computes one after another: a block epilogue's block owns a
+    // 32-row chunk with fewer than 32 / R waves where the target says so (gfx906:
+    // 8 waves of 1 row x 4 passes, the registers of its plain decode shape).
+    constexpr int kPasses = block_epi(EPI) ? kEpiRows / (kWaves * R) : 1;
     static_assert(R == 1 || NB == 1, "several rows per wave: decode only");
     static_assert(!EPI || NB == 1, "epilogues: decode");
-    static_assert(!block_epi(EPI) || (kWaves * kWave <= 1024 && kEpiRows % R == 0), "block epilogue: wave32");
+    static_assert(!block_epi(EPI) || (kWaves * kWave <= 1024 && kWaves * R * kPasses == kEpiRows),
+                  "block epilogue: a 32-row chunk per block");
     static_assert(EPI != kEpiResidualNorm || !SWIGLU, "residual epilogue: one matrix");
     static_assert(EPI != kEpiRope || (R % 2 == 0 && !SWIGLU), "rope epilogue: whole pairs per wave");
     const Sel sel = select(job);
@@ -134,41 +143,42 @@ __global__ void __launch_bounds__(block_waves(EPI, R) * kWave) VEGA_WAVES(arch::
     float* __restrict__ y = sel.y;
     const int n_groups = (a.rows + NB - 1) / NB;
     const int wi = int(threadIdx.x) / kWave;
-    const int64_t row0 = int64_t(sel.block / n_groups) * (kWaves * R) + int64_t(wi) * R;
+    const int64_t row0 = int64_t(sel.block / n_groups) * (kWaves * R * kPasses) + int64_t(wi) * R * kPasses;
     const int t0 = int(sel.block % n_groups) * NB;
     if (row0 >= W.n_out) {  // whole waves leave together (never with EPI: n_out % 32 == 0)
         pdl_wait();
         pdl_trigger();
         return;
     }
-    int64_t rows[R];  // rows past the end (last wave only) re-read the last row; not written
-#pragma unroll
-    for (int r = 0; r < R; ++r) rows[r] = min(row0 + r, W.n_out - 1);
-    // kEpiRope: row0 / 2 + k is the wave's pair k (n_out is even); its head and its
-    // two rows, j and whether it is rotated (never for v, matrix 2).
-    [[maybe_unused]] int pair_j[EPI == kEpiRope ? R / 2 : 1];
-    [[maybe_unused]] bool pair_rot[EPI == kEpiRope ? R / 2 : 1];
-    if constexpr (EPI == kEpiRope) {
-        const int hd = e.rope.c.hd, half_hd = hd / 2;
-#pragma unroll
-        for (int k = 0; k < R / 2; ++k) {
-            const int p = int(min(row0 / 2 + k, W.n_out / 2 - 1));
-            const int h = p / half_hd, j = p % half_hd;
-            RopePair d = rope_pair(e.rope.r, j);
-            if (sel.m == 2) d = {2 * j, 2 * j + 1, false};
-            rows[2 * k] = int64_t(h) * hd + d.a, rows[2 * k + 1] = int64_t(h) * hd + d.b;
-            pair_j[k] = j, pair_rot[k] = d.rotated;
-        }
-    }
     const int nt = min(NB, a.rows - t0);
     const int nc = int(W.n_chunk);  // chunks per row (32-bit: v_min_i32 clamps, not 64-bit selects)
     const int lane = lane_id();
     constexpr int kU = U;
+    int64_t rows[R];  // this pass's rows; rows past the end (last wave only) re-read the last row; not written
+    // kEpiRope: row0 / 2 + k is the wave's pair k (n_out is even); its head and its
+    // two rows, j and whether it is rotated (never for v, matrix 2).
+    [[maybe_unused]] int pair_j[EPI == kEpiRope ? R / 2 : 1];
+    [[maybe_unused]] bool pair_rot[EPI == kEpiRope ? R / 2 : 1];
+    auto set_rows = [&](int64_t rbase) {
+#pragma unroll
+        for (int r = 0; r < R; ++r) rows[r] = min(rbase + r, W.n_out - 1);
+        if constexpr (EPI == kEpiRope) {
+            const int hd = e.rope.c.hd, half_hd = hd / 2;
+#pragma unroll
+            for (int k = 0; k < R / 2; ++k) {
+                const int p = int(min(rbase / 2 + k, W.n_out / 2 - 1));
+                const int h = p / half_hd, j = p % half_hd;
+                RopePair d = rope_pair(e.rope.r, j);
+                if (sel.m == 2) d = {2 * j, 2 * j + 1, false};
+                rows[2 * k] = int64_t(h) * hd + d.a, rows[2 * k + 1] = int64_t(h) * hd + d.b;
+                pair_j[k] = j, pair_rot[k] = d.rotated;
+            }
+        }
+    };
+    set_rows(row0);
     // Flat arrays: gfx906's compiler keeps 1-D private arrays in registers, but a
     // 2-D one went to LDS + scratch (audit).
     float acc[R * NB], accu[R * NB];  // [r * NB + t]
-#pragma unroll
-    for (int i = 0; i < R * NB; ++i) acc[i] = 0.f, accu[i] = 0.f;
 
     // Branch-free iterations: a chunk past the row's end (the last iteration's
     // lanes) re-reads chunk nc - 1 and its activation scales are zeroed, so every
@@ -193,130 +203,142 @@ __global__ void __launch_bounds__(block_waves(EPI, R) * kWave) VEGA_WAVES(arch::
     }
     pdl_wait();
     pdl_trigger();
-    // kEpiRope: the rotations now (double-precision latency under the weight loads).
-    [[maybe_unused]] float rope_cs_[EPI == kEpiRope ? R / 2 : 1], rope_sn_[EPI == kEpiRope ? R / 2 : 1];
-    if constexpr (EPI == kEpiRope) {
-#pragma unroll
-        for (int k = 0; k < R / 2; ++k) {
-            rope_cs_[k] = 1.f, rope_sn_[k] = 0.f;
-            if (pair_rot[k]) rope_cs(e.rope.r, e.rope.pos[0], pair_j[k], &rope_sn_[k], &rope_cs_[k]);
-        }
-    }
     // Deferred norm: the per-chunk sums of x^2, one float4 per lane (nc <= 4 * kWave,
-    // checked by the host); loaded now, summed after the main loop.
+    // checked by the host); loaded now, summed after the first pass's main loop.
     float4 ss4 = make_float4(0.f, 0.f, 0.f, 0.f);
     if constexpr (NB == 1) {
         if (a.ss && lane < nc / 4) ss4 = reinterpret_cast<const float4*>(a.ss)[lane];
     }
-    for (int c0 = lane; c0 < nc; c0 += kWave * kU) {
-        if (!kPdlPrefetch || c0 != lane) {
-            VEGA_MATVEC_LOAD(c0)
+    float sc = 1.f;  // 1/rms of a deferred-norm input (CPU formula: 1 / sqrt(mean + eps))
+    // Block epilogues: the chunk's 32 results, for wave 0's q8 of them.
+    [[maybe_unused]] __shared__ float xs[block_epi(EPI) ? kEpiRows : 1];
+#pragma unroll 1
+    for (int pass = 0; pass < kPasses; ++pass) {
+        const int64_t rbase = row0 + int64_t(pass) * R;
+        if (pass > 0) set_rows(rbase);
+        // kEpiRope: the rotations now (double-precision latency under the weight loads).
+        [[maybe_unused]] float rope_cs_[EPI == kEpiRope ? R / 2 : 1], rope_sn_[EPI == kEpiRope ? R / 2 : 1];
+        if constexpr (EPI == kEpiRope) {
+#pragma unroll
+            for (int k = 0; k < R / 2; ++k) {
+                rope_cs_[k] = 1.f, rope_sn_[k] = 0.f;
+                if (pair_rot[k]) rope_cs(e.rope.r, e.rope.pos[0], pair_j[k], &rope_sn_[k], &rope_cs_[k]);
+            }
         }
-#undef VEGA_MATVEC_LOAD
-        // Activation row t's chunk k: q8 values and scales; a chunk past the row's
-        // end reads chunk nc - 1 with zeroed scales (it adds +0).
-        auto load_act = [&](int t, int k, int4& a0, int4& a1, float2& ds) {
-            const int ck = c0 + k * kWave;
-            const int64_t ai = int64_t(min(t, nt - 1) + t0) * nc + min(ck, nc - 1);
-            const int4* aq = reinterpret_cast<const int4*>(a.q) + ai * 2;
-            a0 = aq[0], a1 = aq[1];
-            ds = reinterpret_cast<const float2*>(a.ds)[ai];
-            const float live = ck < nc ? 1.f : 0.f;
-            ds.x *= live, ds.y *= live;
-        };
-        auto accumulate = [&](int t, int k, const int4& a0, const int4& a1, float2 ds) {
+#pragma unroll
+        for (int i = 0; i < R * NB; ++i) acc[i] = 0.f, accu[i] = 0.f;
+        for (int c0 = lane; c0 < nc; c0 += kWave * kU) {
+            if (!kPdlPrefetch || c0 != lane || pass > 0) {
+                VEGA_MATVEC_LOAD(c0)
+            }
+            // Activation row t's chunk k: q8 values and scales; a chunk past the row's
+            // end reads chunk nc - 1 with zeroed scales (it adds +0).
+            auto load_act = [&](int t, int k, int4& a0, int4& a1, float2& ds) {
+                const int ck = c0 + k * kWave;
+                const int64_t ai = int64_t(min(t, nt - 1) + t0) * nc + min(ck, nc - 1);
+                const int4* aq = reinterpret_cast<const int4*>(a.q) + ai * 2;
+                a0 = aq[0], a1 = aq[1];
+                ds = reinterpret_cast<const float2*>(a.ds)[ai];
+                const float live = ck < nc ? 1.f : 0.f;
+                ds.x *= live, ds.y *= live;
+            };
+            auto accumulate = [&](int t, int k, const int4& a0, const int4& a1, float2 ds) {
+#pragma unroll
+                for (int r = 0; r < R; ++r) {
+                    acc[r * NB + t] += dot_chunk<T>(w[k * R + r], a0, a1, ds);
+                    if constexpr (SWIGLU) accu[r * NB + t] += dot_chunk<T>(u[k * R + r], a0, a1, ds);
+                }
+            };
+            if constexpr (NB == 1) {
+                // Decode: every chunk's activations loaded before the first dot, so
+                // with the weights above the iteration waits on memory once.
+                int4 a0[kU], a1[kU];
+                float2 ds[kU];
+#pragma unroll
+                for (int k = 0; k < kU; ++k) load_act(0, k, a0[k], a1[k], ds[k]);
+#pragma unroll
+                for (int k = 0; k < kU; ++k) accumulate(0, k, a0[k], a1[k], ds[k]);
+            } else {
+                // Batches: one activation chunk at a time (NB rows' worth of all kU
+                // chunks would not fit in registers; same summation order per row).
+#pragma unroll
+                for (int k = 0; k < kU; ++k)
+#pragma unroll
+                    for (int t = 0; t < NB; ++t) {
+                        int4 a0, a1;
+                        float2 ds;
+                        load_act(t, k, a0, a1, ds);
+                        accumulate(t, k, a0, a1, ds);
+                    }
+            }
+        }
+        if constexpr (NB == 1) {
+            if (pass == 0 && a.ss) sc = 1.f / sqrtf(wave_reduce_sum(ss4.x + ss4.y + ss4.z + ss4.w) / float(a.n) + a.eps);
+        }
+        if constexpr (EPI == kEpiRope) {
+            const ops::KvLayer& c = e.rope.c;
+            const int hd = c.hd;
+            void* cache = sel.m == 1 ? c.k : c.v;
+#pragma unroll
+            for (int k = 0; k < R / 2; ++k) {
+                float y0 = wave_reduce_sum(acc[2 * k]) * sc, y1 = wave_reduce_sum(acc[2 * k + 1]) * sc;
+                if (pair_rot[k]) rotate(y0, y1, rope_cs_[k], rope_sn_[k], &y0, &y1);
+                if (lane < 2 && rbase / 2 + k < W.n_out / 2) {
+                    const int64_t rr = lane == 0 ? rows[2 * k] : rows[2 * k + 1];  // head * hd + dim
+                    const float v = lane == 0 ? y0 : y1;
+                    y[rr] = v;
+                    if (sel.m != 0) {  // k, v: the head's cache row at (seq[0], pos[0])
+                        const int64_t head = rr / hd;
+                        const int64_t dst = c.row(e.rope.seq[0], int(head), e.rope.pos[0]) + (rr - head * hd);
+                        if (c.f16) static_cast<uint16_t*>(cache)[dst] = f2h(v);
+                        else static_cast<float*>(cache)[dst] = v;
+                    }
+                }
+            }
+        } else if constexpr (EPI != kEpiNone) {
 #pragma unroll
             for (int r = 0; r < R; ++r) {
-                acc[r * NB + t] += dot_chunk<T>(w[k * R + r], a0, a1, ds);
-                if constexpr (SWIGLU) accu[r * NB + t] += dot_chunk<T>(u[k * R + r], a0, a1, ds);
+                const float s = wave_reduce_sum(acc[r]) * sc;
+                float v = s;
+                if constexpr (SWIGLU) v = silu(s) * (wave_reduce_sum(accu[r]) * sc);
+                if (lane == 0) {
+                    float xn = v;
+                    if constexpr (EPI == kEpiResidualNorm) xn = e.x[rbase + r] + v, e.x[rbase + r] = xn;  // residual add
+                    else y[rbase + r] = v;
+                    xs[wi * R * kPasses + pass * R + r] = xn;
+                }
             }
-        };
-        if constexpr (NB == 1) {
-            // Decode: every chunk's activations loaded before the first dot, so
-            // with the weights above the iteration waits on memory once.
-            int4 a0[kU], a1[kU];
-            float2 ds[kU];
-#pragma unroll
-            for (int k = 0; k < kU; ++k) load_act(0, k, a0[k], a1[k], ds[k]);
-#pragma unroll
-            for (int k = 0; k < kU; ++k) accumulate(0, k, a0[k], a1[k], ds[k]);
         } else {
-            // Batches: one activation chunk at a time (NB rows' worth of all kU
-            // chunks would not fit in registers; same summation order per row).
 #pragma unroll
-            for (int k = 0; k < kU; ++k)
+            for (int r = 0; r < R; ++r)
 #pragma unroll
                 for (int t = 0; t < NB; ++t) {
-                    int4 a0, a1;
-                    float2 ds;
-                    load_act(t, k, a0, a1, ds);
-                    accumulate(t, k, a0, a1, ds);
+                    const float s = wave_reduce_sum(acc[r * NB + t]) * sc;
+                    float v = s;
+                    if constexpr (SWIGLU) v = silu(s) * (wave_reduce_sum(accu[r * NB + t]) * sc);
+                    if (lane == 0 && t < nt && rbase + r < W.n_out) y[int64_t(t0 + t) * W.n_out + rbase + r] = v;
                 }
         }
     }
-    float sc = 1.f;  // 1/rms of a deferred-norm input (CPU formula: 1 / sqrt(mean + eps))
-    if constexpr (NB == 1) {
-        if (a.ss) sc = 1.f / sqrtf(wave_reduce_sum(ss4.x + ss4.y + ss4.z + ss4.w) / float(a.n) + a.eps);
-    }
-    if constexpr (EPI == kEpiRope) {
-        const ops::KvLayer& c = e.rope.c;
-        const int hd = c.hd;
-        void* cache = sel.m == 1 ? c.k : c.v;
-#pragma unroll
-        for (int k = 0; k < R / 2; ++k) {
-            float y0 = wave_reduce_sum(acc[2 * k]) * sc, y1 = wave_reduce_sum(acc[2 * k + 1]) * sc;
-            if (pair_rot[k]) rotate(y0, y1, rope_cs_[k], rope_sn_[k], &y0, &y1);
-            if (lane < 2 && row0 / 2 + k < W.n_out / 2) {
-                const int64_t rr = lane == 0 ? rows[2 * k] : rows[2 * k + 1];  // head * hd + dim
-                const float v = lane == 0 ? y0 : y1;
-                y[rr] = v;
-                if (sel.m != 0) {  // k, v: the head's cache row at (seq[0], pos[0])
-                    const int64_t head = rr / hd;
-                    const int64_t dst = c.row(e.rope.seq[0], int(head), e.rope.pos[0]) + (rr - head * hd);
-                    if (c.f16) static_cast<uint16_t*>(cache)[dst] = f2h(v);
-                    else static_cast<float*>(cache)[dst] = v;
-                }
-            }
-        }
-    } else if constexpr (EPI != kEpiNone) {
-        __shared__ float xs[kEpiRows];
-#pragma unroll
-        for (int r = 0; r < R; ++r) {
-            const float s = wave_reduce_sum(acc[r]) * sc;
-            float v = s;
-            if constexpr (SWIGLU) v = silu(s) * (wave_reduce_sum(accu[r]) * sc);
-            if (lane == 0) {
-                float xn = v;
-                if constexpr (EPI == kEpiResidualNorm) xn = e.x[row0 + r] + v, e.x[row0 + r] = xn;  // residual add
-                else y[row0 + r] = v;
-                xs[wi * R + r] = xn;
-            }
-        }
+#undef VEGA_MATVEC_LOAD
+    if constexpr (block_epi(EPI)) {
         __syncthreads();
         if (wi != 0) return;
         const int64_t c = row0 / kEpiRows;  // wave 0: row0 == the chunk's first row
-        const float xv = xs[lane];
-        const float g = EPI == kEpiResidualNorm ? xv * e.w[c * kEpiRows + lane] : xv;
+        // Lanes kEpiRows.. of a wave64 hold 0: neutral for the max of |g| and the sums.
+        const bool in = lane < kEpiRows;
+        const float xv = in ? xs[lane] : 0.f;
+        const float g = EPI == kEpiResidualNorm && in ? xv * e.w[c * kEpiRows + lane] : xv;
         const float amax = wave_reduce_max(fabsf(g));
         const float d = amax / 127.f, id = d != 0.f ? 1.f / d : 0.f;
         const int q = int(roundf(g * id));
         const float qs = wave_reduce_sum(float(q));
-        e.q[c * kEpiRows + lane] = int8_t(q);
+        if (in) e.q[c * kEpiRows + lane] = int8_t(q);
         if (lane == 0) reinterpret_cast<float2*>(e.ds)[c] = make_float2(d, d * qs);
         if constexpr (EPI == kEpiResidualNorm) {
             const float ss = wave_reduce_sum(xv * xv);
             if (lane == 0) e.ss[c] = ss;
         }
-    } else {
-#pragma unroll
-        for (int r = 0; r < R; ++r)
-#pragma unroll
-            for (int t = 0; t < NB; ++t) {
-                const float s = wave_reduce_sum(acc[r * NB + t]) * sc;
-                float v = s;
-                if constexpr (SWIGLU) v = silu(s) * (wave_reduce_sum(accu[r * NB + t]) * sc);
-                if (lane == 0 && t < nt && row0 + r < W.n_out) y[int64_t(t0 + t) * W.n_out + row0 + r] = v;
-            }
     }
 }
 
@@ -439,6 +461,16 @@ void launch_nb(const GpuMat* Ws, float* const* ys, int n_mat, const ops::Act& a,
         launch(matvec_q<T, 1, SW, EPI, R, U>, dim3(unsigned(Ws[0].n_out / kEpiRows)), threads, s, j, a, e);
         return;
     }
+    if (!kMultiMat && !SW && n_mat > 1) {  // one launch per matrix, each told which it is (m0)
+        for (int m = 0; m < n_mat; ++m) {
+            Job jm = j;
+            jm.W0 = Ws[m], jm.y0 = ys[m], jm.m0 = m;
+            jm.end0 = jm.end1 = blocks_for(Ws[m], a.rows, NB, R);
+            if constexpr (is_float_type(T)) launch(matvec_f<T, NB, SW>, dim3(unsigned(jm.end0)), threads, s, jm, a);
+            else launch(matvec_q<T, NB, SW, EPI, R, U>, dim3(unsigned(jm.end0)), threads, s, jm, a, e);
+        }
+        return;
+    }
     // SWIGLU: one set of blocks over the gate rows (the up rows ride along).
     const int nm = SW ? 1 : n_mat;
     int64_t blocks = 0, ends[3] = {0, 0, 0};
@@ -487,7 +519,7 @@ void launch_shaped(const GpuMat* Ws, float* const* ys, int n_mat, const ops::Act
         if (r > 0 && (r != d.rows || u != d.unroll)) {
             // (the rope epilogue: even row counts only)
 #define VEGA_MV_VARIANT(RR, UU)                                                              \
-    if constexpr (EPI != kEpiRope || RR % 2 == 0) {                                          \
+    if constexpr ((EPI != kEpiRope || RR % 2 == 0) && block_waves(EPI, RR) * kWave <= 1024) { \
         if (r == RR && u == UU) return launch_nb<T, NB, SW, EPI, RR, UU>(Ws, ys, n_mat, a, e, s); \
     }
             VEGA_MV_VARIANT(1, 1) VEGA_MV_VARIANT(1, 2) VEGA_MV_VARIANT(1, 4) VEGA_MV_VARIANT(2, 1)
@@ -527,10 +559,10 @@ void dispatch(const GpuMat* Ws, float* const* ys, int n_mat, const ops::Act& a, 
     }
 }
 
-// Decode with an epilogue (one activation row); On: wave32 (else never called).
-template <bool On, bool SW, int EPI>
+// Decode with an epilogue (one activation row).
+template <bool SW, int EPI>
 void dispatch_epi(const GpuMat* Ws, float* const* ys, int n_mat, const ops::Act& a, const ops::Epi& e, void* s) {
-    if constexpr (On) switch (Ws[0].type) {
+    switch (Ws[0].type) {
 #define VEGA_EPI_CASE(TT) \
     case GgmlType::TT: return launch_shaped<GgmlType::TT, 1, SW, EPI>(Ws, ys, n_mat, a, e, s);
         VEGA_EPI_CASE(Q4_0) VEGA_EPI_CASE(Q4_1) VEGA_EPI_CASE(Q5_0) VEGA_EPI_CASE(Q5_1)
@@ -540,11 +572,10 @@ void dispatch_epi(const GpuMat* Ws, float* const* ys, int n_mat, const ops::Act&
     }
 }
 
-// q+k+v with the rope epilogue (one activation row); On: the 3-matrix launch
-// exists (else never instantiated, so gfx906 builds none of these kernels).
-template <bool On>
+// q+k+v with the rope epilogue (one activation row): one launch for the three
+// matrices (kMultiMat), else one per matrix (launch_nb).
 bool dispatch_qkv_rope(const GpuMat* W, float* const* y, const ops::Act& a, const ops::Epi& e, void* s) {
-    if constexpr (On) switch (W[0].type) {
+    switch (W[0].type) {
 #define VEGA_ROPE_CASE(TT) \
     case GgmlType::TT: launch_shaped<GgmlType::TT, 1, false, kEpiRope>(W, y, 3, a, e, s); return true;
         VEGA_ROPE_CASE(Q4_0) VEGA_ROPE_CASE(Q4_1) VEGA_ROPE_CASE(Q5_0) VEGA_ROPE_CASE(Q5_1)
@@ -552,7 +583,6 @@ bool dispatch_qkv_rope(const GpuMat* W, float* const* y, const ops::Act& a, cons
 #undef VEGA_ROPE_CASE
         default: return false;
     }
-    return false;
 }
 
 }  // namespace
@@ -570,11 +600,7 @@ void ops::matvec3(const GpuMat* W, float* const* y, int n_mat, const Act& a, voi
         for (int m = 1; m < n_mat; ++m) matmul_mma(W[m], nullptr, a, y[m], s);
         return;
     }
-    if (!kMultiMat) {
-        for (int m = 0; m < n_mat; ++m) dispatch<false>(&W[m], &y[m], 1, a, s);
-        return;
-    }
-    dispatch<false>(W, y, n_mat, a, s);
+    dispatch<false>(W, y, n_mat, a, s);  // one launch, or one per matrix (!kMultiMat: launch_nb)
 }
 
 bool ops::matvec_swiglu(const GpuMat& G, const GpuMat& U, const Act& a, float* h, int8_t* hq, float* hds, void* s) {
@@ -585,7 +611,7 @@ bool ops::matvec_swiglu(const GpuMat& G, const GpuMat& U, const Act& a, float* h
     if (hq && hds && block_epi_ok(G, a.rows)) {
         Epi e;
         e.q = hq, e.ds = hds;
-        dispatch_epi<kWave == 32, true, kEpiQ8>(W, y, 2, a, e, s);
+        dispatch_epi<true, kEpiQ8>(W, y, 2, a, e, s);
         return true;
     }
     dispatch<true>(W, y, 2, a, s);
@@ -593,7 +619,7 @@ bool ops::matvec_swiglu(const GpuMat& G, const GpuMat& U, const Act& a, float* h
 }
 
 bool ops::matvec_qkv_rope_ok(const GpuMat* W, int rows) {
-    return kMultiMat && rows == 1 && !is_float_type(W[0].type) && W[1].type == W[0].type && W[2].type == W[0].type &&
+    return rows == 1 && !is_float_type(W[0].type) && W[1].type == W[0].type && W[2].type == W[0].type &&
            W[1].n_in == W[0].n_in && W[2].n_in == W[0].n_in && W[0].n_chunk > 0;
 }
 
@@ -605,7 +631,7 @@ bool ops::matvec_qkv_rope(const GpuMat* W, float* const* y, const Act& a, const 
         return false;
     Epi e;
     e.rope = q;
-    return dispatch_qkv_rope<kMultiMat>(W, y, a, e, s);
+    return dispatch_qkv_rope(W, y, a, e, s);
 }
 
 void ops::set_matvec_tuning(const MatvecTuning& t) { tuning() = t; }
@@ -620,7 +646,7 @@ void ops::matvec_residual_norm(const GpuMat& W, const Act& a, const Epi& e, void
     if (!matvec_epi_ok(W, a.rows) || !e.x || !e.w)
         gpu_fail("matvec_residual_norm: needs one row, quantized, n_out % 128 == 0, residual and norm weight");
     float* const y[1] = {nullptr};
-    dispatch_epi<kWave == 32, false, kEpiResidualNorm>(&W, y, 1, a, e, s);
+    dispatch_epi<false, kEpiResidualNorm>(&W, y, 1, a, e, s);
 }
 
 }  // namespace vega::gpu
