@@ -242,8 +242,12 @@ struct Stage {
 // Phase p covers chunks [p * kMmaKWarps * U, +kMmaKWarps * U): the block stages
 // their activations in shared memory while each warp loads the weights of its U
 // chunks, then every warp runs its mmas from registers and shared memory.
-template <GgmlType T, int NT, bool SWIGLU, int U>
+// MT: 16-row tiles per block (one matrix only): each warp runs MT tiles' mmas on
+// every B fragment it reads, so the activations staged per phase and the shared
+// memory reads per mma serve MT x 16 output rows.
+template <GgmlType T, int NT, bool SWIGLU, int U, int MT>
 __global__ void __launch_bounds__(kMmaThreads, 2) matmul_mma_k(GpuMat W, GpuMat V, ops::Act a, float* __restrict__ y) {
+    static_assert(MT == 1 || !SWIGLU, "several row tiles: one matrix (registers)");
     using R = Reduce<NT>;
     using St = Stage<NT, U>;
     __shared__ __align__(16) unsigned char smem[St::kBytes];
@@ -252,26 +256,33 @@ __global__ void __launch_bounds__(kMmaThreads, 2) matmul_mma_k(GpuMat W, GpuMat 
     pdl_wait();
     pdl_trigger();
     const int warp = int(threadIdx.x) / 32, lane = int(threadIdx.x) % 32, g = lane >> 2, t = lane & 3;
-    const int64_t row0 = int64_t(blockIdx.y) * kMmaM;
-    const int64_t rg = min(row0 + g, W.n_out - 1), rg8 = min(row0 + g + 8, W.n_out - 1);  // past the end: re-read
+    const int64_t row0 = int64_t(blockIdx.y) * kMmaM * MT;
+    int64_t rg[MT], rg8[MT];  // rows g, g+8 of each tile; past the end: re-read
+#pragma unroll
+    for (int mt = 0; mt < MT; ++mt)
+        rg[mt] = min(row0 + mt * kMmaM + g, W.n_out - 1), rg8[mt] = min(row0 + mt * kMmaM + g + 8, W.n_out - 1);
     const int col0 = int(blockIdx.x) * R::kCols;
     const int nc = int(W.n_chunk);  // (32-bit chunk indices: rows * n_chunk is far below 2^31)
     const int4* __restrict__ aq = reinterpret_cast<const int4*>(a.q);  // [rows][nc][2]
     const float2* __restrict__ ads = reinterpret_cast<const float2*>(a.ds);
-    float acc[NT][4], accu[NT][4];
+    float acc[MT][NT][4], accu[NT][4];
 #pragma unroll
     for (int nt = 0; nt < NT; ++nt)
 #pragma unroll
-        for (int i = 0; i < 4; ++i) acc[nt][i] = 0.f, accu[nt][i] = 0.f;
+        for (int i = 0; i < 4; ++i) {
+#pragma unroll
+            for (int mt = 0; mt < MT; ++mt) acc[mt][nt][i] = 0.f;
+            accu[nt][i] = 0.f;
+        }
 
     for (int p0 = 0; p0 < nc; p0 += St::kChunks) {
         // This warp's weights for the phase (a warp past the row's end re-reads its
         // last U chunks, unused).
         const int cw = min(p0 + warp * U, nc - U);
-        WideRow<T, U> w0, w1, u0, u1;  // rows g, g+8 of W (and of V)
-        load_wide<T, U>(W, rg, cw, t, w0);
-        load_wide<T, U>(W, rg8, cw, t, w1);
-        if constexpr (SWIGLU) load_wide<T, U>(V, rg, cw, t, u0), load_wide<T, U>(V, rg8, cw, t, u1);
+        WideRow<T, U> w0[MT], w1[MT], u0, u1;  // rows g, g+8 of each tile of W (and of V)
+#pragma unroll
+        for (int mt = 0; mt < MT; ++mt) load_wide<T, U>(W, rg[mt], cw, t, w0[mt]), load_wide<T, U>(W, rg8[mt], cw, t, w1[mt]);
+        if constexpr (SWIGLU) load_wide<T, U>(V, rg[0], cw, t, u0), load_wide<T, U>(V, rg8[0], cw, t, u1);
         const int n_ch = min(St::kChunks, nc - p0);
         __syncthreads();  // the previous phase is done with the stage
         // The phase's activations (rows past the last: its copy; chunks past the row: skipped).
@@ -290,7 +301,8 @@ __global__ void __launch_bounds__(kMmaThreads, 2) matmul_mma_k(GpuMat W, GpuMat 
             xd_s[i] = ads[int64_t(min(col0 + r, a.rows - 1)) * nc + p0 + c];  // [chunk][row]
         }
         __syncthreads();
-        transpose_wide(w0, t), transpose_wide(w1, t);
+#pragma unroll
+        for (int mt = 0; mt < MT; ++mt) transpose_wide(w0[mt], t), transpose_wide(w1[mt], t);
         if constexpr (SWIGLU) transpose_wide(u0, t), transpose_wide(u1, t);
 #pragma unroll
         for (int k = 0; k < U; ++k) {
@@ -301,42 +313,82 @@ __global__ void __launch_bounds__(kMmaThreads, 2) matmul_mma_k(GpuMat W, GpuMat 
                 const int2 b = *reinterpret_cast<const int2*>(xq_s + (nt * 8 + g) * St::kQStride + cl * 32 + 8 * t);
                 const float4 dd = *reinterpret_cast<const float4*>(xd_s + cl * St::kRows + nt * 8 + 2 * t);
                 const float2 d0 = make_float2(dd.x, dd.y), d1 = make_float2(dd.z, dd.w);
-                mma_chunk<T, U>(acc[nt], w0, w1, k, t, b.x, b.y, d0, d1);
+#pragma unroll
+                for (int mt = 0; mt < MT; ++mt) mma_chunk<T, U>(acc[mt][nt], w0[mt], w1[mt], k, t, b.x, b.y, d0, d1);
                 if constexpr (SWIGLU) mma_chunk<T, U>(accu[nt], u0, u1, k, t, b.x, b.y, d0, d1);
             }
         }
     }
     auto* part = reinterpret_cast<float(*)[kMmaM * R::kStride]>(smem);  // after Reduce's first barrier
-    float out[R::kPer];
-    R::run(part, acc, out);
-    if constexpr (SWIGLU) {
-        float up[R::kPer];
-        R::run(part, accu, up);
 #pragma unroll
-        for (int k = 0; k < R::kPer; ++k) out[k] = silu(out[k]) * up[k];
-    }
+    for (int mt = 0; mt < MT; ++mt) {
+        float out[R::kPer];
+        R::run(part, acc[mt], out);
+        if constexpr (SWIGLU) {
+            float up[R::kPer];
+            R::run(part, accu, up);
 #pragma unroll
-    for (int k = 0; k < R::kPer; ++k) {
-        const int e = int(threadIdx.x) + k * kMmaThreads;
-        const int64_t r = row0 + e % kMmaM;
-        const int col = col0 + e / kMmaM;
-        if (r < W.n_out && col < a.rows) y[int64_t(col) * W.n_out + r] = out[k];
+            for (int k = 0; k < R::kPer; ++k) out[k] = silu(out[k]) * up[k];
+        }
+#pragma unroll
+        for (int k = 0; k < R::kPer; ++k) {
+            const int e = int(threadIdx.x) + k * kMmaThreads;
+            const int64_t r = row0 + mt * kMmaM + e % kMmaM;
+            const int col = col0 + e / kMmaM;
+            if (r < W.n_out && col < a.rows) y[int64_t(col) * W.n_out + r] = out[k];
+        }
     }
 }
 
 // Chunks per warp and phase (their weight loads all in flight at once): 8 for one
-// matrix and 16 activation rows, else 4 (the stage's 48 KiB with 32 rows; the
-// registers of two matrices). Rows must hold whole groups of U chunks (aligned
-// vector loads): 4 always (ops::matmul_mma checks), 8 where the 16-row kernel runs.
-constexpr int mma_chunks_per_warp(bool swiglu, int nt) { return swiglu || nt >= 4 ? 4 : 8; }
+// matrix, one row tile and 16 activation rows, else 4 (the stage's 48 KiB with 32
+// rows; the registers of two matrices or two row tiles). Rows must hold whole
+// groups of U chunks (aligned vector loads): 4 always (ops::matmul_mma checks), 8
+// where the 16-row one-tile kernel runs.
+constexpr int mma_chunks_per_warp(bool swiglu, int nt, int mt = 1) { return swiglu || nt >= 4 || mt > 1 ? 4 : 8; }
+
+int device_sms() {
+    static const int n = [] {
+        int dev = 0, sms = 0;
+        if (cudaGetDevice(&dev) != cudaSuccess || cudaDeviceGetAttribute(&sms, cudaDevAttrMultiProcessorCount, dev) != cudaSuccess)
+            return 1;
+        return sms;
+    }();
+    return n;
+}
+
+// Row tiles per block for one matrix: 2 where the grid of 32-row blocks still has
+// kMmaTwoTileBlocksPerSm per SM (H200, llama2-7b Q4_0: B=64 +22%, pp512 +25%; B=16
+// and B=32 on the 4096-row matrices, 128 blocks, 7-8% slower), else 1.
+// VEGA_GPU_MMA_TILES=1 or 2 forces it (read once). Q6_K keeps 1 (it spills with 2).
+template <GgmlType T, bool SW>
+int mma_row_tiles(int64_t n_out, int cols) {
+    static const int forced = [] {
+        const char* v = std::getenv("VEGA_GPU_MMA_TILES");
+        return v && *v ? (std::atoi(v) == 2 ? 2 : 1) : 0;
+    }();
+    if (SW || T == GgmlType::Q6_K) return 1;
+    if (forced) return forced;
+    const int64_t blocks2 = int64_t(cols) * ((n_out + 2 * kMmaM - 1) / (2 * kMmaM));
+    return 2 * blocks2 >= int64_t(3) * device_sms() ? 2 : 1;  // blocks2 >= 1.5 x SMs
+}
 
 template <GgmlType T, int NT, bool SW>
 void launch_nt(const GpuMat& W, const GpuMat& V, const ops::Act& a, float* y, void* s) {
-    constexpr int U = mma_chunks_per_warp(SW, NT);
     // x: the column groups of one row tile, adjacent in launch order, so the
     // tile's weights come from DRAM once and from L2 for the other groups.
-    const dim3 grid(unsigned((a.rows + NT * 8 - 1) / (NT * 8)), unsigned((W.n_out + kMmaM - 1) / kMmaM));
-    launch(matmul_mma_k<T, NT, SW, U>, grid, dim3(kMmaThreads), s, W, V, a, y);
+    const int cols = (a.rows + NT * 8 - 1) / (NT * 8);
+    if constexpr (!SW && T != GgmlType::Q6_K) {
+        if (mma_row_tiles<T, SW>(W.n_out, cols) == 2) {
+            constexpr int U = mma_chunks_per_warp(SW, NT, 2);
+            const dim3 grid(unsigned(cols), unsigned((W.n_out + 2 * kMmaM - 1) / (2 * kMmaM)));
+            launch(matmul_mma_k<T, NT, SW, U, 2>, grid, dim3(kMmaThreads), s, W, V, a, y);
+            return;
+        }
+    }
+    constexpr int U = mma_chunks_per_warp(SW, NT);
+    const dim3 grid(unsigned(cols), unsigned((W.n_out + kMmaM - 1) / kMmaM));
+    launch(matmul_mma_k<T, NT, SW, U, 1>, grid, dim3(kMmaThreads), s, W, V, a, y);
 }
 
 template <GgmlType T, bool SW>
