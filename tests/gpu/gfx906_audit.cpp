@@ -120,15 +120,19 @@ LoopStats loop_stats(const std::string& isa) {
     std::vector<Block> blocks(1);
     std::istringstream in(isa);
     const std::regex label_re(R"(^\.(LBB\w+):(.*)$)"), in_loop_re(R"(Header=(BB\w+))"), head_re(R"(Loop Header)");
+    // The loop a block belongs to, from its label's annotation ("in Loop: Header=X",
+    // or "Loop Header": its own).
+    auto annotate = [&](Block& b, const std::string& text) {
+        std::smatch h;
+        if (std::regex_search(text, h, in_loop_re)) b.loop = h[1];
+        else if (std::regex_search(text, head_re)) b.loop = b.label;
+    };
     for (std::string line; std::getline(in, line);) {
         std::smatch m;
         if (std::regex_match(line, m, label_re)) {
             Block b;
             b.label = m[1].str().substr(1);  // "LBB3_9" -> "BB3_9"
-            const std::string rest = m[2];
-            std::smatch h;
-            if (std::regex_search(rest, h, in_loop_re)) b.loop = h[1];
-            else if (std::regex_search(rest, head_re)) b.loop = b.label;
+            annotate(b, m[2]);
             blocks.push_back(b);
             continue;
         }
@@ -136,9 +140,7 @@ LoopStats loop_stats(const std::string& isa) {
         if (first != std::string::npos && line[first] == ';' && blocks.back().loop.empty() && blocks.back().lines.empty()) {
             // A nested loop's header carries its annotation on the comment line
             // after its label ("; Parent Loop ..." then "; =>  This Inner Loop Header").
-            std::smatch h;
-            if (std::regex_search(line, h, in_loop_re)) blocks.back().loop = h[1];
-            else if (std::regex_search(line, head_re)) blocks.back().loop = blocks.back().label;
+            annotate(blocks.back(), line);
             continue;
         }
         if (!line.empty() && (line[0] == '\t' || line[0] == ' ') && first != std::string::npos && line[first] != ';' &&

@@ -37,12 +37,13 @@ __device__ __forceinline__ unsigned long long exec_half(unsigned warp_mask) {
 }
 
 // The 64 threads of this wave meet (barrier 1 + wave; barrier 0 is __syncthreads).
-__device__ __forceinline__ void wave_barrier() {
-    if (blockDim.x > kMaxWavesPerBlock * 64) fail("blocks of more than 15 waves have no named barrier per wave");
-    asm volatile("bar.sync %0, 64;" ::"r"(wave_in_block() + 1) : "memory");
-}
+// Callers check need_whole_wave() first.
+__device__ __forceinline__ void wave_barrier() { asm volatile("bar.sync %0, 64;" ::"r"(wave_in_block() + 1) : "memory"); }
 
+// Before a cross-warp exchange (its shared slots and named barrier): every lane of
+// the wave present, and a wave index that has a barrier and a slot.
 __device__ __forceinline__ void need_whole_wave(const char* what) {
+    if (blockDim.x > kMaxWavesPerBlock * 64) fail("blocks of more than 15 waves have no named barrier per wave");
     if (__activemask() != 0xffffffffu) fail(what);
 }
 
@@ -69,7 +70,7 @@ __device__ __forceinline__ int swizzle(int v) {
 // v_readlane_b32 (l uniform): lane l's value in every lane.
 __device__ __forceinline__ int readlane(int v, int l) {
     need_whole_wave("v_readlane in divergent code");
-    __shared__ int slot[16];
+    __shared__ int slot[kMaxWavesPerBlock];
     if (lane() == l) slot[wave_in_block()] = v;
     wave_barrier();
     const int r = slot[wave_in_block()];
@@ -89,7 +90,7 @@ __device__ __forceinline__ int bpermute(int byte_address, int v) {
         return gfx906::lds_xchg_read(got, src, exec_half(m));
     }
     need_whole_wave("ds_bpermute across the wave's halves in divergent code");
-    __shared__ int vals[16][64];
+    __shared__ int vals[kMaxWavesPerBlock][64];
     vals[wave_in_block()][lane()] = v;
     wave_barrier();
     const int r = vals[wave_in_block()][src];  // the whole wave is active

@@ -33,7 +33,7 @@ static_assert(kWave == 64, "the gfx906 emulation runs 64-thread waves (two warps
 static_assert(arch::kRowThreads <= emu::kMaxWavesPerBlock * kWave && arch::kEltThreads <= emu::kMaxWavesPerBlock * kWave &&
                   arch::kAttnThreads <= emu::kMaxWavesPerBlock * kWave &&
                   arch::kPrepThreads <= emu::kMaxWavesPerBlock * kWave &&
-                  arch::kMatvecWaves <= emu::kMaxWavesPerBlock,
+                  arch::kMatvecWaves <= emu::kMaxWavesPerBlock && arch::epi_waves(1) <= emu::kMaxWavesPerBlock,
               "the emulation runs blocks of at most 15 waves (one named barrier each)");
 #elif defined(__CUDA_ARCH__)
 static_assert(kWave == 32, "NVIDIA warps are 32 lanes");

@@ -28,6 +28,7 @@
 #include "backend/gpu/runtime.h"
 #include "backend/gpu/wave.h"
 #include "backend/gpu/kernels/rope.h"
+#include "backend/gpu/kernels/vector_load.h"
 
 #include <algorithm>
 #include <cstdlib>
@@ -141,34 +142,11 @@ struct KvChunk {
 // the vector loads aligned).
 template <bool F16, int D>
 __device__ __forceinline__ KvChunk<F16, D> load_kv(const void* base, int64_t i) {
-    using C = KvChunk<F16, D>;
-    C r;
-    const uint32_t* p = reinterpret_cast<const uint32_t*>(static_cast<const uint8_t*>(base) + i * (F16 ? 2 : 4));
-    if constexpr (C::kWords % 4 == 0) {
-#pragma unroll
-        for (int j = 0; j < C::kWords / 4; ++j) {
-            const uint4 v = reinterpret_cast<const uint4*>(p)[j];
-            r.w[4 * j] = v.x, r.w[4 * j + 1] = v.y, r.w[4 * j + 2] = v.z, r.w[4 * j + 3] = v.w;
-        }
-    } else if constexpr (C::kWords == 2) {
-        const uint2 v = *reinterpret_cast<const uint2*>(p);
-        r.w[0] = v.x, r.w[1] = v.y;
-    } else {
-        r.w[0] = p[0];
-    }
+    KvChunk<F16, D> r;
+    load_words(reinterpret_cast<const uint32_t*>(static_cast<const uint8_t*>(base) + i * (F16 ? 2 : 4)), r.w);
     return r;
 }
 
-// One (token, head) of the output from its n_used partials p [n_part][hd + 2]:
-// out [hd], and with oq/ods (hd % 32 == 0) its q8 blocks at element e0 of the
-// row-major [rows][n_head * hd] layout, 32 lanes per block of 32 dims as
-// prepare_act writes them. Called by all NT threads of the block (NT a multiple
-// of kWave, >= 32). Partials written by other blocks of the same grid are read
-// with load_l2 after the caller's acquire_fence(). Every load of a pass is
-// independent (the splits' maxima and sums spread over the threads, the split
-// weights staged in LDS), so a head's merge costs a few memory round trips, not
-// one per split: at 4k context a serial merge was ~190 dependent L2 reads per
-// head and layer.
 // sum_j w[j] * col[j * stride] for j < n, in order of j, the column's loads issued
 // 8 at a time before they are used (gfx906: one round trip per 8, not per load).
 __device__ __forceinline__ float weighted_column_sum(const float* col, int stride, const float* w, int n) {
@@ -183,6 +161,10 @@ __device__ __forceinline__ float weighted_column_sum(const float* col, int strid
     }
     for (; j < n; ++j) a += w[j] * load_l2(col + j * stride);
     return a;
+}
+// Part j's (max, sum) from the partials p [n_part][stride]: both loads issued together.
+__device__ __forceinline__ float2 part_ml(const float* p, int j, int stride) {
+    return make_float2(load_l2(p + j * stride), load_l2(p + j * stride + 1));
 }
 constexpr int kCombineChunk = 256;  // split weights staged in LDS per pass
 template <int NT>
@@ -203,9 +185,9 @@ __device__ __forceinline__ void combine_head(const float* p, float* __restrict__
         // sum from LDS, then one round trip for the dims.
         __shared__ float s_m[kCombineChunk];
         for (int j = tid; j < n_used; j += NT) {
-            const float mj = load_l2(p + j * stride), ls = load_l2(p + j * stride + 1);
-            s_m[j] = ls > 0.f ? mj : -INFINITY;  // a part that saw no position: weight 0
-            s_w[j] = ls;
+            const float2 ml = part_ml(p, j, stride);
+            s_m[j] = ml.y > 0.f ? ml.x : -INFINITY;  // a part that saw no position: weight 0
+            s_w[j] = ml.y;
         }
         __syncthreads();
         float M = -INFINITY;
@@ -225,8 +207,8 @@ __device__ __forceinline__ void combine_head(const float* p, float* __restrict__
     } else {
         float m = -INFINITY;
         for (int s = tid; s < n_used; s += NT) {
-            const float ms = load_l2(p + s * stride), ls = load_l2(p + s * stride + 1);
-            if (ls > 0.f) m = fmaxf(m, ms);
+            const float2 ml = part_ml(p, s, stride);
+            if (ml.y > 0.f) m = fmaxf(m, ml.x);
         }
         const float M = block_reduce_max<NT>(m, s_red);
         float l = 0.f;
@@ -240,8 +222,8 @@ __device__ __forceinline__ void combine_head(const float* p, float* __restrict__
             const int n = min(kCombineChunk, n_used - s0);
             __syncthreads();  // the previous pass is done with s_w
             for (int j = tid; j < n; j += NT) {
-                const float mj = load_l2(p + (s0 + j) * stride), ls = load_l2(p + (s0 + j) * stride + 1);
-                s_w[j] = ls > 0.f ? expf(mj - M) : 0.f;
+                const float2 ml = part_ml(p, s0 + j, stride);
+                s_w[j] = ml.y > 0.f ? expf(ml.x - M) : 0.f;
             }
             __syncthreads();
 #pragma unroll

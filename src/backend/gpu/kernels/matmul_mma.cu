@@ -24,7 +24,9 @@
 #include "backend/gpu/runtime.h"
 #include "backend/gpu/kernels/quant_chunk.h"
 #include "backend/gpu/kernels/silu.h"
+#include "backend/gpu/kernels/vector_load.h"
 
+#include <algorithm>
 #include <cstdlib>
 #include <string>
 
@@ -80,23 +82,6 @@ struct WideRow {
     uint32_t sb;             // the super-block's d (and dmin), K-quants
     uint32_t h0[kPs.qh ? U : 1], h1[kPs.qh == 8 ? U : 1];  // high-bit planes per chunk
 };
-
-template <int N>
-__device__ __forceinline__ void load_words(const uint32_t* __restrict__ p, uint32_t (&w)[N]) {
-    if constexpr (N % 4 == 0) {
-#pragma unroll
-        for (int i = 0; i < N / 4; ++i) {
-            const uint4 v = reinterpret_cast<const uint4*>(p)[i];
-            w[4 * i] = v.x, w[4 * i + 1] = v.y, w[4 * i + 2] = v.z, w[4 * i + 3] = v.w;
-        }
-    } else if constexpr (N == 2) {
-        const uint2 v = *reinterpret_cast<const uint2*>(p);
-        w[0] = v.x, w[1] = v.y;
-    } else {
-#pragma unroll
-        for (int i = 0; i < N; ++i) w[i] = p[i];
-    }
-}
 
 // Issues the row's loads (no waiting): chunks cw .. cw+U-1, cw a multiple of U and
 // n_chunk a multiple of U (ops::matmul_mma checks), so every vector load is aligned.
@@ -347,12 +332,10 @@ __global__ void __launch_bounds__(kMmaThreads, 2) matmul_mma_k(GpuMat W, GpuMat 
 // where the 16-row one-tile kernel runs.
 constexpr int mma_chunks_per_warp(bool swiglu, int nt, int mt = 1) { return swiglu || nt >= 4 || mt > 1 ? 4 : 8; }
 
-int device_sms() {
+int device_sms() {  // of the device current at the first call (as mma_device_ok)
     static const int n = [] {
-        int dev = 0, sms = 0;
-        if (cudaGetDevice(&dev) != cudaSuccess || cudaDeviceGetAttribute(&sms, cudaDevAttrMultiProcessorCount, dev) != cudaSuccess)
-            return 1;
-        return sms;
+        int dev = 0;
+        return cudaGetDevice(&dev) == cudaSuccess ? std::max(1, rt::device_info(dev).n_sm) : 1;
     }();
     return n;
 }

@@ -109,8 +109,7 @@ constexpr bool block_epi(int epi) { return epi == kEpiResidualNorm || epi == kEp
 // else the table's.
 constexpr int block_waves(int epi, int r) { return block_epi(epi) ? arch::epi_waves(r) : kMatvecWaves; }
 // Whether a block epilogue can serve W: one activation row, quantized weights,
-// whole chunks. (A block is kEpiRows / R waves: the tables' epilogue shapes keep it
-// within 1024 threads, and within the emulation's 15 waves: R >= 4 for wave64.)
+// whole chunks (the block's size is the table's: arch::epi_waves).
 bool block_epi_ok(const GpuMat& W, int rows) {
     return rows == 1 && !is_float_type(W.type) && W.n_out % kEpiRows == 0 && W.n_chunk > 0;
 }
@@ -122,7 +121,7 @@ bool block_epi_ok(const GpuMat& W, int rows) {
 // Writes y [a.rows][W.n_out] (or h = silu(W·x) * (U·x) when SWIGLU). The first
 // weight loads are issued before pdl_wait(): they overlap the previous kernel.
 // A deferred-norm input (a.ss, NB == 1) scales each result by 1/rms.
-// EPI: kEpi* above (block epilogues: block = the 32-row chunk, kEpiRows / R waves).
+// EPI: kEpi* above (block epilogues: block = the 32-row chunk, arch::epi_waves(R) waves).
 // U: 16-byte-load chunks in flight per lane, row and matrix.
 template <GgmlType T, int NB, bool SWIGLU, int EPI, int R, int U>
 __global__ void __launch_bounds__(block_waves(EPI, R) * kWave) VEGA_WAVES(arch::matvec_waves(NB, SWIGLU), NB == 1 ? arch::matvec_waves(NB, SWIGLU) : 10) matvec_q(Job job, ops::Act a, ops::Epi e) {
@@ -457,17 +456,17 @@ void launch_nb(const GpuMat* Ws, float* const* ys, int n_mat, const ops::Act& a,
     j.W0 = Ws[0], j.W1 = n_mat > 1 ? Ws[1] : Ws[0], j.W2 = n_mat > 2 ? Ws[2] : Ws[0];
     j.y0 = ys[0], j.y1 = n_mat > 1 ? ys[1] : ys[0], j.y2 = n_mat > 2 ? ys[2] : ys[0];
     const dim3 threads(unsigned(block_waves(EPI, R) * kWave));
-    if constexpr (block_epi(EPI)) {  // one block per 32-row chunk of the (first) matrix
-        launch(matvec_q<T, 1, SW, EPI, R, U>, dim3(unsigned(Ws[0].n_out / kEpiRows)), threads, s, j, a, e);
-        return;
-    }
+    auto run = [&](const Job& jb, int64_t blocks) {
+        if constexpr (is_float_type(T)) launch(matvec_f<T, NB, SW>, dim3(unsigned(blocks)), threads, s, jb, a);
+        else launch(matvec_q<T, NB, SW, EPI, R, U>, dim3(unsigned(blocks)), threads, s, jb, a, e);
+    };
+    if constexpr (block_epi(EPI)) return run(j, Ws[0].n_out / kEpiRows);  // one block per 32-row chunk of the (first) matrix
     if (!kMultiMat && !SW && n_mat > 1) {  // one launch per matrix, each told which it is (m0)
         for (int m = 0; m < n_mat; ++m) {
             Job jm = j;
             jm.W0 = Ws[m], jm.y0 = ys[m], jm.m0 = m;
             jm.end0 = jm.end1 = blocks_for(Ws[m], a.rows, NB, R);
-            if constexpr (is_float_type(T)) launch(matvec_f<T, NB, SW>, dim3(unsigned(jm.end0)), threads, s, jm, a);
-            else launch(matvec_q<T, NB, SW, EPI, R, U>, dim3(unsigned(jm.end0)), threads, s, jm, a, e);
+            run(jm, jm.end0);
         }
         return;
     }
@@ -476,8 +475,7 @@ void launch_nb(const GpuMat* Ws, float* const* ys, int n_mat, const ops::Act& a,
     int64_t blocks = 0, ends[3] = {0, 0, 0};
     for (int m = 0; m < nm; ++m) blocks += blocks_for(Ws[m], a.rows, NB, R), ends[m] = blocks;
     j.end0 = ends[0], j.end1 = nm > 1 ? ends[1] : blocks;
-    if constexpr (is_float_type(T)) launch(matvec_f<T, NB, SW>, dim3(unsigned(blocks)), threads, s, j, a);
-    else launch(matvec_q<T, NB, SW, EPI, R, U>, dim3(unsigned(blocks)), threads, s, j, a, e);
+    run(j, blocks);
 }
 
 // Decode shapes (rows per wave, loads in flight) per role: the per-target table's
