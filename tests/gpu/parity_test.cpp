@@ -176,6 +176,37 @@ TEST_F(Parity, MatmulEveryTypeAndBatch) {
     }
 }
 
+// Rows of 80 and 128 chunks (model widths): the tensor-core matmul walks several
+// phases of staged activations per block (80: a short last phase; the widths
+// above fit in one), alone and with SwiGLU.
+TEST_F(Parity, MatmulLongRows) {
+    for (GgmlType t : kMatTypes) {
+        if (is_float_type(t)) continue;
+        for (int64_t n_in : {2560, 4096}) {
+            for (int rows : {9, 19, 64}) {
+                const int64_t n_out = 301;
+                W w = weight(t, n_in, n_out), u = weight(t, n_in, n_out);
+                auto x = pair(randn(size_t(rows) * n_in));
+                auto y = pair_n(size_t(rows) * n_out);
+                auto gt = pair_n(size_t(rows) * n_out), ut = pair_n(size_t(rows) * n_out);
+                auto h = pair_n(size_t(rows) * n_out);
+                gpu_->reserve(64, 4096);
+                cpu_->reserve(64, 4096);
+                gpu_->matmul_input(x.g, rows, n_in);
+                cpu_->matmul_input(x.c, rows, n_in);
+                gpu_->matmul(w.g, y.g);
+                cpu_->matmul(w.c, y.c);
+                EXPECT_LT(compare(y, "matmul"), mat_threshold(t))
+                    << type_traits(t).name << " n_in " << n_in << " rows " << rows;
+                gpu_->matmul_swiglu(w.g, u.g, gt.g, ut.g, h.g, rows);
+                cpu_->matmul_swiglu(w.c, u.c, gt.c, ut.c, h.c, rows);
+                EXPECT_LT(compare(h, "matmul_swiglu"), 10 * mat_threshold(t))
+                    << type_traits(t).name << " n_in " << n_in << " rows " << rows;
+            }
+        }
+    }
+}
+
 TEST_F(Parity, MatmulFusedNormAndSwiglu) {
     for (GgmlType t : kMatTypes) {
         for (int rows : {1, 4, 9, 40}) {

@@ -238,8 +238,6 @@ __global__ void __launch_bounds__(kMmaThreads, 2) matmul_mma_k(GpuMat W, GpuMat 
     __shared__ __align__(16) unsigned char smem[St::kBytes];
     unsigned char* const xq_s = smem;                                      // [kRows][kQStride bytes]
     float2* const xd_s = reinterpret_cast<float2*>(smem + St::kQBytes);  // [kChunks][kRows]
-    pdl_wait();
-    pdl_trigger();
     const int warp = int(threadIdx.x) / 32, lane = int(threadIdx.x) % 32, g = lane >> 2, t = lane & 3;
     const int64_t row0 = int64_t(blockIdx.y) * kMmaM * MT;
     int64_t rg[MT], rg8[MT];  // rows g, g+8 of each tile; past the end: re-read
@@ -268,6 +266,10 @@ __global__ void __launch_bounds__(kMmaThreads, 2) matmul_mma_k(GpuMat W, GpuMat 
 #pragma unroll
         for (int mt = 0; mt < MT; ++mt) load_wide<T, U>(W, rg[mt], cw, t, w0[mt]), load_wide<T, U>(W, rg8[mt], cw, t, w1[mt]);
         if constexpr (SWIGLU) load_wide<T, U>(V, rg[0], cw, t, u0), load_wide<T, U>(V, rg8[0], cw, t, u1);
+        if (p0 == 0) {  // the first weights are in flight while the previous kernel drains (launch.h)
+            pdl_wait();
+            pdl_trigger();
+        }
         const int n_ch = min(St::kChunks, nc - p0);
         __syncthreads();  // the previous phase is done with the stage
         // The phase's activations (rows past the last: its copy; chunks past the row: skipped).
