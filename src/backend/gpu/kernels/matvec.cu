@@ -56,7 +56,7 @@ constexpr bool kTuneVariants = false;
 struct Job {
     GpuMat W0, W1, W2;
     float *y0, *y1, *y2;
-    int64_t end0, end1;
+    int64_t end0 = 0, end1 = 0;  // blocks of matrix 0, of 0 and 1 (launch_nb sets both on every path)
     int m0 = 0;  // one matrix per launch (!kMultiMat): which of q, k, v W0 is (the rope epilogue)
 };
 // The selected matrix by value, field by field: taking the address of a kernel
@@ -450,26 +450,27 @@ int64_t blocks_for(const GpuMat& W, int rows, int nb, int r) {
 }
 
 // One launch of matvec_q / matvec_f with R rows per wave and U loads in flight.
-// (Folding the three launches below into one lambda broke the one-row FFN block
-// on the H200 (BlockOps tests, 2026-11-23) for a reason not yet found: keep them
-// explicit until that is understood.)
+// Every path sets j.end0 / j.end1: select() picks each block's matrix by them.
 template <GgmlType T, int NB, bool SW, int EPI, int R, int U>
 void launch_nb(const GpuMat* Ws, float* const* ys, int n_mat, const ops::Act& a, const ops::Epi& e, void* s) {
     Job j;
     j.W0 = Ws[0], j.W1 = n_mat > 1 ? Ws[1] : Ws[0], j.W2 = n_mat > 2 ? Ws[2] : Ws[0];
     j.y0 = ys[0], j.y1 = n_mat > 1 ? ys[1] : ys[0], j.y2 = n_mat > 2 ? ys[2] : ys[0];
     const dim3 threads(unsigned(block_waves(EPI, R) * kWave));
-    if constexpr (block_epi(EPI)) {  // one block per 32-row chunk of the (first) matrix
-        launch(matvec_q<T, 1, SW, EPI, R, U>, dim3(unsigned(Ws[0].n_out / kEpiRows)), threads, s, j, a, e);
-        return;
+    auto run = [&](const Job& jb, int64_t blocks) {
+        if constexpr (is_float_type(T)) launch(matvec_f<T, NB, SW>, dim3(unsigned(blocks)), threads, s, jb, a);
+        else launch(matvec_q<T, NB, SW, EPI, R, U>, dim3(unsigned(blocks)), threads, s, jb, a, e);
+    };
+    if constexpr (block_epi(EPI)) {  // one block per 32-row chunk of the first matrix (SWIGLU: the up rows ride along)
+        j.end0 = j.end1 = Ws[0].n_out / kEpiRows;
+        return run(j, j.end0);
     }
     if (!kMultiMat && !SW && n_mat > 1) {  // one launch per matrix, each told which it is (m0)
         for (int m = 0; m < n_mat; ++m) {
             Job jm = j;
             jm.W0 = Ws[m], jm.y0 = ys[m], jm.m0 = m;
             jm.end0 = jm.end1 = blocks_for(Ws[m], a.rows, NB, R);
-            if constexpr (is_float_type(T)) launch(matvec_f<T, NB, SW>, dim3(unsigned(jm.end0)), threads, s, jm, a);
-            else launch(matvec_q<T, NB, SW, EPI, R, U>, dim3(unsigned(jm.end0)), threads, s, jm, a, e);
+            run(jm, jm.end0);
         }
         return;
     }
@@ -478,8 +479,7 @@ void launch_nb(const GpuMat* Ws, float* const* ys, int n_mat, const ops::Act& a,
     int64_t blocks = 0, ends[3] = {0, 0, 0};
     for (int m = 0; m < nm; ++m) blocks += blocks_for(Ws[m], a.rows, NB, R), ends[m] = blocks;
     j.end0 = ends[0], j.end1 = nm > 1 ? ends[1] : blocks;
-    if constexpr (is_float_type(T)) launch(matvec_f<T, NB, SW>, dim3(unsigned(blocks)), threads, s, j, a);
-    else launch(matvec_q<T, NB, SW, EPI, R, U>, dim3(unsigned(blocks)), threads, s, j, a, e);
+    run(j, blocks);
 }
 
 // Decode shapes (rows per wave, loads in flight) per role: the per-target table's
