@@ -6,7 +6,7 @@ for r in rows:
     if not hdr or len(r)!=len(hdr): continue
     d=dict(zip(hdr,r))
     if d.get('Metric Name')!='gpu__time_duration.sum': continue
-    n=d['Kernel Name']; n=re.sub(r'\(.*','',n)[:70]
+    n=d['Kernel Name']; n=re.sub(r'\(vega::gpu::.*|\(float.*|\(const.*','',n)[:90]
     v=float(d['Metric Value'].replace(',',''))
     unit=d.get('Metric Unit','')
     if unit=='nsecond' or unit=='ns': v/=1000

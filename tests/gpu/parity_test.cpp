@@ -151,10 +151,10 @@ double mat_threshold(GgmlType t) { return is_float_type(t) ? 1e-8 : 1e-5; }
 
 TEST_F(Parity, MatmulEveryTypeAndBatch) {
     for (GgmlType t : kMatTypes) {
-        // 9.. rows: the tensor-core matmul on NVIDIA (2 tiles of 8 rows; 4 per column
-        // group beyond 16: 33 and 70 rows have partial groups); n_out 301: a partial
-        // 16-row tile. Widths: 16 chunks (groups of 8), 20 (groups of 4: the 4-tile
-        // kernel at every batch), 17 (no whole groups: the matvec serves every batch).
+        // 9.. rows: the tensor-core matmul on NVIDIA (column groups of 16, 32 or 64
+        // activation rows: 19, 33 and 70 rows have partial groups); n_out 301: a
+        // partial 32-row block. Widths: 16 chunks, 20 (scale rows only 8-byte
+        // aligned), 17 (not a multiple of 4: the matvec serves every batch).
         const bool k_quant = type_traits(t).block_size == 256;
         for (int64_t n_in : {512, 640, 544}) {
             if (k_quant && n_in != 512) continue;
@@ -176,13 +176,15 @@ TEST_F(Parity, MatmulEveryTypeAndBatch) {
     }
 }
 
-// Rows of 80 and 128 chunks (model widths): the tensor-core matmul walks several
-// phases of staged activations per block (80: a short last phase; the widths
-// above fit in one), alone and with SwiGLU.
+// Rows of 80, 88 and 128 chunks (model widths): the tensor-core matmul streams
+// several stages of 16 or 32 chunks per block (80, 88: a short last stage; the
+// widths above fit in one), alone and with SwiGLU. 88 chunks: 11 K-quant
+// super-blocks per row, so Q6_K's 2-byte super-block scales of odd rows start at
+// an odd half word.
 TEST_F(Parity, MatmulLongRows) {
     for (GgmlType t : kMatTypes) {
         if (is_float_type(t)) continue;
-        for (int64_t n_in : {2560, 4096}) {
+        for (int64_t n_in : {2560, 2816, 4096}) {
             for (int rows : {9, 19, 64}) {
                 const int64_t n_out = 301;
                 W w = weight(t, n_in, n_out), u = weight(t, n_in, n_out);
@@ -203,6 +205,32 @@ TEST_F(Parity, MatmulLongRows) {
                 EXPECT_LT(compare(h, "matmul_swiglu"), 10 * mat_threshold(t))
                     << type_traits(t).name << " n_in " << n_in << " rows " << rows;
             }
+        }
+    }
+}
+
+// More row tiles than SMs: a tensor-core block walks several tiles with its copy
+// ring running on across them (odd super-block counts per row: Q6_K's scale
+// parity changes from tile to tile), and the last tile is partial.
+TEST_F(Parity, MatmulManyTiles) {
+    for (GgmlType t : {GgmlType::Q4_0, GgmlType::Q5_1, GgmlType::Q8_0, GgmlType::Q4_K, GgmlType::Q6_K}) {
+        const int64_t n_in = 1280, n_out = 9013;  // 40 chunks (5 super-blocks): a short second stage
+        for (int rows : {19, 64}) {
+            W w = weight(t, n_in, n_out), u = weight(t, n_in, n_out);
+            auto x = pair(randn(size_t(rows) * n_in));
+            auto y = pair_n(size_t(rows) * n_out);
+            auto gt = pair_n(size_t(rows) * n_out), ut = pair_n(size_t(rows) * n_out);
+            auto h = pair_n(size_t(rows) * n_out);
+            gpu_->reserve(64, n_out);
+            cpu_->reserve(64, n_out);
+            gpu_->matmul_input(x.g, rows, n_in);
+            cpu_->matmul_input(x.c, rows, n_in);
+            gpu_->matmul(w.g, y.g);
+            cpu_->matmul(w.c, y.c);
+            EXPECT_LT(compare(y, "matmul"), mat_threshold(t)) << type_traits(t).name << " rows " << rows;
+            gpu_->matmul_swiglu(w.g, u.g, gt.g, ut.g, h.g, rows);
+            cpu_->matmul_swiglu(w.c, u.c, gt.c, ut.c, h.c, rows);
+            EXPECT_LT(compare(h, "matmul_swiglu"), 10 * mat_threshold(t)) << type_traits(t).name << " rows " << rows;
         }
     }
 }

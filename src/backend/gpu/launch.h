@@ -29,15 +29,16 @@ __device__ __forceinline__ void pdl_trigger() {
 #endif
 }
 
-// k<<<g, b, 0, s>>>(args...), with the PDL attribute where rt::pdl_enabled().
+// k<<<g, b, smem, s>>>(args...), with the PDL attribute where rt::pdl_enabled().
+// smem: dynamic shared memory bytes (over 48 KiB: the kernel's attribute raised first).
 template <typename... P, typename... A>
-void launch(void (*k)(P...), dim3 g, dim3 b, void* s, A&&... args) {
+void launch_smem(void (*k)(P...), dim3 g, dim3 b, size_t smem, void* s, A&&... args) {
 #if defined(VEGA_GPU_CUDA)
     if (rt::pdl_enabled()) {
         cudaLaunchConfig_t cfg = {};
         cfg.gridDim = g;
         cfg.blockDim = b;
-        cfg.dynamicSmemBytes = 0;
+        cfg.dynamicSmemBytes = smem;
         cfg.stream = static_cast<gpuStream_t>(s);
         cudaLaunchAttribute at[1];
         at[0].id = cudaLaunchAttributeProgrammaticStreamSerialization;
@@ -49,7 +50,12 @@ void launch(void (*k)(P...), dim3 g, dim3 b, void* s, A&&... args) {
         return;
     }
 #endif
-    k<<<g, b, 0, static_cast<gpuStream_t>(s)>>>(std::forward<A>(args)...);
+    k<<<g, b, smem, static_cast<gpuStream_t>(s)>>>(std::forward<A>(args)...);
+}
+
+template <typename... P, typename... A>
+void launch(void (*k)(P...), dim3 g, dim3 b, void* s, A&&... args) {
+    launch_smem(k, g, b, 0, s, std::forward<A>(args)...);
 }
 
 }  // namespace vega::gpu

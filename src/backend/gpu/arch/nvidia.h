@@ -22,10 +22,16 @@ constexpr bool kMultiMatLaunch = true;  // q, k, v (three GpuMat parameters) in 
 constexpr const char* kName = "nvidia";
 constexpr const char* kDeviceArch = "sm_";  // any NVIDIA device (sm_61+: dp4a; mma needs sm_80, checked at run time)
 // Tensor-core matmul (kernels/matmul_mma.cu): used from this many activation rows
-// on (batched decode, prompts; VEGA_GPU_MMA_ROWS overrides, 0 = never), with this
-// many warps per block splitting each 16-row tile's K.
+// on (batched decode, prompts; VEGA_GPU_MMA_ROWS overrides, 0 = never), with
+// mma_warps(cols) warps per block splitting each stage's K for a column group of
+// cols activation rows: 16 (4 per scheduler, 128 registers) for 16 columns, 8 for
+// 32 and 64 (their accumulators need more registers: 16 warps spill at 32).
 constexpr int kMmaMinRows = 8;
-constexpr int kMmaKWarps = 8;
+constexpr int mma_warps(int cols) { return cols >= 32 ? 8 : 16; }
+// Shared memory one tensor-core matmul block may take for its ring of stages
+// (sm_90 lends up to 227 KB per block; a device that lends less than a kernel's
+// ring keeps the matvec path for it).
+constexpr int kMmaSmemBytes = 200 * 1024;
 
 // Matvec shapes (rows per wave, loads in flight per row and matrix) for decode,
 // by role and type, from tg128 A/B runs on the H200 (2026-11-21, docs/PERFORMANCE.md):

@@ -5,17 +5,19 @@
 //   y [rows][n_out] = x [rows][n_in] @ W^T, W quantized (gpu_mat.h), x as q8
 //   (Act::q / Act::ds); with SWIGLU h = silu(x @ G^T) * (x @ U^T).
 //
-// Block: kMmaKWarps warps over one tile of 16 output rows (the mma's M) and NT*8
-// activation rows (N), each warp a contiguous slice of the row's 32-element
-// chunks (K): grid (rows / (NT*8), n_out / 16). Per chunk a warp issues one
-// mma.m16n8k32 (s8 x s8 -> s32) per 8 activation rows: lane (g, t) holds bytes
-// 4t..4t+3 of rows g and g+8 of the chunk, whose low and high nibbles are
-// elements 4t.. and 16+4t.. (exactly the A fragment's k order). The weights reach
-// the lanes in 16-byte loads and a transpose across each quad (WideRow), not
-// through shared memory. The int32 dot of one chunk is scaled by
-// the row's and the activation's chunk scales (chunk_value, as in the matvec);
-// Q6_K, whose halves have their own scales, takes two m16n8k16. The warps' partial
-// sums meet in shared memory in a fixed order (deterministic results).
+// Block: arch::mma_warps warps over MT = 2 tiles of 16 output rows (the mma's M; with
+// SWIGLU one tile of W and the same rows of V) and NT*8 activation rows (N), over
+// all of K in stages of 16 or 32 chunks (32 elements each). The stages stream
+// through a ring of shared-memory slots filled by cp.async (Ring): while stage s is
+// computed, the next kStages - 1 are in flight, so an SM keeps tens of KB of
+// weights in flight without holding them in registers. Within a stage each warp
+// takes its own chunks and issues one mma.m16n8k32 (s8 x s8 -> s32) per tile and 8
+// activation rows; ldmatrix hands lane (g, t) bytes 4t..4t+3 of rows g and g+8 of a
+// chunk, whose low and high nibbles are elements 4t.. and 16+4t.. (exactly the A
+// fragment's k order). The int32 dot of one chunk is scaled by the row's and the
+// activation's chunk scales (chunk_value, as in the matvec); Q6_K, whose halves
+// have their own scales, takes two m16n8k16. The warps' partial sums meet in
+// shared memory in a fixed order (deterministic results).
 //
 // Weights are read from DRAM once per step: the column groups (NT*8 activation
 // rows each) of a row tile run next to each other and share it through L2.
@@ -36,8 +38,6 @@ namespace vega::gpu {
 namespace {
 
 constexpr int kMmaM = 16;                   // output rows per block
-constexpr int kMmaKWarps = arch::kMmaKWarps;  // warps per block, each a slice of K
-constexpr int kMmaThreads = kMmaKWarps * 32;
 
 // d = A (16x32 s8, row) x B (32x8 s8, col); fragments as the PTX ISA lays them out:
 // a0 = A[g][4t..], a1 = A[g+8][4t..], a2 = A[g][16+4t..], a3 = A[g+8][16+4t..];
@@ -64,126 +64,60 @@ __device__ __forceinline__ void mma_k16(int (&d)[4], int a0, int a1, int b0) {
 #endif
 }
 
-// One weight row's U chunks from chunk cw, as lane t of the row's quad holds them.
-// The row's quantized bytes are read with 16-byte loads, lane t taking pieces t,
-// t+4, ... (a piece: 16 bytes, one 4-bit chunk or half a Q8_0 chunk), and each
-// group of 4 pieces is transposed across the quad (4 shuffles), so that lane t ends
-// with word t of every piece: the A fragment's k order. (The plain reading, 4
-// bytes per lane from 8 rows per instruction, kept the L1 85% busy at 16 useful
-// bytes per row.) The chunk scales of the U chunks come in one vector load per row.
-template <GgmlType T, int U>
-struct WideRow {
-    static constexpr PlaneSizes kPs = plane_sizes(T);
-    static constexpr int kGroups = U * kPs.qs / 64;  // 4-piece groups
-    static constexpr int kScWords = U * kPs.sc / 4;
-    static_assert(U % 4 == 0 && kGroups >= 1 && kScWords >= 1, "whole groups and scale words");
-    uint32_t q[kGroups][4];  // q[j][i]: word t of piece 4j + i
-    uint32_t sc[kScWords];   // the U chunks' scale bytes (sc plane)
-    uint32_t sb;             // the super-block's d (and dmin), K-quants
-    uint32_t h0[kPs.qh ? U : 1], h1[kPs.qh == 8 ? U : 1];  // high-bit planes per chunk
-};
+// cp.async (sm_80+): G bytes (4, 8 or 16) global -> shared without registers.
+// A thread's copies since its last commit form one group; cp_async_wait<N> returns
+// once at most N of its groups are still in flight (the block then syncs before
+// anyone reads what the others copied).
+// Shared-memory operands are 32-bit shared-window addresses (SmemAddr), converted
+// once per kernel: a generic pointer costs a special-register read per use.
+using SmemAddr = unsigned;
 
-// Issues the row's loads (no waiting): chunks cw .. cw+U-1, cw a multiple of U and
-// n_chunk a multiple of U (ops::matmul_mma checks), so every vector load is aligned.
-template <GgmlType T, int U>
-__device__ __forceinline__ void load_wide(const GpuMat& W, int64_t row, int cw, int t, WideRow<T, U>& r) {
-    using R = WideRow<T, U>;
-    const int64_t i0 = row * W.n_chunk + cw;
-    const uint4* q = reinterpret_cast<const uint4*>(W.qs) + i0 * (R::kPs.qs / 16);
-#pragma unroll
-    for (int j = 0; j < R::kGroups; ++j) {
-        const uint4 v = q[4 * j + t];
-        r.q[j][0] = v.x, r.q[j][1] = v.y, r.q[j][2] = v.z, r.q[j][3] = v.w;
-    }
-    load_words(reinterpret_cast<const uint32_t*>(W.sc + i0 * R::kPs.sc), r.sc);
-    r.sb = 0;
-    if constexpr (R::kPs.sb == 4) r.sb = reinterpret_cast<const uint32_t*>(W.sb)[row * (W.n_chunk / 8) + cw / 8];
-    if constexpr (R::kPs.sb == 2) r.sb = reinterpret_cast<const uint16_t*>(W.sb)[row * (W.n_chunk / 8) + cw / 8];
-#pragma unroll
-    for (int k = 0; k < U; ++k) {
-        uint32_t a = 0, b = 0;
-        if constexpr (R::kPs.qh != 0) load_qh<T>(W, row, cw + k, &a, &b);
-        if constexpr (R::kPs.qh != 0) r.h0[k] = a;
-        if constexpr (R::kPs.qh == 8) r.h1[k] = b;
-    }
+template <int G>
+__device__ __forceinline__ void cp_async(SmemAddr d, const void* src) {
+    static_assert(G == 4 || G == 8 || G == 16, "cp.async sizes");
+#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 800
+    if constexpr (G == 16) asm volatile("cp.async.cg.shared.global [%0], [%1], 16;" ::"r"(d), "l"(src) : "memory");
+    else asm volatile("cp.async.ca.shared.global [%0], [%1], %2;" ::"r"(d), "l"(src), "n"(G) : "memory");
+#else
+    (void)d, (void)src;  // never launched (mma_device_ok)
+#endif
+}
+__device__ __forceinline__ void cp_async_commit() {
+#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 800
+    asm volatile("cp.async.commit_group;" ::: "memory");
+#endif
+}
+template <int N>
+__device__ __forceinline__ void cp_async_wait() {
+#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 800
+    asm volatile("cp.async.wait_group %0;" ::"n"(N) : "memory");
+#endif
 }
 
-// 4x4 transpose across the quad (lanes 4g..4g+3, t = lane & 3): lane t's words
-// x[0..3] become lane i's word t for i = 0..3, i.e. x[i] = old word t of lane i.
-__device__ __forceinline__ void quad_transpose(uint32_t (&x)[4], int t) {
-    const bool b1 = t & 2, b0 = t & 1;
-    // Swap the off-diagonal 2x2 blocks with lane t ^ 2.
-    uint32_t r0 = __shfl_xor_sync(0xffffffffu, b1 ? x[0] : x[2], 2);
-    uint32_t r1 = __shfl_xor_sync(0xffffffffu, b1 ? x[1] : x[3], 2);
-    if (b1) x[0] = r0, x[1] = r1;
-    else x[2] = r0, x[3] = r1;
-    // Transpose each 2x2 block with lane t ^ 1.
-    r0 = __shfl_xor_sync(0xffffffffu, b0 ? x[0] : x[1], 1);
-    r1 = __shfl_xor_sync(0xffffffffu, b0 ? x[2] : x[3], 1);
-    if (b0) x[0] = r0, x[2] = r1;
-    else x[1] = r0, x[3] = r1;
+// ldmatrix (sm_75+): 8x8 matrices of 16-bit elements from shared memory, one row of
+// 16 bytes per address (lanes 8j..8j+7 give matrix j's rows). Register j of lane
+// (g, t) = g * 4 + t receives bytes 4t..4t+3 of row g of matrix j: for an 8-row x
+// 16-byte slice of int8 data, exactly the word an mma fragment wants from row g.
+__device__ __forceinline__ void ldmatrix_x4(SmemAddr a, uint32_t& r0, uint32_t& r1, uint32_t& r2, uint32_t& r3) {
+#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 800
+    asm volatile("ldmatrix.sync.aligned.m8n8.x4.shared.b16 {%0,%1,%2,%3}, [%4];"
+                 : "=r"(r0), "=r"(r1), "=r"(r2), "=r"(r3)
+                 : "r"(a));
+#else
+    (void)a, r0 = r1 = r2 = r3 = 0;
+#endif
 }
-
-template <GgmlType T, int U>
-__device__ __forceinline__ void transpose_wide(WideRow<T, U>& r, int t) {
-#pragma unroll
-    for (int j = 0; j < WideRow<T, U>::kGroups; ++j) quad_transpose(r.q[j], t);
-}
-
-// Chunk k's scale factors from the row's scale words (decode_scales, as the matvec).
-template <GgmlType T, int U>
-__device__ __forceinline__ void wide_scales(const WideRow<T, U>& r, int k, float* f0, float* f1) {
-    constexpr int sc_bytes = WideRow<T, U>::kPs.sc;  // 2 or 4 per chunk
-    const uint32_t sc = sc_bytes == 4 ? r.sc[k] : r.sc[k / 2] >> (16 * (k & 1));
-    decode_scales<T>(sc, r.sb, f0, f1);
-}
-
-// Chunk k of the row as lane t's A-fragment words: lo (elements 4t..4t+3), hi (16+4t..).
-template <GgmlType T, int U>
-__device__ __forceinline__ void wide_frag(const WideRow<T, U>& r, int k, int t, int* lo, int* hi) {
-    if constexpr (T == GgmlType::Q8_0) {  // pieces 2k (words 0..3), 2k+1 (words 4..7)
-        *lo = int(r.q[k / 2][(2 * k) % 4]), *hi = int(r.q[k / 2][(2 * k + 1) % 4]);
-    } else {
-        constexpr int qh = WideRow<T, U>::kPs.qh;  // 0, 4 (h0) or 8 (h0, h1) bytes per chunk
-        uint32_t h0 = 0, h1 = 0;
-        if constexpr (qh != 0) h0 = r.h0[k];
-        if constexpr (qh == 8) h1 = r.h1[k];
-        nibbles<T>(r.q[k / 4][k % 4], h0, h1, t, lo, hi);
-    }
-}
-
-// acc (this lane's 4 outputs of one 16x8 tile) += chunk k's contribution, with
-// rg / rg8 the tile's weight rows g and g+8, b0, b1 the B fragment (activation
-// row g of the tile) and d0, d1 the chunk scales of activation columns 2t, 2t+1.
-template <GgmlType T, int U>
-__device__ __forceinline__ void mma_chunk(float (&acc)[4], const WideRow<T, U>& rg, const WideRow<T, U>& rg8, int k,
-                                          int t, int b0, int b1, float2 d0, float2 d1) {
-    int lo0, hi0, lo1, hi1;
-    wide_frag(rg, k, t, &lo0, &hi0);
-    wide_frag(rg8, k, t, &lo1, &hi1);
-    float f00, f01, f10, f11;
-    wide_scales(rg, k, &f00, &f01);
-    wide_scales(rg8, k, &f10, &f11);
-    int s0[4], s1[4] = {0, 0, 0, 0};
-    if constexpr (T == GgmlType::Q6_K) {
-        mma_k16(s0, lo0, lo1, b0);
-        mma_k16(s1, hi0, hi1, b1);
-    } else {
-        mma_k32(s0, lo0, lo1, hi0, hi1, b0, b1);
-    }
-    acc[0] += chunk_value<T>(f00, f01, d0, s0[0], s1[0]);
-    acc[1] += chunk_value<T>(f00, f01, d1, s0[1], s1[1]);
-    acc[2] += chunk_value<T>(f10, f11, d0, s0[2], s1[2]);
-    acc[3] += chunk_value<T>(f10, f11, d1, s0[3], s1[3]);
-}
-
-// The block's [16][NT*8] outputs, summed over the warps in a fixed order: part
-// holds each warp's tile (row stride NT*8 + 4 against bank conflicts); thread i
-// gets outputs i, i + kMmaThreads, ... (row = e % 16, column = e / 16).
-template <int NT>
+// The block's [16][NT*8] outputs, summed over its WARPS warps in a fixed order:
+// part holds each warp's tile (row stride NT*8 + 4 against bank conflicts);
+// thread i gets outputs e = i, i + WARPS * 32, ... below kOut (row = e % 16,
+// column = e / 16).
+template <int NT, int WARPS>
 struct Reduce {
-    static constexpr int kCols = NT * 8, kStride = kCols + 4, kPer = kMmaM * kCols / kMmaThreads;
-    static_assert(kMmaM * kCols % kMmaThreads == 0, "whole outputs per thread");
+    static constexpr int kThreads = WARPS * 32;
+    static constexpr int kCols = NT * 8, kStride = kCols + 4, kOut = kMmaM * kCols;
+    static constexpr int kPer = (kOut + kThreads - 1) / kThreads;
+    static constexpr int kBytes = WARPS * kMmaM * kStride * 4;
+    static_assert(kOut % kThreads == 0 || kThreads % kOut == 0, "outputs spread evenly");
     __device__ static void run(float (*part)[kMmaM * kStride], const float (&acc)[NT][4], float (&out)[kPer]) {
         const int warp = int(threadIdx.x) / 32, lane = int(threadIdx.x) % 32, g = lane >> 2, t = lane & 3;
         __syncthreads();  // part may still be read by a previous call
@@ -195,144 +129,392 @@ struct Reduce {
         __syncthreads();
 #pragma unroll
         for (int k = 0; k < kPer; ++k) {
-            const int e = int(threadIdx.x) + k * kMmaThreads, r = e % kMmaM, col = e / kMmaM;
+            const int e = min(int(threadIdx.x) + k * kThreads, kOut - 1), r = e % kMmaM, col = e / kMmaM;
             float s = 0.f;
 #pragma unroll
-            for (int w = 0; w < kMmaKWarps; ++w) s += part[w][r * kStride + col];
-            out[k] = s;
+            for (int w = 0; w < WARPS; ++w) s += part[w][r * kStride + col];
+            out[k] = s;  // (threads past kOut: a copy, not stored)
         }
     }
 };
 
-// The activation rows of one column group for one phase of kMmaKWarps * U
-// chunks, staged in shared memory by the whole block, laid out for conflict-free
-// fragment reads (ncu: 5.7-way bank conflicts and the L1 85% busy before):
-//   q [rows][chunks][32 bytes], each chunk's words permuted to w0 w4 w1 w5 w2 w6
-//     w3 w7, so lane t reads its B fragment (words t, 4+t) as one 8-byte load;
-//     row stride padded by 32 bytes (a half-warp's 8-byte loads: 32 banks);
-//   ds [chunks][rows]: a lane's two columns 2t, 2t+1 are one 16-byte load.
-// The warps' partial tiles (Reduce) reuse it. (Staging the weight tile there
-// too, with 16-byte global loads, measured 1.4x slower: docs/PERFORMANCE.md.)
-template <int NT, int U>
-struct Stage {
-    static constexpr int kRows = NT * 8, kChunks = kMmaKWarps * U;
-    static constexpr int kQStride = kChunks * 32 + 32;  // bytes
-    static constexpr int kQBytes = kRows * kQStride, kDsBytes = kRows * kChunks * 8;
-    static constexpr int kBytes = kQBytes + kDsBytes;
-    static_assert(kBytes <= 48 * 1024, "static shared memory");
-    static_assert(kBytes >= kMmaKWarps * kMmaM * (NT * 8 + 4) * 4, "the reduction's tiles fit");
+// The shared-memory ring of matmul_mma_k: kStages slots, each one stage (kChunks
+// chunks of K) of the block's weight rows and activation rows, copied in by
+// cp.async and laid out so that the 8 rows one fragment read touches fall in 8
+// distinct bank groups (row strides of 16 mod 128 bytes; 72 for 2-byte scales):
+//   wq [kRows][kChunks * qs + 16]   the weights' qs plane (gpu_mat.h)
+//   sc [kRows][kChunks * sc + 8|16] their chunk scale bits (stride: a multiple of one warp's load)
+//   qh [kRows][kChunks * qh + 16]   their high-bit planes (Q5_*, Q6_K)
+//   sb [kRows][16 bytes]            super-block d (dmin) words of the stage (K-quants;
+//                                   Q6_K's 2-byte entries start at half (row's parity))
+//   xq [kCols][kChunks * 32 + 16]   the activations' q8 bytes
+//   xd [kChunks][kCols] float2      their (d, d * sum), a lane's two columns adjacent
+// The warps' partial tiles (Reduce) follow the ring.
+template <GgmlType T, int MT, int NT>
+struct Ring {
+    static constexpr PlaneSizes kPs = plane_sizes(T);
+    static constexpr int kRows = MT * kMmaM, kCols = NT * 8;
+    static constexpr int kWarps = arch::mma_warps(kCols);
+    static constexpr int kThreads = kWarps * 32;
+    static constexpr int kChunks = NT >= 8 ? 16 : 32;  // per stage (64 activation rows: 16, for 3 stages)
+    static constexpr int kU = kChunks / kWarps;        // per warp and stage
+    static constexpr int kWqStride = kChunks * kPs.qs + 16;
+    static constexpr int kScLoad = kU * kPs.sc;  // a warp's scale bytes per row (one load: 4, 8 or 16)
+    static constexpr int kScStride = kChunks * kPs.sc + (kScLoad >= 16 ? 16 : 8);
+    static constexpr int kQhStride = kPs.qh ? kChunks * kPs.qh + 16 : 0;
+    static constexpr int kSbWords = kPs.sb == 4 ? kChunks / 8 : kPs.sb == 2 ? kChunks / 16 + 1 : 0;  // per row
+    static constexpr int kSbStride = (kSbWords * 4 + 15) / 16 * 16;
+    static constexpr int kXqStride = kChunks * 32 + 16;
+    static constexpr int kSc = kRows * kWqStride;
+    static constexpr int kQh = (kSc + kRows * kScStride + 15) / 16 * 16;
+    static constexpr int kSb = kQh + kRows * kQhStride;
+    static constexpr int kXq = kSb + kRows * kSbStride;
+    static constexpr int kXd = kXq + kCols * kXqStride;
+    static constexpr int kSlot = kXd + kChunks * kCols * 8;
+    static constexpr int kReduceBytes = Reduce<NT, kWarps>::kBytes;  // after the ring (used while it streams on)
+    static constexpr int kStages = std::min(4, std::max(2, (arch::kMmaSmemBytes - kReduceBytes) / kSlot));
+    static constexpr int kBytes = kStages * kSlot + kReduceBytes;
+    // Copy items per stage (16-, 8- or 4-byte pieces): [rows][pieces] per plane, ds [chunks][cols].
+    static constexpr int kQsP = kChunks * kPs.qs / 16, kScP = kChunks * kPs.sc / 8, kQhP = kChunks * kPs.qh / 16;
+    static constexpr int kXqP = kChunks * 2;
+    static_assert(MT == 2, "4-bit A words of both tiles from one ldmatrix");
+    static_assert(kU >= 1 && kU <= 8 && kChunks % kWarps == 0 && kChunks % 16 == 0 && NT % 2 == 0, "stage shape");
+    static_assert(kSlot % 16 == 0 && kSbStride <= 16, "slot layout (16-byte sb rows: conflict-free)");
 };
 
-// U: chunks per warp and phase (their weight loads all in flight at once).
-// Phase p covers chunks [p * kMmaKWarps * U, +kMmaKWarps * U): the block stages
-// their activations in shared memory while each warp loads the weights of its U
-// chunks, then every warp runs its mmas from registers and shared memory.
-// MT: 16-row tiles per block (one matrix only): each warp runs MT tiles' mmas on
-// every B fragment it reads, so the activations staged per phase and the shared
-// memory reads per mma serve MT x 16 output rows.
-template <GgmlType T, int NT, bool SWIGLU, int U, int MT>
-__global__ void __launch_bounds__(kMmaThreads, 2) matmul_mma_k(GpuMat W, GpuMat V, ops::Act a, float* __restrict__ y) {
-    static_assert(MT == 1 || !SWIGLU, "several row tiles: one matrix (registers)");
-    using R = Reduce<NT>;
-    using St = Stage<NT, U>;
-    __shared__ __align__(16) unsigned char smem[St::kBytes];
-    unsigned char* const xq_s = smem;                                      // [kRows][kQStride bytes]
-    float2* const xd_s = reinterpret_cast<float2*>(smem + St::kQBytes);  // [kChunks][kRows]
-    const int warp = int(threadIdx.x) / 32, lane = int(threadIdx.x) % 32, g = lane >> 2, t = lane & 3;
-    const int64_t row0 = int64_t(blockIdx.y) * kMmaM * MT;
-    int64_t rg[MT], rg8[MT];  // rows g, g+8 of each tile; past the end: re-read
+// A thread's copies of one plane per stage: items i = tid + j * THREADS below N,
+// each at byte offset off[j] (chunk 0 of its row) of its plane; computed once, so
+// a stage's copy costs an add and the cp.async. (32-bit offsets: ops::matmul_mma
+// checks that every plane is under 4 GiB.)
+template <int N, int THREADS>
+struct Items {
+    static constexpr int kPer = (N + THREADS - 1) / THREADS;
+    uint32_t off[kPer];
+    template <typename F>
+    __device__ __forceinline__ void each(F&& f) const {
 #pragma unroll
-    for (int mt = 0; mt < MT; ++mt)
-        rg[mt] = min(row0 + mt * kMmaM + g, W.n_out - 1), rg8[mt] = min(row0 + mt * kMmaM + g + 8, W.n_out - 1);
-    const int col0 = int(blockIdx.x) * R::kCols;
-    const int nc = int(W.n_chunk);  // (32-bit chunk indices: rows * n_chunk is far below 2^31)
-    const int4* __restrict__ aq = reinterpret_cast<const int4*>(a.q);  // [rows][nc][2]
-    const float2* __restrict__ ads = reinterpret_cast<const float2*>(a.ds);
-    float acc[MT][NT][4], accu[NT][4];
-#pragma unroll
-    for (int nt = 0; nt < NT; ++nt)
-#pragma unroll
-        for (int i = 0; i < 4; ++i) {
-#pragma unroll
-            for (int mt = 0; mt < MT; ++mt) acc[mt][nt][i] = 0.f;
-            accu[nt][i] = 0.f;
+        for (int j = 0; j < kPer; ++j) {
+            const int i = int(threadIdx.x) + j * THREADS;
+            if (N % THREADS == 0 || i < N) f(i, off[j]);
         }
+    }
+    template <typename F>
+    __device__ __forceinline__ void init(F&& f) {
+#pragma unroll
+        for (int j = 0; j < kPer; ++j) {
+            const int i = int(threadIdx.x) + j * THREADS;
+            off[j] = N % THREADS == 0 || i < N ? f(i) : 0u;
+        }
+    }
+};
 
-    for (int p0 = 0; p0 < nc; p0 += St::kChunks) {
-        // This warp's weights for the phase (a warp past the row's end re-reads its
-        // last U chunks, unused).
-        const int cw = min(p0 + warp * U, nc - U);
-        WideRow<T, U> w0[MT], w1[MT], u0, u1;  // rows g, g+8 of each tile of W (and of V)
+// This thread's copy items and the planes they read. Shared weight row r is row
+// row0 + r of W, or with SWIGLU rows 0..15 are W's and 16..31 V's (both row0 +
+// r % 16); weight offsets are relative to the tile's first row (row0 * bytes per
+// row added per stage), and rows past the end are not copied (their outputs are
+// not stored). Activation rows past the last re-read it.
+template <GgmlType T, int MT, int NT, bool SW>
+struct Copies {
+    using L = Ring<T, MT, NT>;
+    static constexpr int kThr = L::kThreads;
+    const uint8_t *wqs, *wsc, *wqh, *wsb, *vqs, *vsc, *vqh, *vsb;  // by value: no stack copies
+    const int8_t* xq;
+    const float* xd;
+    int64_t n_out;
+    Items<L::kRows * L::kQsP, kThr> qs;
+    Items<L::kRows * L::kScP, kThr> sc;
+    Items<L::kRows * (L::kQhP ? L::kQhP : 1), kThr> qh;
+    Items<L::kCols * L::kXqP, kThr> aq;
+    Items<L::kChunks * L::kCols, kThr> ad;
+
+    __device__ static int tile_row(int r) { return SW ? r % kMmaM : r; }
+    __device__ Copies(const GpuMat& W, const GpuMat& V, const ops::Act& a, int col0) {
+        constexpr PlaneSizes ps = L::kPs;
+        wqs = W.qs, wsc = W.sc, wqh = W.qh, wsb = W.sb, vqs = V.qs, vsc = V.sc, vqh = V.qh, vsb = V.sb;
+        xq = a.q, xd = a.ds, n_out = W.n_out;
+        const int64_t nc = W.n_chunk;
+        auto arow = [&](int r) { return int64_t(min(col0 + r, a.rows - 1)); };
+        qs.init([&](int i) { return uint32_t(tile_row(i / L::kQsP) * nc * ps.qs + (i % L::kQsP) * 16); });
+        sc.init([&](int i) { return uint32_t(tile_row(i / L::kScP) * nc * ps.sc + (i % L::kScP) * 8); });
+        if constexpr (ps.qh != 0) qh.init([&](int i) { return uint32_t(tile_row(i / L::kQhP) * nc * ps.qh + (i % L::kQhP) * 16); });
+        aq.init([&](int i) { return uint32_t(arow(i / L::kXqP) * nc * 32 + (i % L::kXqP) * 16); });
+        ad.init([&](int i) { return uint32_t((arow(i % L::kCols) * nc + i / L::kCols) * 8); });
+    }
+    __device__ const uint8_t* pick(int r, const uint8_t* w, const uint8_t* v) const { return SW && r >= kMmaM ? v : w; }
+
+    // Stage chunks [c0, c0 + n_ch) of the weight rows of the tile from row0 into a slot.
+    __device__ __forceinline__ void weights(SmemAddr slot, int64_t row0, int c0, int n_ch, int64_t nc) const {
+        constexpr PlaneSizes ps = L::kPs;
+        const int64_t left = n_out - row0;  // rows of the tile that exist
+        const int64_t rc = row0 * nc;       // the tile's first chunk
+        qs.each([&](int i, uint32_t o) {
+            const int r = i / L::kQsP, p = i % L::kQsP;
+            if (p * 16 < n_ch * ps.qs && tile_row(r) < left)
+                cp_async<16>(slot + r * L::kWqStride + p * 16, pick(r, wqs, vqs) + (rc + c0) * ps.qs + o);
+        });
+        sc.each([&](int i, uint32_t o) {
+            const int r = i / L::kScP, p = i % L::kScP;
+            if (p * 8 < n_ch * ps.sc && tile_row(r) < left)
+                cp_async<8>(slot + L::kSc + r * L::kScStride + p * 8, pick(r, wsc, vsc) + (rc + c0) * ps.sc + o);
+        });
+        if constexpr (ps.qh != 0)
+            qh.each([&](int i, uint32_t o) {
+                const int r = i / L::kQhP, p = i % L::kQhP;
+                if (p * 16 < n_ch * ps.qh && tile_row(r) < left)
+                    cp_async<16>(slot + L::kQh + r * L::kQhStride + p * 16, pick(r, wqh, vqh) + (rc + c0) * ps.qh + o);
+            });
+        if constexpr (ps.sb != 0) {  // the stage's super-block entries (one per 8 chunks) of each row, as 4-byte words
+            const int n_sb = (n_ch + 7) / 8;
+            constexpr int kN = L::kRows * L::kSbWords;
 #pragma unroll
-        for (int mt = 0; mt < MT; ++mt) load_wide<T, U>(W, rg[mt], cw, t, w0[mt]), load_wide<T, U>(W, rg8[mt], cw, t, w1[mt]);
-        if constexpr (SWIGLU) load_wide<T, U>(V, rg[0], cw, t, u0), load_wide<T, U>(V, rg8[0], cw, t, u1);
-        if (p0 == 0) {  // the first weights are in flight while the previous kernel drains (launch.h)
-            pdl_wait();
-            pdl_trigger();
-        }
-        const int n_ch = min(St::kChunks, nc - p0);
-        __syncthreads();  // the previous phase is done with the stage
-        // The phase's activations (rows past the last: its copy; chunks past the row: skipped).
-        for (int i = int(threadIdx.x); i < St::kRows * St::kChunks; i += kMmaThreads) {
-            const int r = i / St::kChunks, c = i % St::kChunks;
-            if (c >= n_ch) continue;
-            const int4* src = aq + (int64_t(min(col0 + r, a.rows - 1)) * nc + p0 + c) * 2;
-            const int4 lo = src[0], hi = src[1];  // words 0..3, 4..7
-            int4* dst = reinterpret_cast<int4*>(xq_s + r * St::kQStride + c * 32);
-            dst[0] = make_int4(lo.x, hi.x, lo.y, hi.y);
-            dst[1] = make_int4(lo.z, hi.z, lo.w, hi.w);
-        }
-        for (int i = int(threadIdx.x); i < St::kRows * St::kChunks; i += kMmaThreads) {
-            const int c = i / St::kRows, r = i % St::kRows;
-            if (c >= n_ch) continue;
-            xd_s[i] = ads[int64_t(min(col0 + r, a.rows - 1)) * nc + p0 + c];  // [chunk][row]
-        }
-        __syncthreads();
-#pragma unroll
-        for (int mt = 0; mt < MT; ++mt) transpose_wide(w0[mt], t), transpose_wide(w1[mt], t);
-        if constexpr (SWIGLU) transpose_wide(u0, t), transpose_wide(u1, t);
-#pragma unroll
-        for (int k = 0; k < U; ++k) {
-            const int cl = warp * U + k;  // chunk within the phase
-            if (cl >= n_ch) break;        // warp-uniform
-#pragma unroll
-            for (int nt = 0; nt < NT; ++nt) {
-                const int2 b = *reinterpret_cast<const int2*>(xq_s + (nt * 8 + g) * St::kQStride + cl * 32 + 8 * t);
-                const float4 dd = *reinterpret_cast<const float4*>(xd_s + cl * St::kRows + nt * 8 + 2 * t);
-                const float2 d0 = make_float2(dd.x, dd.y), d1 = make_float2(dd.z, dd.w);
-#pragma unroll
-                for (int mt = 0; mt < MT; ++mt) mma_chunk<T, U>(acc[mt][nt], w0[mt], w1[mt], k, t, b.x, b.y, d0, d1);
-                if constexpr (SWIGLU) mma_chunk<T, U>(accu[nt], u0, u1, k, t, b.x, b.y, d0, d1);
+            for (int j0 = 0; j0 < (kN + kThr - 1) / kThr; ++j0) {
+                const int i = int(threadIdx.x) + j0 * kThr, r = i / L::kSbWords, j = i % L::kSbWords;
+                if (i >= kN || tile_row(r) >= left) continue;
+                const int64_t e0 = (row0 + tile_row(r)) * (nc / 8) + c0 / 8;  // the row's first entry of the stage
+                const auto* src = reinterpret_cast<const uint32_t*>(pick(r, wsb, vsb));
+                if constexpr (ps.sb == 4) {
+                    if (j < n_sb) cp_async<4>(slot + L::kSb + r * L::kSbStride + j * 4, src + e0 + j);
+                } else {  // 2-byte entries: the words holding them, from the one holding e0 (its parity: compute_stage)
+                    if (j < (int(e0 & 1) + n_sb + 1) / 2) cp_async<4>(slot + L::kSb + r * L::kSbStride + j * 4, src + e0 / 2 + j);
+                }
             }
         }
     }
-    auto* part = reinterpret_cast<float(*)[kMmaM * R::kStride]>(smem);  // after Reduce's first barrier
+    // Stage chunks [c0, c0 + n_ch) of the activation rows into a slot.
+    __device__ __forceinline__ void acts(SmemAddr slot, int c0, int n_ch, int64_t nc) const {
+        aq.each([&](int i, uint32_t o) {
+            const int r = i / L::kXqP, p = i % L::kXqP;
+            if (p * 16 < n_ch * 32)
+                cp_async<16>(slot + L::kXq + r * L::kXqStride + p * 16, reinterpret_cast<const uint8_t*>(xq) + o + c0 * 32);
+        });
+        ad.each([&](int i, uint32_t o) {
+            if (i / L::kCols < n_ch) cp_async<8>(slot + L::kXd + i * 8, reinterpret_cast<const uint8_t*>(xd) + o + c0 * 8);
+        });
+    }
+};
+
+// Chunk k (of this warp's kU in the stage) of shared row r: its scale factors, from
+// the row's scale words w (the warp's chunks' sc bytes, one load) and sb entry.
+template <GgmlType T, int MT, int NT>
+__device__ __forceinline__ void ring_scales(const uint32_t* w, uint32_t sb, int k, float* f0, float* f1) {
+    using L = Ring<T, MT, NT>;
+    const uint32_t sc = L::kPs.sc == 4 ? w[k] : (w[k / 2] >> (16 * (k & 1))) & 0xFFFFu;
+    decode_scales<T>(sc, sb, f0, f1);
+}
+
+// Chunk cl of shared row r as lane t's A-fragment words: lo (elements 4t..), hi (16+4t..),
+// from the row's qs word w (4-bit types) and its high-bit planes.
+template <GgmlType T, int MT, int NT>
+__device__ __forceinline__ void ring_nibbles(const unsigned char* slot, int r, int cl, int t, uint32_t w, int* lo, int* hi) {
+    using L = Ring<T, MT, NT>;
+    uint32_t h0 = 0, h1 = 0;
+    if constexpr (L::kPs.qh == 4) h0 = reinterpret_cast<const uint32_t*>(slot + L::kQh + r * L::kQhStride)[cl];
+    if constexpr (L::kPs.qh == 8) {
+        const uint2 h = reinterpret_cast<const uint2*>(slot + L::kQh + r * L::kQhStride)[cl];
+        h0 = h.x, h1 = h.y;
+    }
+    nibbles<T>(w, h0, h1, t, lo, hi);
+}
+
+// This warp's chunks of one stage (kU from warp * kU) into acc[mt][nt] (lane's 4
+// outputs of the tile of weight rows mt*16.. and activation rows nt*8..).
+template <GgmlType T, int MT, int NT>
+__device__ __forceinline__ void compute_stage(const unsigned char* slot, SmemAddr slot_s, int n_ch, const int (&par)[MT][2],
+                                              float (&acc)[MT][NT][4]) {
+    using L = Ring<T, MT, NT>;
+    constexpr int kScW = L::kU * L::kPs.sc / 4;  // scale words of the warp's chunks per row
+    const int warp = int(threadIdx.x) / 32, lane = int(threadIdx.x) % 32, g = lane >> 2, t = lane & 3;
+    const int cw = warp * L::kU;  // the warp's first chunk (its kU chunks share one super-block)
+    if (cw >= n_ch) return;       // warp-uniform: the last stage of a row
+    uint32_t scw[MT][2][kScW], sbw[MT][2];
 #pragma unroll
-    for (int mt = 0; mt < MT; ++mt) {
-        float out[R::kPer];
-        R::run(part, acc[mt], out);
-        if constexpr (SWIGLU) {
-            float up[R::kPer];
-            R::run(part, accu, up);
+    for (int mt = 0; mt < MT; ++mt)
 #pragma unroll
-            for (int k = 0; k < R::kPer; ++k) out[k] = silu(out[k]) * up[k];
+        for (int h = 0; h < 2; ++h) {
+            const int r = mt * kMmaM + g + 8 * h;
+            load_words(reinterpret_cast<const uint32_t*>(slot + L::kSc + r * L::kScStride + cw * L::kPs.sc), scw[mt][h]);
+            sbw[mt][h] = 0;
+            if constexpr (L::kPs.sb == 4) sbw[mt][h] = reinterpret_cast<const uint32_t*>(slot + L::kSb + r * L::kSbStride)[cw / 8];
+            if constexpr (L::kPs.sb == 2)
+                sbw[mt][h] = reinterpret_cast<const uint16_t*>(slot + L::kSb + r * L::kSbStride)[par[mt][h] + cw / 8];
         }
 #pragma unroll
-        for (int k = 0; k < R::kPer; ++k) {
-            const int e = int(threadIdx.x) + k * kMmaThreads;
-            const int64_t r = row0 + mt * kMmaM + e % kMmaM;
-            const int col = col0 + e / kMmaM;
-            if (r < W.n_out && col < a.rows) y[int64_t(col) * W.n_out + r] = out[k];
+    for (int k = 0; k < L::kU; ++k) {
+        const int cl = cw + k;
+        if (cl >= n_ch) break;  // warp-uniform
+        // B fragments of the NT column tiles, two per ldmatrix: matrices (rows 16q.., bytes
+        // 0..15), (rows 16q.., 16..31), (rows 16q+8.., 0..15), (rows 16q+8.., 16..31).
+        uint32_t b[NT][2];
+#pragma unroll
+        for (int q = 0; q < NT / 2; ++q)
+            ldmatrix_x4(slot_s + L::kXq + (16 * q + ((lane >> 4) << 3) + (lane & 7)) * L::kXqStride + cl * 32 + ((lane >> 3) & 1) * 16,
+                        b[2 * q][0], b[2 * q][1], b[2 * q + 1][0], b[2 * q + 1][1]);
+        float4 dd[NT];  // (d, d * sum) of this lane's columns 2t, 2t+1 of each tile
+#pragma unroll
+        for (int nt = 0; nt < NT; ++nt) dd[nt] = *reinterpret_cast<const float4*>(slot + L::kXd + (cl * L::kCols + nt * 8 + 2 * t) * 8);
+        // A words of rows mt*16 + g and + 8: 4-bit types one qs word each (one ldmatrix
+        // for all rows), Q8_0 the chunk's two halves (one ldmatrix per tile).
+        uint32_t wa[MT][4];
+        if constexpr (T == GgmlType::Q8_0) {
+#pragma unroll
+            for (int mt = 0; mt < MT; ++mt)
+                ldmatrix_x4(slot_s + (mt * kMmaM + (lane & 15)) * L::kWqStride + cl * 32 + (lane >> 4) * 16, wa[mt][0], wa[mt][1],
+                            wa[mt][2], wa[mt][3]);
+        } else {
+            ldmatrix_x4(slot_s + lane * L::kWqStride + cl * 16, wa[0][0], wa[0][1], wa[1][0], wa[1][1]);
+        }
+#pragma unroll
+        for (int mt = 0; mt < MT; ++mt) {
+            const int r0 = mt * kMmaM + g, r1 = r0 + 8;
+            float f00, f01, f10, f11;
+            ring_scales<T, MT, NT>(scw[mt][0], sbw[mt][0], k, &f00, &f01);
+            ring_scales<T, MT, NT>(scw[mt][1], sbw[mt][1], k, &f10, &f11);
+            int lo0, hi0, lo1, hi1;
+            if constexpr (T == GgmlType::Q8_0) {
+                lo0 = int(wa[mt][0]), lo1 = int(wa[mt][1]), hi0 = int(wa[mt][2]), hi1 = int(wa[mt][3]);
+            } else {
+                ring_nibbles<T, MT, NT>(slot, r0, cl, t, wa[mt][0], &lo0, &hi0);
+                ring_nibbles<T, MT, NT>(slot, r1, cl, t, wa[mt][1], &lo1, &hi1);
+            }
+#pragma unroll
+            for (int nt = 0; nt < NT; ++nt) {
+                const float2 d0 = make_float2(dd[nt].x, dd[nt].y), d1 = make_float2(dd[nt].z, dd[nt].w);
+                int s0[4], s1[4] = {0, 0, 0, 0};
+                if constexpr (T == GgmlType::Q6_K) {
+                    mma_k16(s0, lo0, lo1, int(b[nt][0]));
+                    mma_k16(s1, hi0, hi1, int(b[nt][1]));
+                } else {
+                    mma_k32(s0, lo0, lo1, hi0, hi1, int(b[nt][0]), int(b[nt][1]));
+                }
+                acc[mt][nt][0] += chunk_value<T>(f00, f01, d0, s0[0], s1[0]);
+                acc[mt][nt][1] += chunk_value<T>(f00, f01, d1, s0[1], s1[1]);
+                acc[mt][nt][2] += chunk_value<T>(f10, f11, d0, s0[2], s1[2]);
+                acc[mt][nt][3] += chunk_value<T>(f10, f11, d1, s0[3], s1[3]);
+            }
         }
     }
 }
 
-// Chunks per warp and phase (their weight loads all in flight at once): 8 for one
-// matrix, one row tile and 16 activation rows, else 4 (the stage's 48 KiB with 32
-// rows; the registers of two matrices or two row tiles). Rows must hold whole
-// groups of U chunks (aligned vector loads): 4 always (ops::matmul_mma checks), 8
-// where the 16-row one-tile kernel runs.
-constexpr int mma_chunks_per_warp(bool swiglu, int nt, int mt = 1) { return swiglu || nt >= 4 || mt > 1 ? 4 : 8; }
+// The block's outputs of one tile (rows row0.., activation rows col0..): the warps'
+// partial sums reduced (Reduce, in its own shared region) and stored, SWIGLU's as
+// silu(gate) * up.
+template <GgmlType T, int MT, int NT, bool SWIGLU>
+__device__ __forceinline__ void store_tile(float* part_mem, const float (&acc)[MT][NT][4], int64_t row0, int col0,
+                                           int64_t n_out, int rows, float* __restrict__ y) {
+    using L = Ring<T, MT, NT>;
+    using R = Reduce<NT, L::kWarps>;
+    auto* part = reinterpret_cast<float(*)[kMmaM * R::kStride]>(part_mem);
+    if constexpr (SWIGLU) {
+        float out[R::kPer], up[R::kPer];
+        R::run(part, acc[0], out);
+        R::run(part, acc[MT - 1], up);
+#pragma unroll
+        for (int k = 0; k < R::kPer; ++k) {
+            const int e = int(threadIdx.x) + k * L::kThreads;
+            const int64_t r = row0 + e % kMmaM;
+            const int col = col0 + e / kMmaM;
+            if (e < R::kOut && r < n_out && col < rows) y[int64_t(col) * n_out + r] = silu(out[k]) * up[k];
+        }
+    } else {
+#pragma unroll
+        for (int mt = 0; mt < MT; ++mt) {
+            float out[R::kPer];
+            R::run(part, acc[mt], out);
+#pragma unroll
+            for (int k = 0; k < R::kPer; ++k) {
+                const int e = int(threadIdx.x) + k * L::kThreads;
+                const int64_t r = row0 + mt * kMmaM + e % kMmaM;
+                const int col = col0 + e / kMmaM;
+                if (e < R::kOut && r < n_out && col < rows) y[int64_t(col) * n_out + r] = out[k];
+            }
+        }
+    }
+}
+
+// One block: tiles of MT x 16 weight rows (SWIGLU: 16 rows of W and the same of
+// V) x NT*8 activation rows, over all of K in stages of kChunks chunks streamed
+// through the ring. A block walks tiles blockIdx.y, + gridDim.y, ... (the grid
+// holds about one block per SM), and its stages form one sequence across them:
+// stage g + kStages - 1 is copied in while stage g is computed, so each SM keeps
+// (kStages - 1) stages of weights in flight without registers, also across tile
+// boundaries (no pipeline restart per tile).
+template <GgmlType T, int MT, int NT, bool SWIGLU>
+__global__ void __launch_bounds__(Ring<T, MT, NT>::kThreads, 1)
+    matmul_mma_k(GpuMat W, GpuMat V, ops::Act a, float* __restrict__ y) {
+    static_assert(!SWIGLU || MT == 2, "SWIGLU: tile 0 of W, tile 1 of V");
+    using L = Ring<T, MT, NT>;
+    constexpr int S = L::kStages;
+    constexpr int kRowsPerTile = SWIGLU ? kMmaM : L::kRows;
+    extern __shared__ __align__(16) unsigned char smem[];  // [kStages][kSlot] ring, then the reduction's tiles
+    const SmemAddr smem_s = SmemAddr(__cvta_generic_to_shared(smem));
+    const int lane = int(threadIdx.x) % 32, g = lane >> 2;
+    const int col0 = int(blockIdx.x) * L::kCols;
+    const int64_t nc = W.n_chunk;
+    const int n_st = int((nc + L::kChunks - 1) / L::kChunks);  // stages per tile
+    const int n_tiles = int((W.n_out + kRowsPerTile - 1) / kRowsPerTile);
+    const int n_my = (n_tiles - int(blockIdx.y) + int(gridDim.y) - 1) / int(gridDim.y);
+    const int n_seq = n_my * n_st;  // this block's stages, all its tiles
+    auto n_chunks = [&](int s) { return int(min(int64_t(L::kChunks), nc - int64_t(s) * L::kChunks)); };
+    auto tile_row0 = [&](int k) { return (int64_t(blockIdx.y) + int64_t(k) * gridDim.y) * kRowsPerTile; };
+    const Copies<T, MT, NT, SWIGLU> cp(W, V, a, col0);
+    // The issue position (tile ki, stage si) runs kStages - 1 ahead of the compute position.
+    int ki = 0, si = 0;
+    auto issue = [&](bool with_weights, bool with_acts) {
+        const SmemAddr slot = smem_s + ((ki * n_st + si) % S) * L::kSlot;
+        if (with_weights) cp.weights(slot, tile_row0(ki), si * L::kChunks, n_chunks(si), nc);
+        if (with_acts) cp.acts(slot, si * L::kChunks, n_chunks(si), nc);
+    };
+    auto advance = [&]() {
+        if (++si == n_st) si = 0, ++ki;
+    };
+    int par[MT][2];  // Q6_K: parity of the first sb entry of this lane's rows in the current tile
+    auto set_par = [&](int64_t row0) {
+#pragma unroll
+        for (int mt = 0; mt < MT; ++mt)
+#pragma unroll
+            for (int h = 0; h < 2; ++h)
+                par[mt][h] = int(((row0 + (SWIGLU ? g + 8 * h : mt * kMmaM + g + 8 * h)) * (nc / 8)) & 1);
+    };
+    float acc[MT][NT][4];
+    auto clear = [&]() {
+#pragma unroll
+        for (int mt = 0; mt < MT; ++mt)
+#pragma unroll
+            for (int nt = 0; nt < NT; ++nt)
+#pragma unroll
+                for (int i = 0; i < 4; ++i) acc[mt][nt][i] = 0.f;
+    };
+    clear();
+    set_par(tile_row0(0));
+
+    // Prologue: the first stages' weights go out before pdl_wait (they depend on no
+    // earlier kernel, launch.h), then their activations; group j completes stage j.
+    for (int j = 0; j < S - 1 && j < n_seq; ++j) issue(true, false), advance();
+    pdl_wait();
+    pdl_trigger();
+    ki = 0, si = 0;
+    for (int j = 0; j < S - 1; ++j) {
+        if (j < n_seq) issue(false, true), advance();
+        cp_async_commit();
+    }
+    int kc = 0, sc = 0;  // the compute position
+    for (int q = 0; q < n_seq; ++q) {
+        cp_async_wait<S - 2>();  // this thread's copies of stage q have landed
+        __syncthreads();         // everyone's; and everyone is done with stage q - 1's slot
+        if (q + S - 1 < n_seq) issue(true, true), advance();
+        cp_async_commit();  // (empty past the end: the group count stays in step)
+        const int slot = q % S;
+        compute_stage<T, MT, NT>(smem + slot * L::kSlot, smem_s + slot * L::kSlot, n_chunks(sc), par, acc);
+        if (++sc == n_st) {  // the tile is done: its outputs, then the next tile from zero
+            store_tile<T, MT, NT, SWIGLU>(reinterpret_cast<float*>(smem + S * L::kSlot), acc, tile_row0(kc), col0, W.n_out,
+                                          a.rows, y);
+            clear();
+            sc = 0, ++kc;
+            set_par(tile_row0(kc));
+        }
+    }
+    cp_async_wait<0>();
+}
 
 int device_sms() {  // of the device current at the first call (as mma_device_ok)
     static const int n = [] {
@@ -342,54 +524,53 @@ int device_sms() {  // of the device current at the first call (as mma_device_ok
     return n;
 }
 
-// Row tiles per block for one matrix: 2 where the grid of 32-row blocks still has
-// kMmaTwoTileBlocksPerSm per SM (H200, llama2-7b Q4_0: B=64 +22%, pp512 +25%; B=16
-// and B=32 on the 4096-row matrices, 128 blocks, 7-8% slower), else 1.
-// VEGA_GPU_MMA_TILES=1 or 2 forces it (read once). Q6_K keeps 1 (it spills with 2).
-template <GgmlType T, bool SW>
-int mma_row_tiles(int64_t n_out, int cols) {
-    static const int forced = [] {
-        const char* v = std::getenv("VEGA_GPU_MMA_TILES");
-        return v && *v ? (std::atoi(v) == 2 ? 2 : 1) : 0;
+// Whether blocks walk several row tiles (grid: about one block per SM) or take one
+// each; VEGA_GPU_MMA_PERSIST=0 turns it off (read once).
+bool mma_persistent() {
+    static const bool on = [] {
+        const char* v = std::getenv("VEGA_GPU_MMA_PERSIST");
+        return !(v && *v && std::atoi(v) == 0);
     }();
-    if (SW || T == GgmlType::Q6_K) return 1;
-    if (forced) return forced;
-    const int64_t blocks2 = int64_t(cols) * ((n_out + 2 * kMmaM - 1) / (2 * kMmaM));
-    return 2 * blocks2 >= int64_t(3) * device_sms() ? 2 : 1;  // blocks2 >= 1.5 x SMs
+    return on;
 }
 
+// Activation rows per block: 16 up to 16 rows, 32 up to 32, else 64 per column group
+// (x = column groups, adjacent in launch order, so a row tile's weights come from
+// DRAM once and from L2 for the other groups).
 template <GgmlType T, int NT, bool SW>
-void launch_nt(const GpuMat& W, const GpuMat& V, const ops::Act& a, float* y, void* s) {
-    // x: the column groups of one row tile, adjacent in launch order, so the
-    // tile's weights come from DRAM once and from L2 for the other groups.
-    const int cols = (a.rows + NT * 8 - 1) / (NT * 8);
-    if constexpr (!SW && T != GgmlType::Q6_K) {
-        if (mma_row_tiles<T, SW>(W.n_out, cols) == 2) {
-            constexpr int U = mma_chunks_per_warp(SW, NT, 2);
-            const dim3 grid(unsigned(cols), unsigned((W.n_out + 2 * kMmaM - 1) / (2 * kMmaM)));
-            launch(matmul_mma_k<T, NT, SW, U, 2>, grid, dim3(kMmaThreads), s, W, V, a, y);
-            return;
-        }
-    }
-    constexpr int U = mma_chunks_per_warp(SW, NT);
-    const dim3 grid(unsigned(cols), unsigned((W.n_out + kMmaM - 1) / kMmaM));
-    launch(matmul_mma_k<T, NT, SW, U, 1>, grid, dim3(kMmaThreads), s, W, V, a, y);
+bool launch_nt(const GpuMat& W, const GpuMat& V, const ops::Act& a, float* y, void* s) {
+    constexpr int MT = 2;
+    using L = Ring<T, MT, NT>;
+    static const bool ok = [] {  // the device lends this much shared memory to one block (opt-in)
+        int dev = 0, optin = 0;
+        if (cudaGetDevice(&dev) != cudaSuccess) return false;
+        if (cudaDeviceGetAttribute(&optin, cudaDevAttrMaxSharedMemoryPerBlockOptin, dev) != cudaSuccess) return false;
+        if (optin < L::kBytes) return false;
+        return cudaFuncSetAttribute(matmul_mma_k<T, MT, NT, SW>, cudaFuncAttributeMaxDynamicSharedMemorySize, L::kBytes) ==
+               cudaSuccess;
+    }();
+    if (!ok) return false;
+    const int rows_per_tile = SW ? kMmaM : L::kRows;
+    const int cols = (a.rows + L::kCols - 1) / L::kCols;
+    const int64_t tiles = (W.n_out + rows_per_tile - 1) / rows_per_tile;
+    const int64_t per_col = mma_persistent() ? std::min(tiles, int64_t(std::max(1, device_sms() / cols))) : tiles;
+    const dim3 grid{unsigned(cols), unsigned(per_col)};
+    launch_smem(matmul_mma_k<T, MT, NT, SW>, grid, dim3(L::kThreads), size_t(L::kBytes), s, W, V, a, y);
+    return true;
 }
 
 template <GgmlType T, bool SW>
-void launch_t(const GpuMat& W, const GpuMat& V, const ops::Act& a, float* y, void* s) {
-    // 8 activation rows per n-tile: 2 tiles up to 16 rows, else 4 per column group
-    // (8 would need more than 128 registers: half the warps per SM, or spills).
-    // Rows of 4k+4 chunks take the 4-tile kernel (U = 4) at any batch.
-    if (a.rows <= 16 && W.n_chunk % mma_chunks_per_warp(SW, 2) == 0) launch_nt<T, 2, SW>(W, V, a, y, s);
-    else launch_nt<T, 4, SW>(W, V, a, y, s);
+bool launch_t(const GpuMat& W, const GpuMat& V, const ops::Act& a, float* y, void* s) {
+    if (a.rows <= 16) return launch_nt<T, 2, SW>(W, V, a, y, s);
+    if (a.rows <= 32) return launch_nt<T, 4, SW>(W, V, a, y, s);
+    return launch_nt<T, 8, SW>(W, V, a, y, s);
 }
 
 template <bool SW>
 bool dispatch(const GpuMat& W, const GpuMat& V, const ops::Act& a, float* y, void* s) {
     switch (W.type) {
 #define VEGA_MMA_CASE(TT) \
-    case GgmlType::TT: launch_t<GgmlType::TT, SW>(W, V, a, y, s); return true;
+    case GgmlType::TT: return launch_t<GgmlType::TT, SW>(W, V, a, y, s);
         VEGA_MMA_CASE(Q4_0) VEGA_MMA_CASE(Q4_1) VEGA_MMA_CASE(Q5_0) VEGA_MMA_CASE(Q5_1)
         VEGA_MMA_CASE(Q8_0) VEGA_MMA_CASE(Q4_K) VEGA_MMA_CASE(Q5_K) VEGA_MMA_CASE(Q6_K)
 #undef VEGA_MMA_CASE
@@ -427,6 +608,9 @@ bool ops::matmul_mma(const GpuMat& W, const GpuMat* U, const Act& a, float* y, v
     const int min_rows = mma_min_rows();
     if (min_rows <= 0 || a.rows < min_rows || !a.q || !a.ds || a.ss || !mma_serves(W)) return false;
     if (U && (U->type != W.type || U->n_in != W.n_in || U->n_out != W.n_out)) return false;
+    // The kernels' copy offsets are 32-bit: every plane (at most 32 bytes per chunk) under 4 GiB.
+    constexpr int64_t kMaxChunks = (int64_t(1) << 32) / 32;
+    if (W.n_out * W.n_chunk >= kMaxChunks || int64_t(a.rows) * W.n_chunk >= kMaxChunks) return false;
     return U ? dispatch<true>(W, *U, a, y, s) : dispatch<false>(W, W, a, y, s);
 }
 
