@@ -37,7 +37,7 @@ namespace vega::gpu {
 #if defined(VEGA_GPU_CUDA) && !defined(VEGA_GPU_EMULATE_GFX906)
 namespace {
 
-constexpr int kMmaM = 16;                   // output rows per block
+constexpr int kMmaM = 16;  // weight rows per mma tile (the mma's M)
 
 // d = A (16x32 s8, row) x B (32x8 s8, col); fragments as the PTX ISA lays them out:
 // a0 = A[g][4t..], a1 = A[g+8][4t..], a2 = A[g][16+4t..], a3 = A[g+8][16+4t..];
@@ -64,14 +64,14 @@ __device__ __forceinline__ void mma_k16(int (&d)[4], int a0, int a1, int b0) {
 #endif
 }
 
-// cp.async (sm_80+): G bytes (4, 8 or 16) global -> shared without registers.
-// A thread's copies since its last commit form one group; cp_async_wait<N> returns
-// once at most N of its groups are still in flight (the block then syncs before
-// anyone reads what the others copied).
 // Shared-memory operands are 32-bit shared-window addresses (SmemAddr), converted
 // once per kernel: a generic pointer costs a special-register read per use.
 using SmemAddr = unsigned;
 
+// cp.async (sm_80+): G bytes (4, 8 or 16) global -> shared without registers.
+// A thread's copies since its last commit form one group; cp_async_wait<N> returns
+// once at most N of its groups are still in flight (the block then syncs before
+// anyone reads what the others copied).
 template <int G>
 __device__ __forceinline__ void cp_async(SmemAddr d, const void* src) {
     static_assert(G == 4 || G == 8 || G == 16, "cp.async sizes");
@@ -220,7 +220,7 @@ struct Copies {
     const uint8_t *wqs, *wsc, *wqh, *wsb, *vqs, *vsc, *vqh, *vsb;  // by value: no stack copies
     const int8_t* xq;
     const float* xd;
-    int64_t n_out;
+    int64_t n_out, nc;  // the matrices' rows and chunks per row
     Items<L::kRows * L::kQsP, kThr> qs;
     Items<L::kRows * L::kScP, kThr> sc;
     Items<L::kRows * (L::kQhP ? L::kQhP : 1), kThr> qh;
@@ -231,8 +231,7 @@ struct Copies {
     __device__ Copies(const GpuMat& W, const GpuMat& V, const ops::Act& a, int col0) {
         constexpr PlaneSizes ps = L::kPs;
         wqs = W.qs, wsc = W.sc, wqh = W.qh, wsb = W.sb, vqs = V.qs, vsc = V.sc, vqh = V.qh, vsb = V.sb;
-        xq = a.q, xd = a.ds, n_out = W.n_out;
-        const int64_t nc = W.n_chunk;
+        xq = a.q, xd = a.ds, n_out = W.n_out, nc = W.n_chunk;
         auto arow = [&](int r) { return int64_t(min(col0 + r, a.rows - 1)); };
         qs.init([&](int i) { return uint32_t(tile_row(i / L::kQsP) * nc * ps.qs + (i % L::kQsP) * 16); });
         sc.init([&](int i) { return uint32_t(tile_row(i / L::kScP) * nc * ps.sc + (i % L::kScP) * 8); });
@@ -243,7 +242,7 @@ struct Copies {
     __device__ const uint8_t* pick(int r, const uint8_t* w, const uint8_t* v) const { return SW && r >= kMmaM ? v : w; }
 
     // Stage chunks [c0, c0 + n_ch) of the weight rows of the tile from row0 into a slot.
-    __device__ __forceinline__ void weights(SmemAddr slot, int64_t row0, int c0, int n_ch, int64_t nc) const {
+    __device__ __forceinline__ void weights(SmemAddr slot, int64_t row0, int c0, int n_ch) const {
         constexpr PlaneSizes ps = L::kPs;
         const int64_t left = n_out - row0;  // rows of the tile that exist
         const int64_t rc = row0 * nc;       // the tile's first chunk
@@ -281,7 +280,7 @@ struct Copies {
         }
     }
     // Stage chunks [c0, c0 + n_ch) of the activation rows into a slot.
-    __device__ __forceinline__ void acts(SmemAddr slot, int c0, int n_ch, int64_t nc) const {
+    __device__ __forceinline__ void acts(SmemAddr slot, int c0, int n_ch) const {
         aq.each([&](int i, uint32_t o) {
             const int r = i / L::kXqP, p = i % L::kXqP;
             if (p * 16 < n_ch * 32)
@@ -461,8 +460,8 @@ __global__ void __launch_bounds__(Ring<T, MT, NT>::kThreads, 1)
     int ki = 0, si = 0;
     auto issue = [&](bool with_weights, bool with_acts) {
         const SmemAddr slot = smem_s + ((ki * n_st + si) % S) * L::kSlot;
-        if (with_weights) cp.weights(slot, tile_row0(ki), si * L::kChunks, n_chunks(si), nc);
-        if (with_acts) cp.acts(slot, si * L::kChunks, n_chunks(si), nc);
+        if (with_weights) cp.weights(slot, tile_row0(ki), si * L::kChunks, n_chunks(si));
+        if (with_acts) cp.acts(slot, si * L::kChunks, n_chunks(si));
     };
     auto advance = [&]() {
         if (++si == n_st) si = 0, ++ki;
@@ -472,8 +471,7 @@ __global__ void __launch_bounds__(Ring<T, MT, NT>::kThreads, 1)
 #pragma unroll
         for (int mt = 0; mt < MT; ++mt)
 #pragma unroll
-            for (int h = 0; h < 2; ++h)
-                par[mt][h] = int(((row0 + (SWIGLU ? g + 8 * h : mt * kMmaM + g + 8 * h)) * (nc / 8)) & 1);
+            for (int h = 0; h < 2; ++h) par[mt][h] = int(((row0 + cp.tile_row(mt * kMmaM + g + 8 * h)) * (nc / 8)) & 1);
     };
     float acc[MT][NT][4];
     auto clear = [&]() {
@@ -492,25 +490,24 @@ __global__ void __launch_bounds__(Ring<T, MT, NT>::kThreads, 1)
     for (int j = 0; j < S - 1 && j < n_seq; ++j) issue(true, false), advance();
     pdl_wait();
     pdl_trigger();
-    ki = 0, si = 0;
+    ki = 0, si = 0;  // the same positions again, for their activations
     for (int j = 0; j < S - 1; ++j) {
         if (j < n_seq) issue(false, true), advance();
         cp_async_commit();
     }
-    int kc = 0, sc = 0;  // the compute position
-    for (int q = 0; q < n_seq; ++q) {
+    for (int q = 0, k = 0, st = 0; q < n_seq; ++q) {  // compute position q: tile k, stage st
         cp_async_wait<S - 2>();  // this thread's copies of stage q have landed
         __syncthreads();         // everyone's; and everyone is done with stage q - 1's slot
         if (q + S - 1 < n_seq) issue(true, true), advance();
         cp_async_commit();  // (empty past the end: the group count stays in step)
         const int slot = q % S;
-        compute_stage<T, MT, NT>(smem + slot * L::kSlot, smem_s + slot * L::kSlot, n_chunks(sc), par, acc);
-        if (++sc == n_st) {  // the tile is done: its outputs, then the next tile from zero
-            store_tile<T, MT, NT, SWIGLU>(reinterpret_cast<float*>(smem + S * L::kSlot), acc, tile_row0(kc), col0, W.n_out,
+        compute_stage<T, MT, NT>(smem + slot * L::kSlot, smem_s + slot * L::kSlot, n_chunks(st), par, acc);
+        if (++st == n_st) {  // the tile is done: its outputs, then the next tile from zero
+            store_tile<T, MT, NT, SWIGLU>(reinterpret_cast<float*>(smem + S * L::kSlot), acc, tile_row0(k), col0, W.n_out,
                                           a.rows, y);
             clear();
-            sc = 0, ++kc;
-            set_par(tile_row0(kc));
+            st = 0, ++k;
+            set_par(tile_row0(k));
         }
     }
     cp_async_wait<0>();
