@@ -533,7 +533,14 @@ TEST_F(Parity, BlockOpsMatchReferenceCompositions) {
                 const std::string what = std::string(type_traits(cs.t).name) + "/" + type_traits(cs.wv).name + "/" +
                                          type_traits(cs.ffn).name + " style " + std::to_string(cs.style) + " prompt " +
                                          std::to_string(rows) + " step " + std::to_string(step);
-                EXPECT_LT(compare(x, "residual stream after two layers"), 5e-4) << what;
+                // A prompt of 8+ rows takes the tensor-core matmul on NVIDIA, whose operands
+                // are f16 (the q8 activation values and the dequantized weights, each
+                // rounded to 11 bits: ~1e-4 relative per output, 25x under the q8
+                // quantization's own error); the random weights here turn that into q8
+                // rounding flips downstream, measured up to 1.1e-3 after two layers.
+                // A wrong scale or layout gives 1e-2 and more.
+                const double bound = rows >= 8 ? 2e-3 : 5e-4;
+                EXPECT_LT(compare(x, "residual stream after two layers"), bound) << what;
             }
         }
     }

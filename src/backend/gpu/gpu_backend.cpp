@@ -134,7 +134,8 @@ public:
 
     void reserve(int max_rows, int64_t max_n_in) override {
         if (max_rows <= act_rows_ && max_n_in <= act_n_) return;
-        for (void* p : {(void*)act_x_, (void*)act_q_, (void*)act_ds_, (void*)act2_q_, (void*)act2_ds_, (void*)ss_})
+        for (void* p : {(void*)act_x_, (void*)act_q_, (void*)act_ds_, (void*)act_h_, (void*)act2_q_, (void*)act2_ds_,
+                        (void*)act2_h_, (void*)ss_})
             release(p);
         act_rows_ = std::max(act_rows_, max_rows);
         act_n_ = std::max(act_n_, max_n_in);
@@ -144,6 +145,11 @@ public:
         act_ds_ = static_cast<float*>(alloc(cells / 32 * 8 + 8, "matmul input (q8 scales)"));
         act2_q_ = static_cast<int8_t*>(alloc(cells, "attention output (q8)"));
         act2_ds_ = static_cast<float*>(alloc(cells / 32 * 8 + 8, "attention output (q8 scales)"));
+        act_h_ = act2_h_ = nullptr;
+        if (ops::mma_min_rows() > 0) {  // the f16 form the tensor-core matmul reads (Act::h)
+            act_h_ = static_cast<uint16_t*>(alloc(cells * 2, "matmul input (q8 as f16)"));
+            act2_h_ = static_cast<uint16_t*>(alloc(cells * 2, "attention output (q8 as f16)"));
+        }
         // Decode residual + norm epilogue: per-chunk sums of squares of the deferred-norm input.
         ss_ = static_cast<float*>(alloc(size_t(act_n_) / 32 * 4 + 16, "norm partial sums"));
         alloc_attention_scratch();
@@ -273,7 +279,8 @@ public:
             ops::rope_store(L, buf.q, buf.k, buf.v, T, a.n_head, rope_args(a.rope), b.pos, b.seq, stream_);
             rt::check("rope_kv_store");
         }
-        if (run_attention(L, buf.q, buf.att, a.n_head, a.scale, b, true)) use_q8(buf.att, act2_q_, act2_ds_, T, Dq);
+        if (run_attention(L, buf.q, buf.att, a.n_head, a.scale, b, true))
+            use_q8(buf.att, act2_q_, act2_ds_, want_h(T) ? act2_h_ : nullptr, T, Dq);
         else set_input(buf.att, nullptr, nullptr, 0.f, T, Dq);
         block_output(a.wo, x, buf.tmp, T, E, link);
     }
@@ -295,7 +302,7 @@ public:
         } else {
             Backend::matmul_swiglu(f.gate, f.up, buf.g, buf.u, buf.h, rows);
         }
-        if (h_q8) use_q8(buf.h, act2_q_, act2_ds_, rows, F);
+        if (h_q8) use_q8(buf.h, act2_q_, act2_ds_, nullptr, rows, F);  // (one row: no f16 form)
         else set_input(buf.h, nullptr, nullptr, 0.f, rows, F);
         block_output(f.down, x, buf.tmp, rows, E, link);
     }
@@ -404,7 +411,8 @@ private:
             // One launch (split + merge by the last block) unless VEGA_GPU_ATTN_MERGE=0 (A/B).
             int* count = merge_attn_ && int64_t(nr) * n_head <= kAttnCounters ? attn_count_ : nullptr;
             ops::attention(L, q + r0 * w, out + r0 * w, nr, n_head, scale, b.pos + r0, b.seq + r0, n_part, part_,
-                           q8 ? act2_q_ + r0 * w : nullptr, q8 ? act2_ds_ + r0 * (w / 32) * 2 : nullptr, count,
+                           q8 ? act2_q_ + r0 * w : nullptr, q8 ? act2_ds_ + r0 * (w / 32) * 2 : nullptr,
+                           q8 && want_h(b.n_tokens) ? act2_h_ + r0 * w : nullptr, count,
                            stream_);
         }
         rt::check("attention");
@@ -417,21 +425,26 @@ private:
         attn_count_ = static_cast<int*>(alloc(kAttnCounters * sizeof(int), "attention split counters"));
         rt::memset(attn_count_, 0, kAttnCounters * sizeof(int), stream_);  // kept zero by the kernel
     }
-    void use_q8(const float* x, const int8_t* q, const float* ds, int rows, int64_t n) {
+    void use_q8(const float* x, const int8_t* q, const float* ds, const uint16_t* h, int rows, int64_t n) {
         act_ = {};
-        act_.x = x, act_.q = q, act_.ds = ds, act_.rows = rows, act_.n = n;
+        act_.x = x, act_.q = q, act_.ds = ds, act_.h = h, act_.rows = rows, act_.n = n;
     }
+    // Whether an input of this many rows also gets its f16 form (Act::h): only the
+    // tensor-core matmul reads it, from mma_min_rows() rows on.
+    bool want_h(int rows) const { return act_h_ && rows >= ops::mma_min_rows(); }
 
     void set_input(const float* x, const float* res, const float* w, float eps, int rows, int64_t n) {
         if (rows > act_rows_ || n > act_n_)
             fail("GPU backend: matmul input [{}][{}] exceeds the reserved [{}][{}]", rows, n, act_rows_, act_n_);
         const bool q = n % 32 == 0;
-        ops::prepare_act(const_cast<float*>(x), res, w, eps, rows, n, act_x_, q ? act_q_ : nullptr, act_ds_, stream_);
+        uint16_t* h = q && want_h(rows) ? act_h_ : nullptr;
+        ops::prepare_act(const_cast<float*>(x), res, w, eps, rows, n, act_x_, q ? act_q_ : nullptr, act_ds_, h, stream_);
         rt::check("matmul input");
         act_ = {};
         act_.x = act_x_;
         act_.q = q ? act_q_ : nullptr;
         act_.ds = q ? act_ds_ : nullptr;
+        act_.h = h;
         act_.rows = rows;
         act_.n = n;
     }
@@ -451,6 +464,8 @@ private:
     float* act_ds_ = nullptr;
     int8_t* act2_q_ = nullptr;  // second q8 buffer: attention output or h, written by the producing kernel
     float* act2_ds_ = nullptr;
+    uint16_t* act_h_ = nullptr;   // f16 forms of both (tensor-core targets only)
+    uint16_t* act2_h_ = nullptr;
     float* ss_ = nullptr;  // [n/32] sums of squares of the deferred-norm input
     // A/B switches: VEGA_GPU_FUSE=0 turns every decode fusion below off;
     // VEGA_GPU_FUSE_SWIGLU_Q8=0 only the q8 epilogue of the gate/up kernel;

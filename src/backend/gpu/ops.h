@@ -9,11 +9,13 @@
 namespace vega::gpu::ops {
 
 // The matmul input: x [rows][n] f32 and, when n % 32 == 0, its q8 form:
-// q [rows][n/32][32] int8 and ds [rows][n/32][2] (d, d*sum(q)) floats.
+// q [rows][n/32][32] int8 and ds [rows][n/32][2] (d, d*sum(q)) floats; for the
+// tensor-core matmul also h [rows][n], the same q8 values as f16 bits (f16(q * d)).
 struct Act {
     const float* x = nullptr;
     const int8_t* q = nullptr;
     const float* ds = nullptr;
+    const uint16_t* h = nullptr;
     int rows = 0;
     int64_t n = 0;
     // Deferred RMS norm (decode, rows == 1): q/ds hold q8(x * w) without the 1/rms
@@ -69,10 +71,10 @@ struct Epi {
 void embed(const GpuMat& table, const int32_t* tokens, int n, float* out, void* s);
 // y [rows][n] = x / rms(x) * w.
 void rms_norm(const float* x, const float* w, float* y, int rows, int n, float eps, void* s);
-// Writes the matmul input: xo = (w ? rms_norm(x) * w : x), and its q8 form when n % 32 == 0.
-// With res (fused residual add): x += res first, written back to x.
+// Writes the matmul input: xo = (w ? rms_norm(x) * w : x), and its q8 form when n % 32 == 0
+// (with h, also as f16: Act::h). With res (fused residual add): x += res first, written back to x.
 void prepare_act(float* x, const float* res, const float* w, float eps, int rows, int64_t n, float* xo, int8_t* q,
-                 float* ds, void* s);
+                 float* ds, uint16_t* h, void* s);
 // y [rows][W.n_out] = act @ W^T.
 void matvec(const GpuMat& W, const Act& a, float* y, void* s);
 // y[m] [rows][W[m].n_out] = act @ W[m]^T for n_mat (<= 3) matrices of one type and width,
@@ -98,8 +100,8 @@ bool matvec_qkv_rope(const GpuMat* W, float* const* y, const Act& a, const QkvRo
 // Whether matvec_qkv_rope may serve these weights and input at all (the rest is
 // checked by the call).
 bool matvec_qkv_rope_ok(const GpuMat* W, int rows);
-// Tensor-core matmul (NVIDIA sm_80+, quantized weights, q8 input without a deferred
-// norm, a.rows >= mma_min_rows()): y = act @ W^T, or with U (same type and shape)
+// Tensor-core matmul (NVIDIA sm_80+, quantized weights, q8 input with its f16 form
+// (Act::h) and without a deferred norm, a.rows >= mma_min_rows()): y = act @ W^T, or with U (same type and shape)
 // y = silu(act @ W^T) * (act @ U^T). Returns false, having launched nothing, when
 // it cannot serve the call (the matvec kernels do). matvec, matvec3 and
 // matvec_swiglu call it first.
@@ -143,11 +145,11 @@ void kv_store(const KvLayer& c, const float* k, const float* v, int rows, const 
 // splits b, b + n_part, ... of arch::kAttnSplit positions; part [rows][n_head][n_part][hd+2]
 // is scratch. Blocks beyond a token's pos+1 (read on the device) exit at once.
 // With oq/ods (and hd % 32 == 0) the merge also writes out's q8 form there
-// (layout of Act::q / Act::ds), so it can be the next matmul input as is.
+// (layout of Act::q / Act::ds; with oh also Act::h), so it can be the next matmul input as is.
 // With count ([rows][n_head] ints, zero, left zero) the last block of each head
 // merges the parts (one launch instead of two).
 void attention(const KvLayer& c, const float* q, float* out, int rows, int n_head, float scale, const int32_t* pos,
-               const int32_t* seq, int n_part, float* part, int8_t* oq, float* ods, int* count, void* s);
+               const int32_t* seq, int n_part, float* part, int8_t* oq, float* ods, uint16_t* oh, int* count, void* s);
 // Blocks per (token, head) for a batch of `rows` tokens over at most n_kv_max
 // positions on a device of n_sm SMs / CUs: one per split, at most enough to give
 // the device arch::kAttnBlocksPerSm blocks per SM (VEGA_GPU_ATTN_BLOCKS overrides).

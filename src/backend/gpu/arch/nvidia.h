@@ -24,10 +24,16 @@ constexpr const char* kDeviceArch = "sm_";  // any NVIDIA device (sm_61+: dp4a; 
 // Tensor-core matmul (kernels/matmul_mma.cu): used from this many activation rows
 // on (batched decode, prompts; VEGA_GPU_MMA_ROWS overrides, 0 = never), with
 // mma_warps(cols) warps per block splitting each stage's K for a column group of
-// cols activation rows: 16 (4 per scheduler, 128 registers) for 16 columns, 8 for
-// 32 and 64 (their accumulators need more registers: 16 warps spill at 32).
+// cols activation rows, mma_stage_chunks(cols) chunks of K per ring stage and at
+// most kMmaMaxStages stages. A/B on the H200 (2026-11-24, the f16 kernel): 8 warps
+// beat 16 at 16 columns by 1%; 16-chunk stages at 16 columns lose 7% (4 or 6
+// stages alike), so 16 columns keep 32 (3 stages fit); the f16 activations take
+// 64 bytes per chunk and row, so 32 and 64 columns take 16 and 8 (4 stages; 32
+// and 16 with 2 stages lose 7% and 12%; 5 stages in 224 KB gain nothing).
 constexpr int kMmaMinRows = 8;
-constexpr int mma_warps(int cols) { return cols >= 32 ? 8 : 16; }
+constexpr int mma_warps(int /*cols*/) { return 8; }
+constexpr int mma_stage_chunks(int cols) { return cols >= 64 ? 8 : cols >= 32 ? 16 : 32; }
+constexpr int kMmaMaxStages = 4;
 // Shared memory one tensor-core matmul block may take for its ring of stages
 // (sm_90 lends up to 227 KB per block; a device that lends less than a kernel's
 // ring keeps the matvec path for it).

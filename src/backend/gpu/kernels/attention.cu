@@ -169,7 +169,8 @@ __device__ __forceinline__ float2 part_ml(const float* p, int j, int stride) {
 constexpr int kCombineChunk = 256;  // split weights staged in LDS per pass
 template <int NT>
 __device__ __forceinline__ void combine_head(const float* p, float* __restrict__ out, int hd, int n_used,
-                                             int8_t* __restrict__ oq, float* __restrict__ ods, int64_t e0) {
+                                             int8_t* __restrict__ oq, float* __restrict__ ods, uint16_t* __restrict__ oh,
+                                             int64_t e0) {
     static_assert(NT % kWave == 0 && NT >= 32, "whole waves, 32-lane groups for the q8 blocks");
     __shared__ float s_red[NT / kWave];
     __shared__ float s_w[kCombineChunk];
@@ -249,6 +250,7 @@ __device__ __forceinline__ void combine_head(const float* p, float* __restrict__
         if (d < hd) {
             const int64_t e = e0 + d;
             oq[e] = int8_t(qi);
+            if (oh) oh[e] = f2h(float(qi) * dq);
             if (d % 32 == 0) reinterpret_cast<float2*>(ods)[e / 32] = make_float2(dq, dq * sum);
         }
     }
@@ -262,6 +264,7 @@ struct Merge {
     float* out = nullptr;  // [rows][n_head][hd]
     int8_t* oq = nullptr;
     float* ods = nullptr;
+    uint16_t* oh = nullptr;
 };
 // D, CH: each lane of a group owns CH chunks of D dims, chunk sub + j * kAttnGroup
 // at dims D * (sub + j * kAttnGroup) .. + D - 1 (D = 8 when head_dim % 8 == 0:
@@ -406,7 +409,7 @@ __global__ void __launch_bounds__(kAttnThreads) attn_split(ops::KvLayer c, const
         } else {
             __syncthreads();  // one split: the partial came from this block
         }
-        combine_head<kAttnThreads>(part + th * n_part * (hd + 2), mg.out + th * hd, hd, n_used, mg.oq, mg.ods,
+        combine_head<kAttnThreads>(part + th * n_part * (hd + 2), mg.out + th * hd, hd, n_used, mg.oq, mg.ods, mg.oh,
                                    th * hd);
     }
 }
@@ -416,13 +419,13 @@ __global__ void __launch_bounds__(kAttnThreads) attn_split(ops::KvLayer c, const
 __global__ void __launch_bounds__(kEltThreads) attn_combine(const float* __restrict__ part, float* __restrict__ out,
                                                             int n_head, int hd, int n_part,
                                                             const int32_t* __restrict__ pos, int8_t* __restrict__ oq,
-                                                            float* __restrict__ ods) {
+                                                            float* __restrict__ ods, uint16_t* __restrict__ oh) {
     pdl_wait();
     pdl_trigger();
     const int h = blockIdx.x, t = blockIdx.y;
     const int n_used = min(n_part, (pos[t] + 1 + kAttnSplit - 1) / kAttnSplit);
     const int64_t th = int64_t(t) * n_head + h;
-    combine_head<kEltThreads>(part + th * n_part * (hd + 2), out + th * hd, hd, n_used, oq, ods, th * hd);
+    combine_head<kEltThreads>(part + th * n_part * (hd + 2), out + th * hd, hd, n_used, oq, ods, oh, th * hd);
 }
 
 }  // namespace
@@ -461,16 +464,17 @@ int ops::attention_parts(int n_kv_max, int rows, int n_head, int n_sm) {
 }
 
 void ops::attention(const KvLayer& c, const float* q, float* out, int rows, int n_head, float scale, const int32_t* pos,
-                    const int32_t* seq, int n_part, float* part, int8_t* oq, float* ods, int* count, void* s) {
+                    const int32_t* seq, int n_part, float* part, int8_t* oq, float* ods, uint16_t* oh, int* count,
+                    void* s) {
     if (rows <= 0) return;
     if (c.hd > kMaxHd || c.hd % 2) gpu_fail("attention: head_dim " + std::to_string(c.hd) + " is not supported (even, <= 256)");
     static_assert(8 * 2 * kAttnGroup == kMaxHd, "the 8-dim variants cover head_dim <= kMaxHd");
     if (n_part <= 0) gpu_fail("attention: no split parts");
     static_assert(kEltThreads >= kMaxHd, "attn_combine: one thread per dim");
-    if (c.hd % 32) oq = nullptr, ods = nullptr;
+    if (c.hd % 32 || !oq) oq = nullptr, ods = nullptr, oh = nullptr;
     const dim3 grid{unsigned(n_part), unsigned(n_head), unsigned(rows)};
     Merge mg;
-    if (count) mg.count = count, mg.out = out, mg.oq = oq, mg.ods = ods;
+    if (count) mg.count = count, mg.out = out, mg.oq = oq, mg.ods = ods, mg.oh = oh;
     // 8-dim chunks (16-byte loads) where head_dim % 8 == 0, else dim pairs up to 128.
     const int variant = c.hd % 8 == 0 ? (c.hd <= 8 * kAttnGroup ? 0 : 1) : 2;
     if (variant == 2 && c.hd > 2 * 4 * kAttnGroup)
@@ -492,7 +496,7 @@ void ops::attention(const KvLayer& c, const float* q, float* out, int rows, int 
     else VEGA_ATTN_LAUNCH(false, false);
 #undef VEGA_ATTN_LAUNCH
     launch(attn_combine, dim3(unsigned(n_head), unsigned(rows)), dim3(kEltThreads), s, (const float*)part, out, n_head,
-           c.hd, n_part, pos, oq, ods);
+           c.hd, n_part, pos, oq, ods, oh);
 }
 
 }  // namespace vega::gpu

@@ -2,21 +2,25 @@
 // 9..64 sequences and prompts, where the matvec kernels would re-read the weights
 // once per 8 rows or run out of dot4 throughput.
 //
-//   y [rows][n_out] = x [rows][n_in] @ W^T, W quantized (gpu_mat.h), x as q8
-//   (Act::q / Act::ds); with SWIGLU h = silu(x @ G^T) * (x @ U^T).
+//   y [rows][n_out] = x [rows][n_in] @ W^T, W quantized (gpu_mat.h), x as its q8
+//   values in f16 (Act::h: f16(q * d)); with SWIGLU h = silu(x @ G^T) * (x @ U^T).
 //
 // Block: arch::mma_warps warps over MT = 2 tiles of 16 output rows (the mma's M; with
 // SWIGLU one tile of W and the same rows of V) and NT*8 activation rows (N), over
-// all of K in stages of 16 or 32 chunks (32 elements each). The stages stream
+// all of K in stages of 8, 16 or 32 chunks (32 elements each). The stages stream
 // through a ring of shared-memory slots filled by cp.async (Ring): while stage s is
 // computed, the next kStages - 1 are in flight, so an SM keeps tens of KB of
 // weights in flight without holding them in registers. Within a stage each warp
-// takes its own chunks and issues one mma.m16n8k32 (s8 x s8 -> s32) per tile and 8
-// activation rows; ldmatrix hands lane (g, t) bytes 4t..4t+3 of rows g and g+8 of a
-// chunk, whose low and high nibbles are elements 4t.. and 16+4t.. (exactly the A
-// fragment's k order). The int32 dot of one chunk is scaled by the row's and the
-// activation's chunk scales (chunk_value, as in the matvec); Q6_K, whose halves
-// have their own scales, takes two m16n8k16. The warps' partial sums meet in
+// takes its own chunks. ldmatrix hands lane (g, t) bytes 4t..4t+3 of rows g and
+// g+8 of a chunk, whose codes are elements 4t..4t+3 and 16+4t..16+4t+3; the lane
+// turns them into f16 weights (code - offset) * scale + min (one rounding, as
+// exact as the f16 activation) and issues two mma.m16n8k16 (f16 x f16 -> f32) per
+// tile and 8 activation rows, the chunk's elements in a k order both operands
+// share: mma 0 takes elements 0..15, lane t's k pairs (2t, 2t+1) and (2t+8, 2t+9)
+// being elements (4t, 4t+1) and (4t+2, 4t+3); mma 1 the same from 16. The
+// activation's 8 bytes of those 4 elements are one 64-bit shared load. Sums
+// accumulate in f32 in the mma: no per-chunk scaling of outputs (the int8 form of
+// this kernel spent half its instructions there). The warps' partial sums meet in
 // shared memory in a fixed order (deterministic results).
 //
 // Weights are read from DRAM once per step: the column groups (NT*8 activation
@@ -39,28 +43,18 @@ namespace {
 
 constexpr int kMmaM = 16;  // weight rows per mma tile (the mma's M)
 
-// d = A (16x32 s8, row) x B (32x8 s8, col); fragments as the PTX ISA lays them out:
-// a0 = A[g][4t..], a1 = A[g+8][4t..], a2 = A[g][16+4t..], a3 = A[g+8][16+4t..];
-// b0 = B[4t..][g], b1 = B[16+4t..][g]; d0, d1 = D[g][2t, 2t+1], d2, d3 = D[g+8][2t, 2t+1].
-__device__ __forceinline__ void mma_k32(int (&d)[4], int a0, int a1, int a2, int a3, int b0, int b1) {
+// d += A (16x16 f16, row) x B (16x8 f16, col), f32 accumulation; fragments as the
+// PTX ISA lays them out: a0 = A[g][2t, 2t+1], a1 = A[g+8][2t..], a2 = A[g][2t+8, 2t+9],
+// a3 = A[g+8][2t+8..]; b0 = B[2t, 2t+1][g], b1 = B[2t+8, 2t+9][g];
+// d0, d1 = D[g][2t, 2t+1], d2, d3 = D[g+8][2t, 2t+1].
+__device__ __forceinline__ void mma_f16(float (&d)[4], uint32_t a0, uint32_t a1, uint32_t a2, uint32_t a3, uint32_t b0,
+                                        uint32_t b1) {
 #if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 800
-    const int z = 0;
-    asm("mma.sync.aligned.m16n8k32.row.col.s32.s8.s8.s32 {%0,%1,%2,%3}, {%4,%5,%6,%7}, {%8,%9}, {%10,%10,%10,%10};"
-        : "=r"(d[0]), "=r"(d[1]), "=r"(d[2]), "=r"(d[3])
-        : "r"(a0), "r"(a1), "r"(a2), "r"(a3), "r"(b0), "r"(b1), "r"(z));
+    asm("mma.sync.aligned.m16n8k16.row.col.f32.f16.f16.f32 {%0,%1,%2,%3}, {%4,%5,%6,%7}, {%8,%9}, {%0,%1,%2,%3};"
+        : "+f"(d[0]), "+f"(d[1]), "+f"(d[2]), "+f"(d[3])
+        : "r"(a0), "r"(a1), "r"(a2), "r"(a3), "r"(b0), "r"(b1));
 #else
-    d[0] = d[1] = d[2] = d[3] = 0;  // never launched: the host checks the device (mma_device_ok)
-#endif
-}
-// The same for K = 16: a0 = A[g][4t..], a1 = A[g+8][4t..]; b0 = B[4t..][g].
-__device__ __forceinline__ void mma_k16(int (&d)[4], int a0, int a1, int b0) {
-#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 800
-    const int z = 0;
-    asm("mma.sync.aligned.m16n8k16.row.col.s32.s8.s8.s32 {%0,%1,%2,%3}, {%4,%5}, {%6}, {%7,%7,%7,%7};"
-        : "=r"(d[0]), "=r"(d[1]), "=r"(d[2]), "=r"(d[3])
-        : "r"(a0), "r"(a1), "r"(b0), "r"(z));
-#else
-    d[0] = d[1] = d[2] = d[3] = 0;
+    (void)a0, (void)a1, (void)a2, (void)a3, (void)b0, (void)b1;  // never launched (mma_device_ok)
 #endif
 }
 
@@ -147,8 +141,9 @@ struct Reduce {
 //   qh [kRows][kChunks * qh + 16]   their high-bit planes (Q5_*, Q6_K)
 //   sb [kRows][16 bytes]            super-block d (dmin) words of the stage (K-quants;
 //                                   Q6_K's 2-byte entries start at half (row's parity))
-//   xq [kCols][kChunks * 32 + 16]   the activations' q8 bytes
-//   xd [kChunks][kCols] float2      their (d, d * sum), a lane's two columns adjacent
+//   xh [kCols][kChunks * 64 + 32]   the activations in f16 (Act::h); a stride of 32 mod
+//                                   128 bytes keeps a 64-bit load of 8 rows x 4 lanes
+//                                   conflict-free
 // The warps' partial tiles (Reduce) follow the ring.
 template <GgmlType T, int MT, int NT>
 struct Ring {
@@ -156,29 +151,31 @@ struct Ring {
     static constexpr int kRows = MT * kMmaM, kCols = NT * 8;
     static constexpr int kWarps = arch::mma_warps(kCols);
     static constexpr int kThreads = kWarps * 32;
-    static constexpr int kChunks = NT >= 8 ? 16 : 32;  // per stage (64 activation rows: 16, for 3 stages)
-    static constexpr int kU = kChunks / kWarps;        // per warp and stage
+    // Chunks per stage: the f16 activations (64 bytes per chunk and row) take most of
+    // a slot, so wider column groups take shorter stages (4 slots at 32 and 64 rows).
+    static constexpr int kChunks = arch::mma_stage_chunks(kCols);
+    static constexpr int kU = kChunks / kWarps;  // per warp and stage
     static constexpr int kWqStride = kChunks * kPs.qs + 16;
-    static constexpr int kScLoad = kU * kPs.sc;  // a warp's scale bytes per row (one load: 4, 8 or 16)
+    static constexpr int kScLoad = kU * kPs.sc;  // a warp's scale bytes per row (one load: 2, 4, 8 or 16)
     static constexpr int kScStride = kChunks * kPs.sc + (kScLoad >= 16 ? 16 : 8);
     static constexpr int kQhStride = kPs.qh ? kChunks * kPs.qh + 16 : 0;
     static constexpr int kSbWords = kPs.sb == 4 ? kChunks / 8 : kPs.sb == 2 ? kChunks / 16 + 1 : 0;  // per row
     static constexpr int kSbStride = (kSbWords * 4 + 15) / 16 * 16;
-    static constexpr int kXqStride = kChunks * 32 + 16;
+    static constexpr int kXhStride = kChunks * 64 + 32;
     static constexpr int kSc = kRows * kWqStride;
     static constexpr int kQh = (kSc + kRows * kScStride + 15) / 16 * 16;
     static constexpr int kSb = kQh + kRows * kQhStride;
-    static constexpr int kXq = kSb + kRows * kSbStride;
-    static constexpr int kXd = kXq + kCols * kXqStride;
-    static constexpr int kSlot = kXd + kChunks * kCols * 8;
+    static constexpr int kXh = kSb + kRows * kSbStride;
+    static constexpr int kSlot = kXh + kCols * kXhStride;
     static constexpr int kReduceBytes = Reduce<NT, kWarps>::kBytes;  // after the ring (used while it streams on)
-    static constexpr int kStages = std::min(4, std::max(2, (arch::kMmaSmemBytes - kReduceBytes) / kSlot));
+    static constexpr int kStages = std::min(arch::kMmaMaxStages, std::max(2, (arch::kMmaSmemBytes - kReduceBytes) / kSlot));
     static constexpr int kBytes = kStages * kSlot + kReduceBytes;
-    // Copy items per stage (16-, 8- or 4-byte pieces): [rows][pieces] per plane, ds [chunks][cols].
+    // Copy items per stage (16- or 8-byte pieces): [rows][pieces] per plane.
     static constexpr int kQsP = kChunks * kPs.qs / 16, kScP = kChunks * kPs.sc / 8, kQhP = kChunks * kPs.qh / 16;
-    static constexpr int kXqP = kChunks * 2;
+    static constexpr int kXhP = kChunks * 4;
     static_assert(MT == 2, "4-bit A words of both tiles from one ldmatrix");
-    static_assert(kU >= 1 && kU <= 8 && kChunks % kWarps == 0 && kChunks % 16 == 0 && NT % 2 == 0, "stage shape");
+    static_assert(kU >= 1 && kU <= 8 && kChunks % kWarps == 0 && kChunks % 8 == 0 && NT % 2 == 0, "stage shape");
+    static_assert(kScLoad == 2 || kScLoad % 4 == 0, "a warp's scale bytes: one 2-byte entry or whole words");
     static_assert(kSlot % 16 == 0 && kSbStride <= 16, "slot layout (16-byte sb rows: conflict-free)");
 };
 
@@ -212,32 +209,30 @@ struct Items {
 // row0 + r of W, or with SWIGLU rows 0..15 are W's and 16..31 V's (both row0 +
 // r % 16); weight offsets are relative to the tile's first row (row0 * bytes per
 // row added per stage), and rows past the end are not copied (their outputs are
-// not stored). Activation rows past the last re-read it.
+// not stored). Activation rows past the last re-read it. (Act::h rows are n_in
+// halves: 64 bytes per chunk.)
 template <GgmlType T, int MT, int NT, bool SW>
 struct Copies {
     using L = Ring<T, MT, NT>;
     static constexpr int kThr = L::kThreads;
     const uint8_t *wqs, *wsc, *wqh, *wsb, *vqs, *vsc, *vqh, *vsb;  // by value: no stack copies
-    const int8_t* xq;
-    const float* xd;
+    const uint16_t* xh;
     int64_t n_out, nc;  // the matrices' rows and chunks per row
     Items<L::kRows * L::kQsP, kThr> qs;
     Items<L::kRows * L::kScP, kThr> sc;
     Items<L::kRows * (L::kQhP ? L::kQhP : 1), kThr> qh;
-    Items<L::kCols * L::kXqP, kThr> aq;
-    Items<L::kChunks * L::kCols, kThr> ad;
+    Items<L::kCols * L::kXhP, kThr> ah;
 
     __device__ static int tile_row(int r) { return SW ? r % kMmaM : r; }
     __device__ Copies(const GpuMat& W, const GpuMat& V, const ops::Act& a, int col0) {
         constexpr PlaneSizes ps = L::kPs;
         wqs = W.qs, wsc = W.sc, wqh = W.qh, wsb = W.sb, vqs = V.qs, vsc = V.sc, vqh = V.qh, vsb = V.sb;
-        xq = a.q, xd = a.ds, n_out = W.n_out, nc = W.n_chunk;
+        xh = a.h, n_out = W.n_out, nc = W.n_chunk;
         auto arow = [&](int r) { return int64_t(min(col0 + r, a.rows - 1)); };
         qs.init([&](int i) { return uint32_t(tile_row(i / L::kQsP) * nc * ps.qs + (i % L::kQsP) * 16); });
         sc.init([&](int i) { return uint32_t(tile_row(i / L::kScP) * nc * ps.sc + (i % L::kScP) * 8); });
         if constexpr (ps.qh != 0) qh.init([&](int i) { return uint32_t(tile_row(i / L::kQhP) * nc * ps.qh + (i % L::kQhP) * 16); });
-        aq.init([&](int i) { return uint32_t(arow(i / L::kXqP) * nc * 32 + (i % L::kXqP) * 16); });
-        ad.init([&](int i) { return uint32_t((arow(i % L::kCols) * nc + i / L::kCols) * 8); });
+        ah.init([&](int i) { return uint32_t(arow(i / L::kXhP) * nc * 64 + (i % L::kXhP) * 16); });
     }
     __device__ const uint8_t* pick(int r, const uint8_t* w, const uint8_t* v) const { return SW && r >= kMmaM ? v : w; }
 
@@ -281,30 +276,53 @@ struct Copies {
     }
     // Stage chunks [c0, c0 + n_ch) of the activation rows into a slot.
     __device__ __forceinline__ void acts(SmemAddr slot, int c0, int n_ch) const {
-        aq.each([&](int i, uint32_t o) {
-            const int r = i / L::kXqP, p = i % L::kXqP;
-            if (p * 16 < n_ch * 32)
-                cp_async<16>(slot + L::kXq + r * L::kXqStride + p * 16, reinterpret_cast<const uint8_t*>(xq) + o + c0 * 32);
-        });
-        ad.each([&](int i, uint32_t o) {
-            if (i / L::kCols < n_ch) cp_async<8>(slot + L::kXd + i * 8, reinterpret_cast<const uint8_t*>(xd) + o + c0 * 8);
+        ah.each([&](int i, uint32_t o) {
+            const int r = i / L::kXhP, p = i % L::kXhP;
+            if (p * 16 < n_ch * 64)
+                cp_async<16>(slot + L::kXh + r * L::kXhStride + p * 16, reinterpret_cast<const uint8_t*>(xh) + o + c0 * 64);
         });
     }
 };
 
-// Chunk k (of this warp's kU in the stage) of shared row r: its scale factors, from
-// the row's scale words w (the warp's chunks' sc bytes, one load) and sb entry.
-template <GgmlType T, int MT, int NT>
-__device__ __forceinline__ void ring_scales(const uint32_t* w, uint32_t sb, int k, float* f0, float* f1) {
-    using L = Ring<T, MT, NT>;
-    const uint32_t sc = L::kPs.sc == 4 ? w[k] : (w[k / 2] >> (16 * (k & 1))) & 0xFFFFu;
-    decode_scales<T>(sc, sb, f0, f1);
+// Weight codes minus this offset, times the chunk's scale, plus its min, are the
+// weights (codes: quant_chunk.h, Q8_0's bytes made unsigned by flipping bit 7).
+template <GgmlType T>
+constexpr int code_offset() {
+    return T == GgmlType::Q4_0 ? 8 : T == GgmlType::Q5_0 ? 16 : T == GgmlType::Q8_0 ? 128 : T == GgmlType::Q6_K ? 32 : 0;
 }
 
-// Chunk cl of shared row r as lane t's A-fragment words: lo (elements 4t..), hi (16+4t..),
-// from the row's qs word w (4-bit types) and its high-bit planes.
+__device__ __forceinline__ uint32_t splat_f16(uint32_t bits16) { return (bits16 & 0xFFFFu) * 0x10001u; }
+
+// Chunk k (of this warp's kU in the stage) of a shared row, from the row's scale
+// words w (the warp's chunks' sc bytes, one load) and sb entry: its f16 scales as
+// half2 splats, s0 for elements 0..15, s1 for 16..31 (they differ for Q6_K only),
+// and the min m (Q4_1, Q5_1: +m; Q4_K, Q5_K: -dmin * m; else 0).
 template <GgmlType T, int MT, int NT>
-__device__ __forceinline__ void ring_nibbles(const unsigned char* slot, int r, int cl, int t, uint32_t w, int* lo, int* hi) {
+__device__ __forceinline__ void ring_scales(const uint32_t* w, uint32_t sb, int k, uint32_t& s0, uint32_t& s1,
+                                            uint32_t& m) {
+    using L = Ring<T, MT, NT>;
+    const uint32_t sc = L::kPs.sc == 4 ? w[k] : (w[k / 2] >> (16 * (k & 1))) & 0xFFFFu;
+    m = 0;
+    if constexpr (T == GgmlType::Q4_0 || T == GgmlType::Q5_0 || T == GgmlType::Q8_0) {
+        s0 = s1 = splat_f16(sc);  // d is stored as f16
+    } else if constexpr (T == GgmlType::Q4_1 || T == GgmlType::Q5_1) {
+        s0 = s1 = splat_f16(sc), m = splat_f16(sc >> 16);
+    } else {
+        float f0, f1;
+        decode_scales<T>(sc, sb, &f0, &f1);
+        if constexpr (T == GgmlType::Q6_K) {
+            s0 = splat_f16(f2h(f0)), s1 = splat_f16(f2h(f1));
+        } else {
+            s0 = s1 = splat_f16(f2h(f0)), m = splat_f16(f2h(-f1));
+        }
+    }
+}
+
+// Chunk cl of shared row r: lane t's codes of elements 4t.. (lo) and 16+4t.. (hi),
+// from the row's qs word w and its high-bit planes.
+template <GgmlType T, int MT, int NT>
+__device__ __forceinline__ void ring_codes(const unsigned char* slot, int r, int cl, int t, uint32_t w, uint32_t* lo,
+                                           uint32_t* hi) {
     using L = Ring<T, MT, NT>;
     uint32_t h0 = 0, h1 = 0;
     if constexpr (L::kPs.qh == 4) h0 = reinterpret_cast<const uint32_t*>(slot + L::kQh + r * L::kQhStride)[cl];
@@ -312,16 +330,37 @@ __device__ __forceinline__ void ring_nibbles(const unsigned char* slot, int r, i
         const uint2 h = reinterpret_cast<const uint2*>(slot + L::kQh + r * L::kQhStride)[cl];
         h0 = h.x, h1 = h.y;
     }
-    nibbles<T>(w, h0, h1, t, lo, hi);
+    codes<T>(w, h0, h1, t, lo, hi);
 }
 
-// This warp's chunks of one stage (kU from warp * kU) into acc[mt][nt] (lane's 4
-// outputs of the tile of weight rows mt*16.. and activation rows nt*8..).
+// Four codes (the bytes of u) -> f16 weights (w0, w1) and (w2, w3), half2 bit
+// patterns: w = (code - OFF) * s + m. 1024 + code is exact in f16 (PRMT of the
+// byte into 0x64xx), so is the subtraction; the fma is the one rounding.
+template <int OFF>
+__device__ __forceinline__ void dequant4(uint32_t u, uint32_t s, uint32_t m, uint32_t& w01, uint32_t& w23) {
+#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 800
+    const uint32_t bias = (0x6400u + OFF) * 0x10001u;  // f16 1024 + OFF, twice
+    asm("{\n .reg .b32 a, b;\n"
+        " prmt.b32 a, %2, 0x64646464, 0x4140;\n prmt.b32 b, %2, 0x64646464, 0x4342;\n"
+        " sub.rn.f16x2 a, a, %5;\n sub.rn.f16x2 b, b, %5;\n"
+        " fma.rn.f16x2 %0, a, %3, %4;\n fma.rn.f16x2 %1, b, %3, %4;\n}"
+        : "=r"(w01), "=r"(w23)
+        : "r"(u), "r"(s), "r"(m), "r"(bias));
+#else
+    (void)u, (void)s, (void)m, w01 = w23 = 0;  // never launched (mma_device_ok)
+#endif
+}
+
+// This warp's chunks of stage st of a tile (kU from warp * kU) into acc[mt][nt]
+// (lane's 4 outputs of the tile of weight rows mt*16.. and activation rows nt*8..).
+// par: Q6_K, the parity of the first super-block entry of this lane's rows in the
+// tile; a stage's entries start at half (par + st * kChunks / 8) & 1 of its words.
 template <GgmlType T, int MT, int NT>
-__device__ __forceinline__ void compute_stage(const unsigned char* slot, SmemAddr slot_s, int n_ch, const int (&par)[MT][2],
-                                              float (&acc)[MT][NT][4]) {
+__device__ __forceinline__ void compute_stage(const unsigned char* slot, SmemAddr slot_s, int n_ch, int st,
+                                              const int (&par)[MT][2], float (&acc)[MT][NT][4]) {
     using L = Ring<T, MT, NT>;
-    constexpr int kScW = L::kU * L::kPs.sc / 4;  // scale words of the warp's chunks per row
+    constexpr int kScW = L::kScLoad >= 4 ? L::kScLoad / 4 : 1;  // scale words of the warp's chunks per row
+    constexpr int kOff = code_offset<T>();
     const int warp = int(threadIdx.x) / 32, lane = int(threadIdx.x) % 32, g = lane >> 2, t = lane & 3;
     const int cw = warp * L::kU;  // the warp's first chunk (its kU chunks share one super-block)
     if (cw >= n_ch) return;       // warp-uniform: the last stage of a row
@@ -331,26 +370,27 @@ __device__ __forceinline__ void compute_stage(const unsigned char* slot, SmemAdd
 #pragma unroll
         for (int h = 0; h < 2; ++h) {
             const int r = mt * kMmaM + g + 8 * h;
-            load_words(reinterpret_cast<const uint32_t*>(slot + L::kSc + r * L::kScStride + cw * L::kPs.sc), scw[mt][h]);
+            const unsigned char* sp = slot + L::kSc + r * L::kScStride + cw * L::kPs.sc;
+            if constexpr (L::kScLoad == 2) scw[mt][h][0] = *reinterpret_cast<const uint16_t*>(sp);
+            else load_words(reinterpret_cast<const uint32_t*>(sp), scw[mt][h]);
             sbw[mt][h] = 0;
             if constexpr (L::kPs.sb == 4) sbw[mt][h] = reinterpret_cast<const uint32_t*>(slot + L::kSb + r * L::kSbStride)[cw / 8];
             if constexpr (L::kPs.sb == 2)
-                sbw[mt][h] = reinterpret_cast<const uint16_t*>(slot + L::kSb + r * L::kSbStride)[par[mt][h] + cw / 8];
+                sbw[mt][h] = reinterpret_cast<const uint16_t*>(slot + L::kSb + r * L::kSbStride)[((par[mt][h] + st * (L::kChunks / 8)) & 1) + cw / 8];
         }
 #pragma unroll
     for (int k = 0; k < L::kU; ++k) {
         const int cl = cw + k;
         if (cl >= n_ch) break;  // warp-uniform
-        // B fragments of the NT column tiles, two per ldmatrix: matrices (rows 16q.., bytes
-        // 0..15), (rows 16q.., 16..31), (rows 16q+8.., 0..15), (rows 16q+8.., 16..31).
-        uint32_t b[NT][2];
+        // B fragments: the f16 activations of elements 4t..4t+3 (mma 0) and 16+4t.. (mma 1)
+        // of column nt*8 + g, one 64-bit load each.
+        uint2 blo[NT], bhi[NT];
 #pragma unroll
-        for (int q = 0; q < NT / 2; ++q)
-            ldmatrix_x4(slot_s + L::kXq + (16 * q + ((lane >> 4) << 3) + (lane & 7)) * L::kXqStride + cl * 32 + ((lane >> 3) & 1) * 16,
-                        b[2 * q][0], b[2 * q][1], b[2 * q + 1][0], b[2 * q + 1][1]);
-        float4 dd[NT];  // (d, d * sum) of this lane's columns 2t, 2t+1 of each tile
-#pragma unroll
-        for (int nt = 0; nt < NT; ++nt) dd[nt] = *reinterpret_cast<const float4*>(slot + L::kXd + (cl * L::kCols + nt * 8 + 2 * t) * 8);
+        for (int nt = 0; nt < NT; ++nt) {
+            const unsigned char* bp = slot + L::kXh + (nt * 8 + g) * L::kXhStride + cl * 64 + 8 * t;
+            blo[nt] = *reinterpret_cast<const uint2*>(bp);
+            bhi[nt] = *reinterpret_cast<const uint2*>(bp + 32);
+        }
         // A words of rows mt*16 + g and + 8: 4-bit types one qs word each (one ldmatrix
         // for all rows), Q8_0 the chunk's two halves (one ldmatrix per tile).
         uint32_t wa[MT][4];
@@ -362,35 +402,39 @@ __device__ __forceinline__ void compute_stage(const unsigned char* slot, SmemAdd
         } else {
             ldmatrix_x4(slot_s + lane * L::kWqStride + cl * 16, wa[0][0], wa[0][1], wa[1][0], wa[1][1]);
         }
+        // Weights of both tiles first, then the mma in an order where no two in a row
+        // accumulate into the same tile (an mma's result feeds the next one's C only
+        // after its latency).
+        uint32_t a[MT][8];  // mma 0: a[mt][0..3], mma 1: a[mt][4..7] (rows g, g+8; element pairs 4t.., 4t+2..)
 #pragma unroll
         for (int mt = 0; mt < MT; ++mt) {
             const int r0 = mt * kMmaM + g, r1 = r0 + 8;
-            float f00, f01, f10, f11;
-            ring_scales<T, MT, NT>(scw[mt][0], sbw[mt][0], k, &f00, &f01);
-            ring_scales<T, MT, NT>(scw[mt][1], sbw[mt][1], k, &f10, &f11);
-            int lo0, hi0, lo1, hi1;
+            uint32_t s00, s01, m0, s10, s11, m1;
+            ring_scales<T, MT, NT>(scw[mt][0], sbw[mt][0], k, s00, s01, m0);
+            ring_scales<T, MT, NT>(scw[mt][1], sbw[mt][1], k, s10, s11, m1);
+            uint32_t lo0, hi0, lo1, hi1;
             if constexpr (T == GgmlType::Q8_0) {
-                lo0 = int(wa[mt][0]), lo1 = int(wa[mt][1]), hi0 = int(wa[mt][2]), hi1 = int(wa[mt][3]);
+                lo0 = wa[mt][0] ^ 0x80808080u, lo1 = wa[mt][1] ^ 0x80808080u;
+                hi0 = wa[mt][2] ^ 0x80808080u, hi1 = wa[mt][3] ^ 0x80808080u;
             } else {
-                ring_nibbles<T, MT, NT>(slot, r0, cl, t, wa[mt][0], &lo0, &hi0);
-                ring_nibbles<T, MT, NT>(slot, r1, cl, t, wa[mt][1], &lo1, &hi1);
+                ring_codes<T, MT, NT>(slot, r0, cl, t, wa[mt][0], &lo0, &hi0);
+                ring_codes<T, MT, NT>(slot, r1, cl, t, wa[mt][1], &lo1, &hi1);
             }
-#pragma unroll
-            for (int nt = 0; nt < NT; ++nt) {
-                const float2 d0 = make_float2(dd[nt].x, dd[nt].y), d1 = make_float2(dd[nt].z, dd[nt].w);
-                int s0[4], s1[4] = {0, 0, 0, 0};
-                if constexpr (T == GgmlType::Q6_K) {
-                    mma_k16(s0, lo0, lo1, int(b[nt][0]));
-                    mma_k16(s1, hi0, hi1, int(b[nt][1]));
-                } else {
-                    mma_k32(s0, lo0, lo1, hi0, hi1, int(b[nt][0]), int(b[nt][1]));
-                }
-                acc[mt][nt][0] += chunk_value<T>(f00, f01, d0, s0[0], s1[0]);
-                acc[mt][nt][1] += chunk_value<T>(f00, f01, d1, s0[1], s1[1]);
-                acc[mt][nt][2] += chunk_value<T>(f10, f11, d0, s0[2], s1[2]);
-                acc[mt][nt][3] += chunk_value<T>(f10, f11, d1, s0[3], s1[3]);
-            }
+            dequant4<kOff>(lo0, s00, m0, a[mt][0], a[mt][2]);
+            dequant4<kOff>(lo1, s10, m1, a[mt][1], a[mt][3]);
+            dequant4<kOff>(hi0, s01, m0, a[mt][4], a[mt][6]);
+            dequant4<kOff>(hi1, s11, m1, a[mt][5], a[mt][7]);
         }
+#pragma unroll
+        for (int half = 0; half < 2; ++half)
+#pragma unroll
+            for (int mt = 0; mt < MT; ++mt)
+#pragma unroll
+                for (int nt = 0; nt < NT; ++nt) {
+                    const uint2 b = half ? bhi[nt] : blo[nt];
+                    mma_f16(acc[mt][nt], a[mt][4 * half], a[mt][4 * half + 1], a[mt][4 * half + 2], a[mt][4 * half + 3],
+                            b.x, b.y);
+                }
     }
 }
 
@@ -501,7 +545,7 @@ __global__ void __launch_bounds__(Ring<T, MT, NT>::kThreads, 1)
         if (q + S - 1 < n_seq) issue(true, true), advance();
         cp_async_commit();  // (empty past the end: the group count stays in step)
         const int slot = q % S;
-        compute_stage<T, MT, NT>(smem + slot * L::kSlot, smem_s + slot * L::kSlot, n_chunks(st), par, acc);
+        compute_stage<T, MT, NT>(smem + slot * L::kSlot, smem_s + slot * L::kSlot, n_chunks(st), st, par, acc);
         if (++st == n_st) {  // the tile is done: its outputs, then the next tile from zero
             store_tile<T, MT, NT, SWIGLU>(reinterpret_cast<float*>(smem + S * L::kSlot), acc, tile_row0(k), col0, W.n_out,
                                           a.rows, y);
@@ -603,10 +647,10 @@ int ops::mma_min_rows() {
 
 bool ops::matmul_mma(const GpuMat& W, const GpuMat* U, const Act& a, float* y, void* s) {
     const int min_rows = mma_min_rows();
-    if (min_rows <= 0 || a.rows < min_rows || !a.q || !a.ds || a.ss || !mma_serves(W)) return false;
+    if (min_rows <= 0 || a.rows < min_rows || !a.h || a.ss || !mma_serves(W)) return false;
     if (U && (U->type != W.type || U->n_in != W.n_in || U->n_out != W.n_out)) return false;
-    // The kernels' copy offsets are 32-bit: every plane (at most 32 bytes per chunk) under 4 GiB.
-    constexpr int64_t kMaxChunks = (int64_t(1) << 32) / 32;
+    // The kernels' copy offsets are 32-bit: every plane (at most 64 bytes per chunk: Act::h) under 4 GiB.
+    constexpr int64_t kMaxChunks = (int64_t(1) << 32) / 64;
     if (W.n_out * W.n_chunk >= kMaxChunks || int64_t(a.rows) * W.n_chunk >= kMaxChunks) return false;
     return U ? dispatch<true>(W, *U, a, y, s) : dispatch<false>(W, W, a, y, s);
 }

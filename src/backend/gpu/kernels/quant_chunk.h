@@ -68,19 +68,31 @@ __device__ __forceinline__ void load_qh(const GpuMat& W, int64_t row, int64_t c,
     }
 }
 
-// 4-bit types: byte k*4..k*4+3 of the chunk's 16 (the word q) -> the signed 8-bit
-// values of elements 4k..4k+3 (lo) and 16+4k..16+4k+3 (hi), as dot4 / mma take
-// them (Q4_0, Q5_0 keep their offset: chunk_value subtracts it through ds.y).
+// 4-bit types: byte k*4..k*4+3 of the chunk's 16 (the word q) -> the unsigned 8-bit
+// codes of elements 4k..4k+3 (lo) and 16+4k..16+4k+3 (hi): the 4-bit values with
+// the 5th bit (Q5_*) or the two high bits (Q6_K: q, before its - 32) added.
 template <GgmlType T>
-__device__ __forceinline__ void nibbles(uint32_t q, uint32_t h0, uint32_t h1, int k, int* lo, int* hi) {
+__device__ __forceinline__ void codes(uint32_t q, uint32_t h0, uint32_t h1, int k, uint32_t* lo, uint32_t* hi) {
     uint32_t l = q & 0x0F0F0F0Fu, h = (q >> 4) & 0x0F0F0F0Fu;
     if constexpr (T == GgmlType::Q5_0 || T == GgmlType::Q5_1 || T == GgmlType::Q5_K) {
         l |= spread4(h0 >> (4 * k));
         h |= spread4(h0 >> (16 + 4 * k));
     }
     if constexpr (T == GgmlType::Q6_K) {
-        *lo = sub32(l | spread2(h0 >> (8 * k)));
-        *hi = sub32(h | spread2(h1 >> (8 * k)));
+        l |= spread2(h0 >> (8 * k));
+        h |= spread2(h1 >> (8 * k));
+    }
+    *lo = l, *hi = h;
+}
+
+// The same as the signed 8-bit values dot4 / mma.s8 take (Q4_0, Q5_0 keep their
+// offset: chunk_value subtracts it through ds.y; Q6_K's codes become q - 32).
+template <GgmlType T>
+__device__ __forceinline__ void nibbles(uint32_t q, uint32_t h0, uint32_t h1, int k, int* lo, int* hi) {
+    uint32_t l, h;
+    codes<T>(q, h0, h1, k, &l, &h);
+    if constexpr (T == GgmlType::Q6_K) {
+        *lo = sub32(l), *hi = sub32(h);
     } else {
         *lo = int(l), *hi = int(h);
     }

@@ -21,6 +21,13 @@ using arch::kRowThreads;
 
 unsigned grid_for(int64_t n, int per) { return unsigned((n + per - 1) / per); }
 
+// Act::h: four q8 values q0..q3 of scale d as f16 (f16(q * d)), one 8-byte store.
+__device__ __forceinline__ void store_f16x4(uint16_t* h, float d, int q0, int q1, int q2, int q3) {
+    const uint32_t lo = uint32_t(f2h(float(q0) * d)) | uint32_t(f2h(float(q1) * d)) << 16;
+    const uint32_t hi = uint32_t(f2h(float(q2) * d)) | uint32_t(f2h(float(q3) * d)) << 16;
+    *reinterpret_cast<uint2*>(h) = make_uint2(lo, hi);
+}
+
 // 1/rms as the CPU backend computes it: double sum of squares, float(1 / sqrt(mean + eps)),
 // then y = x * scale * w in that order, so both backends round the norm alike.
 __device__ __forceinline__ float norm_scale(double ss, int64_t n, float eps) {
@@ -82,7 +89,7 @@ template <bool Q>
 __global__ void __launch_bounds__(kRowThreads) prepare_act_k(float* x, const float* __restrict__ res,
                                                            const float* __restrict__ w, float eps, int64_t n,
                                                            float* __restrict__ xo, int8_t* __restrict__ q,
-                                                           float* __restrict__ ds) {
+                                                           float* __restrict__ ds, uint16_t* __restrict__ h) {
     pdl_wait();
     pdl_trigger();
     __shared__ double lds[kRowThreads / kWave];
@@ -131,6 +138,7 @@ __global__ void __launch_bounds__(kRowThreads) prepare_act_k(float* x, const flo
             if (valid) {
                 reinterpret_cast<uint32_t*>(q + (r * nc + c) * 32)[sub] = packed;
                 if (sub == 0) reinterpret_cast<float2*>(ds)[r * nc + c] = make_float2(d, d * sum);
+                if (h) store_f16x4(h + r * n + i, d, q0, q1, q2, q3);
             }
         }
     }
@@ -145,7 +153,7 @@ template <int V>
 __global__ void __launch_bounds__(kPrepThreads) prep_fast_k(float* x, const float* __restrict__ res,
                                                           const float* __restrict__ w, float eps, int64_t n,
                                                           float* __restrict__ xo, int8_t* __restrict__ q,
-                                                          float* __restrict__ ds) {
+                                                          float* __restrict__ ds, uint16_t* __restrict__ h) {
     __shared__ double lds[kPrepThreads / kWave];
     pdl_wait();
     pdl_trigger();
@@ -191,6 +199,7 @@ __global__ void __launch_bounds__(kPrepThreads) prep_fast_k(float* x, const floa
             const int64_t c = i4 / 8;
             reinterpret_cast<uint32_t*>(q + r * n)[i4] = packed;
             if (i4 % 8 == 0) reinterpret_cast<float2*>(ds)[r * nc + c] = make_float2(d, d * sum);
+            if (h) store_f16x4(h + r * n + i4 * 4, d, q0, q1, q2, q3);
         }
     }
 }
@@ -274,32 +283,32 @@ void ops::embed(const GpuMat& table, const int32_t* tokens, int n, float* out, v
 namespace {
 template <int V>
 void prep_fast(float* x, const float* res, const float* w, float eps, int rows, int64_t n, float* xo, int8_t* q,
-               float* ds, unsigned bx, void* s) {
-    launch(prep_fast_k<V>, dim3(bx, unsigned(rows)), dim3(kPrepThreads), s, x, res, w, eps, n, xo, q, ds);
+               float* ds, uint16_t* h, unsigned bx, void* s) {
+    launch(prep_fast_k<V>, dim3(bx, unsigned(rows)), dim3(kPrepThreads), s, x, res, w, eps, n, xo, q, ds, h);
 }
 }  // namespace
 
 void ops::prepare_act(float* x, const float* res, const float* w, float eps, int rows, int64_t n, float* xo, int8_t* q,
-                      float* ds, void* s) {
+                      float* ds, uint16_t* h, void* s) {
     if (rows <= 0) return;
     if (q && n % 32 == 0) {
         const int64_t n4 = n / 4;
-        if (!w && !res) return prep_fast<1>(x, res, w, eps, rows, n, xo, q, ds, grid_for(n4, kPrepThreads), s);
+        if (!w && !res) return prep_fast<1>(x, res, w, eps, rows, n, xo, q, ds, h, grid_for(n4, kPrepThreads), s);
         const int64_t v = (n4 + kPrepThreads - 1) / kPrepThreads;
-        if (v <= 1) return prep_fast<1>(x, res, w, eps, rows, n, xo, q, ds, 1, s);
-        if (v <= 2) return prep_fast<2>(x, res, w, eps, rows, n, xo, q, ds, 1, s);
-        if (v <= 4) return prep_fast<4>(x, res, w, eps, rows, n, xo, q, ds, 1, s);
-        launch(prepare_act_k<true>, dim3(unsigned(rows)), dim3(kRowThreads), s, x, res, w, eps, n, xo, q, ds);
+        if (v <= 1) return prep_fast<1>(x, res, w, eps, rows, n, xo, q, ds, h, 1, s);
+        if (v <= 2) return prep_fast<2>(x, res, w, eps, rows, n, xo, q, ds, h, 1, s);
+        if (v <= 4) return prep_fast<4>(x, res, w, eps, rows, n, xo, q, ds, h, 1, s);
+        launch(prepare_act_k<true>, dim3(unsigned(rows)), dim3(kRowThreads), s, x, res, w, eps, n, xo, q, ds, h);
     } else {
         launch(prepare_act_k<false>, dim3(unsigned(rows)), dim3(kRowThreads), s, x, res, w, eps, n, xo, (int8_t*)nullptr,
-               (float*)nullptr);
+               (float*)nullptr, (uint16_t*)nullptr);
     }
 }
 
 void ops::rms_norm(const float* x, const float* w, float* y, int rows, int n, float eps, void* s) {
     if (rows <= 0) return;
     launch(prepare_act_k<false>, dim3(unsigned(rows)), dim3(kRowThreads), s, const_cast<float*>(x), (const float*)nullptr,
-           w, eps, int64_t(n), y, (int8_t*)nullptr, (float*)nullptr);
+           w, eps, int64_t(n), y, (int8_t*)nullptr, (float*)nullptr, (uint16_t*)nullptr);
 }
 
 void ops::add_bias(float* y, const float* b, int rows, int n, void* s) {
