@@ -235,6 +235,35 @@ TEST_F(Parity, MatmulManyTiles) {
     }
 }
 
+// q, k and v of one type in one launch (the tensor-core matmul walks the row tiles
+// of all three: partial tiles at each matrix's end, and with 4100 rows of q more
+// tiles than SMs, so blocks cross from one matrix into the next); with v of
+// another type, q and k in one launch and v alone.
+TEST_F(Parity, MatmulQkvOneLaunch) {
+    for (GgmlType t : {GgmlType::Q4_0, GgmlType::Q5_1, GgmlType::Q8_0, GgmlType::Q4_K, GgmlType::Q6_K}) {
+        for (int64_t nq : {301, 4100}) {
+            for (int rows : {9, 33, 70}) {
+                const int64_t n_in = 1280, nk = 77, nv = 45;
+                const GgmlType tv = nq == 301 ? t : GgmlType::Q6_K;
+                W wq = weight(t, n_in, nq), wk = weight(t, n_in, nk), wv = weight(tv, n_in, nv);
+                auto x = pair(randn(size_t(rows) * n_in));
+                auto q = pair_n(size_t(rows) * nq), k = pair_n(size_t(rows) * nk), v = pair_n(size_t(rows) * nv);
+                gpu_->reserve(70, 4100);
+                cpu_->reserve(70, 4100);
+                gpu_->matmul_input(x.g, rows, n_in);
+                cpu_->matmul_input(x.c, rows, n_in);
+                gpu_->matmul_qkv(wq.g, wk.g, wv.g, q.g, k.g, v.g);
+                cpu_->matmul_qkv(wq.c, wk.c, wv.c, q.c, k.c, v.c);
+                const std::string what = std::string(type_traits(t).name) + " v " + type_traits(tv).name + " q rows " +
+                                         std::to_string(nq) + " rows " + std::to_string(rows);
+                EXPECT_LT(compare(q, "q"), mat_threshold(t)) << what;
+                EXPECT_LT(compare(k, "k"), mat_threshold(t)) << what;
+                EXPECT_LT(compare(v, "v"), mat_threshold(tv)) << what;
+            }
+        }
+    }
+}
+
 TEST_F(Parity, MatmulFusedNormAndSwiglu) {
     for (GgmlType t : kMatTypes) {
         for (int rows : {1, 4, 9, 40}) {

@@ -184,11 +184,14 @@ public:
         rt::check("matmul");
     }
     void matmul_qkv(const Weight& wq, const Weight& wk, const Weight& wv, float* q, float* k, float* v) override {
-        if (wq.type != wk.type || wq.type != wv.type) return Backend::matmul_qkv(wq, wk, wv, q, k, v);
+        if (wq.type != wk.type) return Backend::matmul_qkv(wq, wk, wv, q, k, v);
         check_input(wq), check_input(wk), check_input(wv);
         const GpuMat W[3] = {mat(wq), mat(wk), mat(wv)};
         float* const y[3] = {q, k, v};
-        ops::matvec3(W, y, 3, act_, stream_);
+        // One launch for all three, or for q and k when v has its own type (Q4_K_M's Q6_K attn_v).
+        const bool same_v = wv.type == wq.type;
+        ops::matvec3(W, y, same_v ? 3 : 2, act_, stream_);
+        if (!same_v) ops::matvec(W[2], act_, v, stream_);
         rt::check("matmul_qkv");
     }
     void matmul_swiglu(const Weight& gate, const Weight& up, float* g_tmp, float* u_tmp, float* h, int rows) override {

@@ -106,6 +106,10 @@ bool matvec_qkv_rope_ok(const GpuMat* W, int rows);
 // it cannot serve the call (the matvec kernels do). matvec, matvec3 and
 // matvec_swiglu call it first.
 bool matmul_mma(const GpuMat& W, const GpuMat* U, const Act& a, float* y, void* s);
+// The same for n_mat (1..3) matrices of one type and width in one launch (q, k, v:
+// one walk over all their row tiles); false, having launched nothing, when it cannot
+// serve every one of them.
+bool matmul_mma3(const GpuMat* W, float* const* y, int n_mat, const Act& a, void* s);
 // Activation rows from which matmul_mma serves (0: never): the target's table
 // (arch::kMmaMinRows) or VEGA_GPU_MMA_ROWS, read once; 0 on devices without it.
 int mma_min_rows();

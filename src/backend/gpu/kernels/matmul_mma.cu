@@ -205,6 +205,17 @@ struct Items {
     }
 };
 
+// The matrices of one launch: y[m] [rows][w[m].n_out] = x @ w[m]^T for m < n_mat
+// (q, k and v in one walk: same type and width), or with SWIGLU y[0] =
+// silu(x @ w[0]^T) * (x @ w[1]^T) (n_mat 1). Row tiles are numbered across the
+// matrices: w[0]'s first, then w[1]'s, then w[2]'s (first[m] is matrix m's first).
+struct MmaMats {
+    GpuMat w[3];
+    float* y[3] = {nullptr, nullptr, nullptr};
+    int n_mat = 0;
+    int first[4] = {0, 0, 0, 0};
+};
+
 // This thread's copy items and the planes they read. Shared weight row r is row
 // row0 + r of W, or with SWIGLU rows 0..15 are W's and 16..31 V's (both row0 +
 // r % 16); weight offsets are relative to the tile's first row (row0 * bytes per
@@ -217,17 +228,29 @@ struct Copies {
     static constexpr int kThr = L::kThreads;
     const uint8_t *wqs, *wsc, *wqh, *wsb, *vqs, *vsc, *vqh, *vsb;  // by value: no stack copies
     const uint16_t* xh;
-    int64_t n_out, nc;  // the matrices' rows and chunks per row
+    int64_t n_out, nc;  // the current matrix's rows; chunks per row (every matrix)
+    int mat = 0;        // the matrix whose planes wqs.. are
     Items<L::kRows * L::kQsP, kThr> qs;
     Items<L::kRows * L::kScP, kThr> sc;
     Items<L::kRows * (L::kQhP ? L::kQhP : 1), kThr> qh;
     Items<L::kCols * L::kXhP, kThr> ah;
 
     __device__ static int tile_row(int r) { return SW ? r % kMmaM : r; }
-    __device__ Copies(const GpuMat& W, const GpuMat& V, const ops::Act& a, int col0) {
+    // The planes of matrix m (SW: w[0], and w[1] as V), picked field by field from
+    // the kernel parameters (an indexed parameter would go through local memory).
+    __device__ void set_matrix(const MmaMats& P, int m) {
+        auto pick3 = [&](auto f) { return m == 0 ? f(P.w[0]) : m == 1 ? f(P.w[1]) : f(P.w[2]); };
+        mat = m;
+        wqs = pick3([](const GpuMat& x) { return x.qs; }), wsc = pick3([](const GpuMat& x) { return x.sc; });
+        wqh = pick3([](const GpuMat& x) { return x.qh; }), wsb = pick3([](const GpuMat& x) { return x.sb; });
+        n_out = pick3([](const GpuMat& x) { return x.n_out; });
+        if constexpr (SW) vqs = P.w[1].qs, vsc = P.w[1].sc, vqh = P.w[1].qh, vsb = P.w[1].sb;
+    }
+    __device__ Copies(const MmaMats& P, const ops::Act& a, int col0) {
         constexpr PlaneSizes ps = L::kPs;
-        wqs = W.qs, wsc = W.sc, wqh = W.qh, wsb = W.sb, vqs = V.qs, vsc = V.sc, vqh = V.qh, vsb = V.sb;
-        xh = a.h, n_out = W.n_out, nc = W.n_chunk;
+        vqs = vsc = vqh = vsb = nullptr;
+        set_matrix(P, 0);
+        xh = a.h, nc = P.w[0].n_chunk;
         auto arow = [&](int r) { return int64_t(min(col0 + r, a.rows - 1)); };
         qs.init([&](int i) { return uint32_t(tile_row(i / L::kQsP) * nc * ps.qs + (i % L::kQsP) * 16); });
         sc.init([&](int i) { return uint32_t(tile_row(i / L::kScP) * nc * ps.sc + (i % L::kScP) * 8); });
@@ -482,8 +505,7 @@ __device__ __forceinline__ void store_tile(float* part_mem, const float (&acc)[M
 // (kStages - 1) stages of weights in flight without registers, also across tile
 // boundaries (no pipeline restart per tile).
 template <GgmlType T, int MT, int NT, bool SWIGLU>
-__global__ void __launch_bounds__(Ring<T, MT, NT>::kThreads, 1)
-    matmul_mma_k(GpuMat W, GpuMat V, ops::Act a, float* __restrict__ y) {
+__global__ void __launch_bounds__(Ring<T, MT, NT>::kThreads, 1) matmul_mma_k(MmaMats P, ops::Act a) {
     static_assert(!SWIGLU || MT == 2, "SWIGLU: tile 0 of W, tile 1 of V");
     using L = Ring<T, MT, NT>;
     constexpr int S = L::kStages;
@@ -492,19 +514,30 @@ __global__ void __launch_bounds__(Ring<T, MT, NT>::kThreads, 1)
     const SmemAddr smem_s = SmemAddr(__cvta_generic_to_shared(smem));
     const int lane = int(threadIdx.x) % 32, g = lane >> 2;
     const int col0 = int(blockIdx.x) * L::kCols;
-    const int64_t nc = W.n_chunk;
+    const int64_t nc = P.w[0].n_chunk;
     const int n_st = int((nc + L::kChunks - 1) / L::kChunks);  // stages per tile
-    const int n_tiles = int((W.n_out + kRowsPerTile - 1) / kRowsPerTile);
+    const int n_tiles = P.first[P.n_mat];
     const int n_my = (n_tiles - int(blockIdx.y) + int(gridDim.y) - 1) / int(gridDim.y);
     const int n_seq = n_my * n_st;  // this block's stages, all its tiles
     auto n_chunks = [&](int s) { return int(min(int64_t(L::kChunks), nc - int64_t(s) * L::kChunks)); };
-    auto tile_row0 = [&](int k) { return (int64_t(blockIdx.y) + int64_t(k) * gridDim.y) * kRowsPerTile; };
-    const Copies<T, MT, NT, SWIGLU> cp(W, V, a, col0);
+    // This block's tile k: its matrix and first row.
+    auto tile_mat = [&](int k) {
+        const int gt = int(blockIdx.y) + k * int(gridDim.y);
+        return gt >= P.first[2] ? 2 : gt >= P.first[1] ? 1 : 0;
+    };
+    auto tile_row0 = [&](int k, int m) {
+        return int64_t(int(blockIdx.y) + k * int(gridDim.y) - (m == 0 ? 0 : m == 1 ? P.first[1] : P.first[2])) * kRowsPerTile;
+    };
+    Copies<T, MT, NT, SWIGLU> cp(P, a, col0);
     // The issue position (tile ki, stage si) runs kStages - 1 ahead of the compute position.
     int ki = 0, si = 0;
     auto issue = [&](bool with_weights, bool with_acts) {
         const SmemAddr slot = smem_s + ((ki * n_st + si) % S) * L::kSlot;
-        if (with_weights) cp.weights(slot, tile_row0(ki), si * L::kChunks, n_chunks(si));
+        if (with_weights) {
+            const int m = tile_mat(ki);
+            if (m != cp.mat) cp.set_matrix(P, m);
+            cp.weights(slot, tile_row0(ki, m), si * L::kChunks, n_chunks(si));
+        }
         if (with_acts) cp.acts(slot, si * L::kChunks, n_chunks(si));
     };
     auto advance = [&]() {
@@ -527,7 +560,8 @@ __global__ void __launch_bounds__(Ring<T, MT, NT>::kThreads, 1)
                 for (int i = 0; i < 4; ++i) acc[mt][nt][i] = 0.f;
     };
     clear();
-    set_par(tile_row0(0));
+    int cm = tile_mat(0);  // the compute position's matrix
+    set_par(tile_row0(0, cm));
 
     // Prologue: the first stages' weights go out before pdl_wait (they depend on no
     // earlier kernel, launch.h), then their activations; group j completes stage j.
@@ -547,11 +581,14 @@ __global__ void __launch_bounds__(Ring<T, MT, NT>::kThreads, 1)
         const int slot = q % S;
         compute_stage<T, MT, NT>(smem + slot * L::kSlot, smem_s + slot * L::kSlot, n_chunks(st), st, par, acc);
         if (++st == n_st) {  // the tile is done: its outputs, then the next tile from zero
-            store_tile<T, MT, NT, SWIGLU>(reinterpret_cast<float*>(smem + S * L::kSlot), acc, tile_row0(k), col0, W.n_out,
+            float* y = cm == 0 ? P.y[0] : cm == 1 ? P.y[1] : P.y[2];
+            const int64_t n_out = cm == 0 ? P.w[0].n_out : cm == 1 ? P.w[1].n_out : P.w[2].n_out;
+            store_tile<T, MT, NT, SWIGLU>(reinterpret_cast<float*>(smem + S * L::kSlot), acc, tile_row0(k, cm), col0, n_out,
                                           a.rows, y);
             clear();
             st = 0, ++k;
-            set_par(tile_row0(k));
+            cm = tile_mat(k);
+            set_par(tile_row0(k, cm));
         }
     }
     cp_async_wait<0>();
@@ -579,7 +616,7 @@ bool mma_persistent() {
 // (x = column groups, adjacent in launch order, so a row tile's weights come from
 // DRAM once and from L2 for the other groups).
 template <GgmlType T, int NT, bool SW>
-bool launch_nt(const GpuMat& W, const GpuMat& V, const ops::Act& a, float* y, void* s) {
+bool launch_nt(const MmaMats& P, const ops::Act& a, void* s) {
     constexpr int MT = 2;
     using L = Ring<T, MT, NT>;
     static const bool ok = [] {  // the device lends this much shared memory to one block (opt-in)
@@ -592,26 +629,29 @@ bool launch_nt(const GpuMat& W, const GpuMat& V, const ops::Act& a, float* y, vo
     }();
     if (!ok) return false;
     const int rows_per_tile = SW ? kMmaM : L::kRows;
+    MmaMats Q = P;
+    for (int m = 0; m < 3; ++m)
+        Q.first[m + 1] = Q.first[m] + (m < Q.n_mat ? int((Q.w[m].n_out + rows_per_tile - 1) / rows_per_tile) : 0);
     const int cols = (a.rows + L::kCols - 1) / L::kCols;
-    const int64_t tiles = (W.n_out + rows_per_tile - 1) / rows_per_tile;
+    const int64_t tiles = Q.first[3];
     const int64_t per_col = mma_persistent() ? std::min(tiles, int64_t(std::max(1, device_sms() / cols))) : tiles;
     const dim3 grid{unsigned(cols), unsigned(per_col)};
-    launch_smem(matmul_mma_k<T, MT, NT, SW>, grid, dim3(L::kThreads), size_t(L::kBytes), s, W, V, a, y);
+    launch_smem(matmul_mma_k<T, MT, NT, SW>, grid, dim3(L::kThreads), size_t(L::kBytes), s, Q, a);
     return true;
 }
 
 template <GgmlType T, bool SW>
-bool launch_t(const GpuMat& W, const GpuMat& V, const ops::Act& a, float* y, void* s) {
-    if (a.rows <= 16) return launch_nt<T, 2, SW>(W, V, a, y, s);
-    if (a.rows <= 32) return launch_nt<T, 4, SW>(W, V, a, y, s);
-    return launch_nt<T, 8, SW>(W, V, a, y, s);
+bool launch_t(const MmaMats& P, const ops::Act& a, void* s) {
+    if (a.rows <= 16) return launch_nt<T, 2, SW>(P, a, s);
+    if (a.rows <= 32) return launch_nt<T, 4, SW>(P, a, s);
+    return launch_nt<T, 8, SW>(P, a, s);
 }
 
 template <bool SW>
-bool dispatch(const GpuMat& W, const GpuMat& V, const ops::Act& a, float* y, void* s) {
-    switch (W.type) {
+bool dispatch(const MmaMats& P, const ops::Act& a, void* s) {
+    switch (P.w[0].type) {
 #define VEGA_MMA_CASE(TT) \
-    case GgmlType::TT: return launch_t<GgmlType::TT, SW>(W, V, a, y, s);
+    case GgmlType::TT: return launch_t<GgmlType::TT, SW>(P, a, s);
         VEGA_MMA_CASE(Q4_0) VEGA_MMA_CASE(Q4_1) VEGA_MMA_CASE(Q5_0) VEGA_MMA_CASE(Q5_1)
         VEGA_MMA_CASE(Q8_0) VEGA_MMA_CASE(Q4_K) VEGA_MMA_CASE(Q5_K) VEGA_MMA_CASE(Q6_K)
 #undef VEGA_MMA_CASE
@@ -645,14 +685,34 @@ int ops::mma_min_rows() {
     return mma_device_ok() ? n : 0;
 }
 
-bool ops::matmul_mma(const GpuMat& W, const GpuMat* U, const Act& a, float* y, void* s) {
-    const int min_rows = mma_min_rows();
-    if (min_rows <= 0 || a.rows < min_rows || !a.h || a.ss || !mma_serves(W)) return false;
-    if (U && (U->type != W.type || U->n_in != W.n_in || U->n_out != W.n_out)) return false;
+namespace {
+// Whether the kernel can take W with this input: the shared checks of both entries.
+bool mma_ok(const GpuMat& W, const ops::Act& a) {
+    const int min_rows = ops::mma_min_rows();
+    if (min_rows <= 0 || a.rows < min_rows || !a.h || a.ss || !ops::mma_serves(W)) return false;
     // The kernels' copy offsets are 32-bit: every plane (at most 64 bytes per chunk: Act::h) under 4 GiB.
     constexpr int64_t kMaxChunks = (int64_t(1) << 32) / 64;
-    if (W.n_out * W.n_chunk >= kMaxChunks || int64_t(a.rows) * W.n_chunk >= kMaxChunks) return false;
-    return U ? dispatch<true>(W, *U, a, y, s) : dispatch<false>(W, W, a, y, s);
+    return W.n_out * W.n_chunk < kMaxChunks && int64_t(a.rows) * W.n_chunk < kMaxChunks;
+}
+}  // namespace
+
+bool ops::matmul_mma(const GpuMat& W, const GpuMat* U, const Act& a, float* y, void* s) {
+    if (!mma_ok(W, a)) return false;
+    if (U && (U->type != W.type || U->n_in != W.n_in || U->n_out != W.n_out)) return false;
+    MmaMats P;
+    P.w[0] = W, P.w[1] = U ? *U : W, P.y[0] = y, P.n_mat = 1;
+    return U ? dispatch<true>(P, a, s) : dispatch<false>(P, a, s);
+}
+
+bool ops::matmul_mma3(const GpuMat* W, float* const* y, int n_mat, const Act& a, void* s) {
+    if (n_mat < 1 || n_mat > 3) return false;
+    MmaMats P;
+    for (int m = 0; m < n_mat; ++m) {
+        if (!mma_ok(W[m], a) || W[m].type != W[0].type || W[m].n_in != W[0].n_in) return false;
+        P.w[m] = W[m], P.y[m] = y[m];
+    }
+    P.n_mat = n_mat;
+    return dispatch<false>(P, a, s);
 }
 
 #else  // gfx906 (HIP, or its emulation on NVIDIA): no tensor-core path; the matvec kernels serve every batch.
@@ -660,6 +720,7 @@ bool ops::matmul_mma(const GpuMat& W, const GpuMat* U, const Act& a, float* y, v
 int ops::mma_min_rows() { return 0; }
 bool ops::mma_serves(const GpuMat&) { return false; }
 bool ops::matmul_mma(const GpuMat&, const GpuMat*, const Act&, float*, void*) { return false; }
+bool ops::matmul_mma3(const GpuMat*, float* const*, int, const Act&, void*) { return false; }
 
 #endif
 

@@ -598,7 +598,8 @@ void ops::matvec3(const GpuMat* W, float* const* y, int n_mat, const Act& a, voi
     if (a.rows <= 0 || n_mat <= 0) return;
     for (int m = 1; m < n_mat; ++m)
         if (W[m].type != W[0].type || W[m].n_in != W[0].n_in) gpu_fail("matvec3: matrices differ in type or width");
-    if (matmul_mma(W[0], nullptr, a, y[0], s)) {  // one launch per matrix; a matrix it declines takes the matvec
+    if (matmul_mma3(W, y, n_mat, a, s)) return;  // all in one launch
+    if (matmul_mma(W[0], nullptr, a, y[0], s)) {  // else one launch per matrix; a matrix it declines takes the matvec
         for (int m = 1; m < n_mat; ++m)
             if (!matmul_mma(W[m], nullptr, a, y[m], s)) dispatch<false>(&W[m], &y[m], 1, a, s);
         return;
