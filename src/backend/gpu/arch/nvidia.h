@@ -32,7 +32,10 @@ constexpr const char* kDeviceArch = "sm_";  // any NVIDIA device (sm_61+: dp4a; 
 // and 16 with 2 stages lose 7% and 12%; 5 stages in 224 KB gain nothing).
 constexpr int kMmaMinRows = 8;
 constexpr int mma_warps(int /*cols*/) { return 8; }
-constexpr int mma_stage_chunks(int cols) { return cols >= 64 ? 8 : cols >= 32 ? 16 : 32; }
+// (row_groups 2: 64 weight rows a block, so fewer chunks fill a slot.)
+constexpr int mma_stage_chunks(int cols, int row_groups) {
+    return cols >= 64 ? 8 : cols >= 32 ? (row_groups == 2 ? 8 : 16) : (row_groups == 2 ? 16 : 32);
+}
 constexpr int kMmaMaxStages = 4;
 // Shared memory one tensor-core matmul block may take for its ring of stages
 // (sm_90 lends up to 227 KB per block; a device that lends less than a kernel's

@@ -101,32 +101,34 @@ __device__ __forceinline__ void ldmatrix_x4(SmemAddr a, uint32_t& r0, uint32_t& 
     (void)a, r0 = r1 = r2 = r3 = 0;
 #endif
 }
-// The block's [16][NT*8] outputs, summed over its WARPS warps in a fixed order:
-// part holds each warp's tile (row stride NT*8 + 4 against bank conflicts);
-// thread i gets outputs e = i, i + WARPS * 32, ... below kOut (row = e % 16,
-// column = e / 16).
-template <int NT, int WARPS>
+// One 16-row tile of a row group's [16][NT*8] outputs, summed over the group's
+// SLOTS warps in a fixed order: part holds each of those warps' tiles (row stride
+// NT*8 + 4 against bank conflicts), written by the warps whose `mine` is set
+// (warp % SLOTS picks the slot); then all THREADS threads sum: thread i gets
+// outputs e = i, i + THREADS, ... below kOut (row = e % 16, column = e / 16).
+template <int NT, int SLOTS, int THREADS>
 struct Reduce {
-    static constexpr int kThreads = WARPS * 32;
     static constexpr int kCols = NT * 8, kStride = kCols + 4, kOut = kMmaM * kCols;
-    static constexpr int kPer = (kOut + kThreads - 1) / kThreads;
-    static constexpr int kBytes = WARPS * kMmaM * kStride * 4;
-    static_assert(kOut % kThreads == 0 || kThreads % kOut == 0, "outputs spread evenly");
-    __device__ static void run(float (*part)[kMmaM * kStride], const float (&acc)[NT][4], float (&out)[kPer]) {
-        const int warp = int(threadIdx.x) / 32, lane = int(threadIdx.x) % 32, g = lane >> 2, t = lane & 3;
+    static constexpr int kPer = (kOut + THREADS - 1) / THREADS;
+    static constexpr int kBytes = SLOTS * kMmaM * kStride * 4;
+    static_assert(kOut % THREADS == 0 || THREADS % kOut == 0, "outputs spread evenly");
+    __device__ static void run(float (*part)[kMmaM * kStride], const float (&acc)[NT][4], bool mine, float (&out)[kPer]) {
+        const int slot = int(threadIdx.x) / 32 % SLOTS, lane = int(threadIdx.x) % 32, g = lane >> 2, t = lane & 3;
         __syncthreads();  // part may still be read by a previous call
+        if (mine) {
 #pragma unroll
-        for (int nt = 0; nt < NT; ++nt)
+            for (int nt = 0; nt < NT; ++nt)
 #pragma unroll
-            for (int i = 0; i < 4; ++i)
-                part[warp][(i < 2 ? g : g + 8) * kStride + nt * 8 + 2 * t + (i & 1)] = acc[nt][i];
+                for (int i = 0; i < 4; ++i)
+                    part[slot][(i < 2 ? g : g + 8) * kStride + nt * 8 + 2 * t + (i & 1)] = acc[nt][i];
+        }
         __syncthreads();
 #pragma unroll
         for (int k = 0; k < kPer; ++k) {
-            const int e = min(int(threadIdx.x) + k * kThreads, kOut - 1), r = e % kMmaM, col = e / kMmaM;
+            const int e = min(int(threadIdx.x) + k * THREADS, kOut - 1), r = e % kMmaM, col = e / kMmaM;
             float s = 0.f;
 #pragma unroll
-            for (int w = 0; w < WARPS; ++w) s += part[w][r * kStride + col];
+            for (int w = 0; w < SLOTS; ++w) s += part[w][r * kStride + col];
             out[k] = s;  // (threads past kOut: a copy, not stored)
         }
     }
@@ -145,16 +147,20 @@ struct Reduce {
 //                                   128 bytes keeps a 64-bit load of 8 rows x 4 lanes
 //                                   conflict-free
 // The warps' partial tiles (Reduce) follow the ring.
-template <GgmlType T, int MT, int NT>
+// WM row groups: the block's rows are WM groups of MT * 16, each taken by kWK =
+// kWarps / WM warps that split every stage's chunks (WM = 2 halves the activation
+// bytes read per weight byte; for launches with enough row tiles).
+template <GgmlType T, int MT, int NT, int WM>
 struct Ring {
     static constexpr PlaneSizes kPs = plane_sizes(T);
-    static constexpr int kRows = MT * kMmaM, kCols = NT * 8;
+    static constexpr int kRows = WM * MT * kMmaM, kCols = NT * 8;
     static constexpr int kWarps = arch::mma_warps(kCols);
+    static constexpr int kWK = kWarps / WM;  // warps per row group
     static constexpr int kThreads = kWarps * 32;
     // Chunks per stage: the f16 activations (64 bytes per chunk and row) take most of
     // a slot, so wider column groups take shorter stages (4 slots at 32 and 64 rows).
-    static constexpr int kChunks = arch::mma_stage_chunks(kCols);
-    static constexpr int kU = kChunks / kWarps;  // per warp and stage
+    static constexpr int kChunks = arch::mma_stage_chunks(kCols, WM);
+    static constexpr int kU = kChunks / kWK;  // per warp and stage
     static constexpr int kWqStride = kChunks * kPs.qs + 16;
     static constexpr int kScLoad = kU * kPs.sc;  // a warp's scale bytes per row (one load: 2, 4, 8 or 16)
     static constexpr int kScStride = kChunks * kPs.sc + (kScLoad >= 16 ? 16 : 8);
@@ -167,14 +173,16 @@ struct Ring {
     static constexpr int kSb = kQh + kRows * kQhStride;
     static constexpr int kXh = kSb + kRows * kSbStride;
     static constexpr int kSlot = kXh + kCols * kXhStride;
-    static constexpr int kReduceBytes = Reduce<NT, kWarps>::kBytes;  // after the ring (used while it streams on)
+    using R = Reduce<NT, kWK, kThreads>;
+    static constexpr int kReduceBytes = R::kBytes;  // after the ring (used while it streams on)
     static constexpr int kStages = std::min(arch::kMmaMaxStages, std::max(2, (arch::kMmaSmemBytes - kReduceBytes) / kSlot));
     static constexpr int kBytes = kStages * kSlot + kReduceBytes;
     // Copy items per stage (16- or 8-byte pieces): [rows][pieces] per plane.
     static constexpr int kQsP = kChunks * kPs.qs / 16, kScP = kChunks * kPs.sc / 8, kQhP = kChunks * kPs.qh / 16;
     static constexpr int kXhP = kChunks * 4;
     static_assert(MT == 2, "4-bit A words of both tiles from one ldmatrix");
-    static_assert(kU >= 1 && kU <= 8 && kChunks % kWarps == 0 && kChunks % 8 == 0 && NT % 2 == 0, "stage shape");
+    static_assert(kWarps % WM == 0 && kU >= 1 && kU <= 8 && kChunks % kWK == 0 && kChunks % 8 == 0 && NT % 2 == 0,
+                  "stage shape");
     static_assert(kScLoad == 2 || kScLoad % 4 == 0, "a warp's scale bytes: one 2-byte entry or whole words");
     static_assert(kSlot % 16 == 0 && kSbStride <= 16, "slot layout (16-byte sb rows: conflict-free)");
 };
@@ -222,9 +230,9 @@ struct MmaMats {
 // row added per stage), and rows past the end are not copied (their outputs are
 // not stored). Activation rows past the last re-read it. (Act::h rows are n_in
 // halves: 64 bytes per chunk.)
-template <GgmlType T, int MT, int NT, bool SW>
+template <GgmlType T, int MT, int NT, int WM, bool SW>
 struct Copies {
-    using L = Ring<T, MT, NT>;
+    using L = Ring<T, MT, NT, WM>;
     static constexpr int kThr = L::kThreads;
     const uint8_t *wqs, *wsc, *wqh, *wsb, *vqs, *vsc, *vqh, *vsb;  // by value: no stack copies
     const uint16_t* xh;
@@ -235,7 +243,9 @@ struct Copies {
     Items<L::kRows * (L::kQhP ? L::kQhP : 1), kThr> qh;
     Items<L::kCols * L::kXhP, kThr> ah;
 
-    __device__ static int tile_row(int r) { return SW ? r % kMmaM : r; }
+    // Shared row r's row of its matrix from the tile's first: SW row groups are 16 rows
+    // of W then the same 16 of V.
+    __device__ static int tile_row(int r) { return SW ? r / (2 * kMmaM) * kMmaM + r % kMmaM : r; }
     // The planes of matrix m (SW: w[0], and w[1] as V), picked field by field from
     // the kernel parameters (an indexed parameter would go through local memory).
     __device__ void set_matrix(const MmaMats& P, int m) {
@@ -257,7 +267,9 @@ struct Copies {
         if constexpr (ps.qh != 0) qh.init([&](int i) { return uint32_t(tile_row(i / L::kQhP) * nc * ps.qh + (i % L::kQhP) * 16); });
         ah.init([&](int i) { return uint32_t(arow(i / L::kXhP) * nc * 64 + (i % L::kXhP) * 16); });
     }
-    __device__ const uint8_t* pick(int r, const uint8_t* w, const uint8_t* v) const { return SW && r >= kMmaM ? v : w; }
+    __device__ const uint8_t* pick(int r, const uint8_t* w, const uint8_t* v) const {
+        return SW && r % (2 * kMmaM) >= kMmaM ? v : w;
+    }
 
     // Stage chunks [c0, c0 + n_ch) of the weight rows of the tile from row0 into a slot.
     __device__ __forceinline__ void weights(SmemAddr slot, int64_t row0, int c0, int n_ch) const {
@@ -320,10 +332,10 @@ __device__ __forceinline__ uint32_t splat_f16(uint32_t bits16) { return (bits16 
 // words w (the warp's chunks' sc bytes, one load) and sb entry: its f16 scales as
 // half2 splats, s0 for elements 0..15, s1 for 16..31 (they differ for Q6_K only),
 // and the min m (Q4_1, Q5_1: +m; Q4_K, Q5_K: -dmin * m; else 0).
-template <GgmlType T, int MT, int NT>
+template <GgmlType T, int MT, int NT, int WM>
 __device__ __forceinline__ void ring_scales(const uint32_t* w, uint32_t sb, int k, uint32_t& s0, uint32_t& s1,
                                             uint32_t& m) {
-    using L = Ring<T, MT, NT>;
+    using L = Ring<T, MT, NT, WM>;
     const uint32_t sc = L::kPs.sc == 4 ? w[k] : (w[k / 2] >> (16 * (k & 1))) & 0xFFFFu;
     m = 0;
     if constexpr (T == GgmlType::Q4_0 || T == GgmlType::Q5_0 || T == GgmlType::Q8_0) {
@@ -343,10 +355,10 @@ __device__ __forceinline__ void ring_scales(const uint32_t* w, uint32_t sb, int 
 
 // Chunk cl of shared row r: lane t's codes of elements 4t.. (lo) and 16+4t.. (hi),
 // from the row's qs word w and its high-bit planes.
-template <GgmlType T, int MT, int NT>
+template <GgmlType T, int MT, int NT, int WM>
 __device__ __forceinline__ void ring_codes(const unsigned char* slot, int r, int cl, int t, uint32_t w, uint32_t* lo,
                                            uint32_t* hi) {
-    using L = Ring<T, MT, NT>;
+    using L = Ring<T, MT, NT, WM>;
     uint32_t h0 = 0, h1 = 0;
     if constexpr (L::kPs.qh == 4) h0 = reinterpret_cast<const uint32_t*>(slot + L::kQh + r * L::kQhStride)[cl];
     if constexpr (L::kPs.qh == 8) {
@@ -378,21 +390,22 @@ __device__ __forceinline__ void dequant4(uint32_t u, uint32_t s, uint32_t m, uin
 // (lane's 4 outputs of the tile of weight rows mt*16.. and activation rows nt*8..).
 // par: Q6_K, the parity of the first super-block entry of this lane's rows in the
 // tile; a stage's entries start at half (par + st * kChunks / 8) & 1 of its words.
-template <GgmlType T, int MT, int NT>
+template <GgmlType T, int MT, int NT, int WM>
 __device__ __forceinline__ void compute_stage(const unsigned char* slot, SmemAddr slot_s, int n_ch, int st,
                                               const int (&par)[MT][2], float (&acc)[MT][NT][4]) {
-    using L = Ring<T, MT, NT>;
+    using L = Ring<T, MT, NT, WM>;
     constexpr int kScW = L::kScLoad >= 4 ? L::kScLoad / 4 : 1;  // scale words of the warp's chunks per row
     constexpr int kOff = code_offset<T>();
     const int warp = int(threadIdx.x) / 32, lane = int(threadIdx.x) % 32, g = lane >> 2, t = lane & 3;
-    const int cw = warp * L::kU;  // the warp's first chunk (its kU chunks share one super-block)
-    if (cw >= n_ch) return;       // warp-uniform: the last stage of a row
+    const int rb = warp / L::kWK * (MT * kMmaM);  // the warp's row group's first shared row
+    const int cw = warp % L::kWK * L::kU;         // the warp's first chunk (its kU chunks share one super-block)
+    if (cw >= n_ch) return;                       // warp-uniform: the last stage of a row
     uint32_t scw[MT][2][kScW], sbw[MT][2];
 #pragma unroll
     for (int mt = 0; mt < MT; ++mt)
 #pragma unroll
         for (int h = 0; h < 2; ++h) {
-            const int r = mt * kMmaM + g + 8 * h;
+            const int r = rb + mt * kMmaM + g + 8 * h;
             const unsigned char* sp = slot + L::kSc + r * L::kScStride + cw * L::kPs.sc;
             if constexpr (L::kScLoad == 2) scw[mt][h][0] = *reinterpret_cast<const uint16_t*>(sp);
             else load_words(reinterpret_cast<const uint32_t*>(sp), scw[mt][h]);
@@ -420,10 +433,10 @@ __device__ __forceinline__ void compute_stage(const unsigned char* slot, SmemAdd
         if constexpr (T == GgmlType::Q8_0) {
 #pragma unroll
             for (int mt = 0; mt < MT; ++mt)
-                ldmatrix_x4(slot_s + (mt * kMmaM + (lane & 15)) * L::kWqStride + cl * 32 + (lane >> 4) * 16, wa[mt][0], wa[mt][1],
-                            wa[mt][2], wa[mt][3]);
+                ldmatrix_x4(slot_s + (rb + mt * kMmaM + (lane & 15)) * L::kWqStride + cl * 32 + (lane >> 4) * 16, wa[mt][0],
+                            wa[mt][1], wa[mt][2], wa[mt][3]);
         } else {
-            ldmatrix_x4(slot_s + lane * L::kWqStride + cl * 16, wa[0][0], wa[0][1], wa[1][0], wa[1][1]);
+            ldmatrix_x4(slot_s + (rb + lane) * L::kWqStride + cl * 16, wa[0][0], wa[0][1], wa[1][0], wa[1][1]);
         }
         // Weights of both tiles first, then the mma in an order where no two in a row
         // accumulate into the same tile (an mma's result feeds the next one's C only
@@ -431,17 +444,17 @@ __device__ __forceinline__ void compute_stage(const unsigned char* slot, SmemAdd
         uint32_t a[MT][8];  // mma 0: a[mt][0..3], mma 1: a[mt][4..7] (rows g, g+8; element pairs 4t.., 4t+2..)
 #pragma unroll
         for (int mt = 0; mt < MT; ++mt) {
-            const int r0 = mt * kMmaM + g, r1 = r0 + 8;
+            const int r0 = rb + mt * kMmaM + g, r1 = r0 + 8;
             uint32_t s00, s01, m0, s10, s11, m1;
-            ring_scales<T, MT, NT>(scw[mt][0], sbw[mt][0], k, s00, s01, m0);
-            ring_scales<T, MT, NT>(scw[mt][1], sbw[mt][1], k, s10, s11, m1);
+            ring_scales<T, MT, NT, WM>(scw[mt][0], sbw[mt][0], k, s00, s01, m0);
+            ring_scales<T, MT, NT, WM>(scw[mt][1], sbw[mt][1], k, s10, s11, m1);
             uint32_t lo0, hi0, lo1, hi1;
             if constexpr (T == GgmlType::Q8_0) {
                 lo0 = wa[mt][0] ^ 0x80808080u, lo1 = wa[mt][1] ^ 0x80808080u;
                 hi0 = wa[mt][2] ^ 0x80808080u, hi1 = wa[mt][3] ^ 0x80808080u;
             } else {
-                ring_codes<T, MT, NT>(slot, r0, cl, t, wa[mt][0], &lo0, &hi0);
-                ring_codes<T, MT, NT>(slot, r1, cl, t, wa[mt][1], &lo1, &hi1);
+                ring_codes<T, MT, NT, WM>(slot, r0, cl, t, wa[mt][0], &lo0, &hi0);
+                ring_codes<T, MT, NT, WM>(slot, r1, cl, t, wa[mt][1], &lo1, &hi1);
             }
             dequant4<kOff>(lo0, s00, m0, a[mt][0], a[mt][2]);
             dequant4<kOff>(lo1, s10, m1, a[mt][1], a[mt][3]);
@@ -464,34 +477,38 @@ __device__ __forceinline__ void compute_stage(const unsigned char* slot, SmemAdd
 // The block's outputs of one tile (rows row0.., activation rows col0..): the warps'
 // partial sums reduced (Reduce, in its own shared region) and stored, SWIGLU's as
 // silu(gate) * up.
-template <GgmlType T, int MT, int NT, bool SWIGLU>
+template <GgmlType T, int MT, int NT, int WM, bool SWIGLU>
 __device__ __forceinline__ void store_tile(float* part_mem, const float (&acc)[MT][NT][4], int64_t row0, int col0,
                                            int64_t n_out, int rows, float* __restrict__ y) {
-    using L = Ring<T, MT, NT>;
-    using R = Reduce<NT, L::kWarps>;
+    using L = Ring<T, MT, NT, WM>;
+    using R = typename L::R;
     auto* part = reinterpret_cast<float(*)[kMmaM * R::kStride]>(part_mem);
-    if constexpr (SWIGLU) {
-        float out[R::kPer], up[R::kPer];
-        R::run(part, acc[0], out);
-        R::run(part, acc[MT - 1], up);
+    const int my = int(threadIdx.x) / 32 / L::kWK;  // this warp's row group
 #pragma unroll
-        for (int k = 0; k < R::kPer; ++k) {
-            const int e = int(threadIdx.x) + k * L::kThreads;
-            const int64_t r = row0 + e % kMmaM;
-            const int col = col0 + e / kMmaM;
-            if (e < R::kOut && r < n_out && col < rows) y[int64_t(col) * n_out + r] = silu(out[k]) * up[k];
-        }
-    } else {
-#pragma unroll
-        for (int mt = 0; mt < MT; ++mt) {
-            float out[R::kPer];
-            R::run(part, acc[mt], out);
+    for (int rg = 0; rg < WM; ++rg) {
+        if constexpr (SWIGLU) {  // row group rg: output rows rg*16.. (W's tile 0, V's tile 1)
+            float out[R::kPer], up[R::kPer];
+            R::run(part, acc[0], my == rg, out);
+            R::run(part, acc[MT - 1], my == rg, up);
 #pragma unroll
             for (int k = 0; k < R::kPer; ++k) {
                 const int e = int(threadIdx.x) + k * L::kThreads;
-                const int64_t r = row0 + mt * kMmaM + e % kMmaM;
+                const int64_t r = row0 + rg * kMmaM + e % kMmaM;
                 const int col = col0 + e / kMmaM;
-                if (e < R::kOut && r < n_out && col < rows) y[int64_t(col) * n_out + r] = out[k];
+                if (e < R::kOut && r < n_out && col < rows) y[int64_t(col) * n_out + r] = silu(out[k]) * up[k];
+            }
+        } else {
+#pragma unroll
+            for (int mt = 0; mt < MT; ++mt) {
+                float out[R::kPer];
+                R::run(part, acc[mt], my == rg, out);
+#pragma unroll
+                for (int k = 0; k < R::kPer; ++k) {
+                    const int e = int(threadIdx.x) + k * L::kThreads;
+                    const int64_t r = row0 + (rg * MT + mt) * kMmaM + e % kMmaM;
+                    const int col = col0 + e / kMmaM;
+                    if (e < R::kOut && r < n_out && col < rows) y[int64_t(col) * n_out + r] = out[k];
+                }
             }
         }
     }
@@ -504,15 +521,16 @@ __device__ __forceinline__ void store_tile(float* part_mem, const float (&acc)[M
 // stage g + kStages - 1 is copied in while stage g is computed, so each SM keeps
 // (kStages - 1) stages of weights in flight without registers, also across tile
 // boundaries (no pipeline restart per tile).
-template <GgmlType T, int MT, int NT, bool SWIGLU>
-__global__ void __launch_bounds__(Ring<T, MT, NT>::kThreads, 1) matmul_mma_k(MmaMats P, ops::Act a) {
+template <GgmlType T, int MT, int NT, int WM, bool SWIGLU>
+__global__ void __launch_bounds__(Ring<T, MT, NT, WM>::kThreads, 1) matmul_mma_k(MmaMats P, ops::Act a) {
     static_assert(!SWIGLU || MT == 2, "SWIGLU: tile 0 of W, tile 1 of V");
-    using L = Ring<T, MT, NT>;
+    using L = Ring<T, MT, NT, WM>;
     constexpr int S = L::kStages;
-    constexpr int kRowsPerTile = SWIGLU ? kMmaM : L::kRows;
+    constexpr int kRowsPerTile = SWIGLU ? WM * kMmaM : L::kRows;
     extern __shared__ __align__(16) unsigned char smem[];  // [kStages][kSlot] ring, then the reduction's tiles
     const SmemAddr smem_s = SmemAddr(__cvta_generic_to_shared(smem));
     const int lane = int(threadIdx.x) % 32, g = lane >> 2;
+    const int rb = int(threadIdx.x) / 32 / L::kWK * (MT * kMmaM);  // this warp's row group's first shared row
     const int col0 = int(blockIdx.x) * L::kCols;
     const int64_t nc = P.w[0].n_chunk;
     const int n_st = int((nc + L::kChunks - 1) / L::kChunks);  // stages per tile
@@ -528,7 +546,7 @@ __global__ void __launch_bounds__(Ring<T, MT, NT>::kThreads, 1) matmul_mma_k(Mma
     auto tile_row0 = [&](int k, int m) {
         return int64_t(int(blockIdx.y) + k * int(gridDim.y) - (m == 0 ? 0 : m == 1 ? P.first[1] : P.first[2])) * kRowsPerTile;
     };
-    Copies<T, MT, NT, SWIGLU> cp(P, a, col0);
+    Copies<T, MT, NT, WM, SWIGLU> cp(P, a, col0);
     // The issue position (tile ki, stage si) runs kStages - 1 ahead of the compute position.
     int ki = 0, si = 0;
     auto issue = [&](bool with_weights, bool with_acts) {
@@ -548,7 +566,7 @@ __global__ void __launch_bounds__(Ring<T, MT, NT>::kThreads, 1) matmul_mma_k(Mma
 #pragma unroll
         for (int mt = 0; mt < MT; ++mt)
 #pragma unroll
-            for (int h = 0; h < 2; ++h) par[mt][h] = int(((row0 + cp.tile_row(mt * kMmaM + g + 8 * h)) * (nc / 8)) & 1);
+            for (int h = 0; h < 2; ++h) par[mt][h] = int(((row0 + cp.tile_row(rb + mt * kMmaM + g + 8 * h)) * (nc / 8)) & 1);
     };
     float acc[MT][NT][4];
     auto clear = [&]() {
@@ -579,11 +597,11 @@ __global__ void __launch_bounds__(Ring<T, MT, NT>::kThreads, 1) matmul_mma_k(Mma
         if (q + S - 1 < n_seq) issue(true, true), advance();
         cp_async_commit();  // (empty past the end: the group count stays in step)
         const int slot = q % S;
-        compute_stage<T, MT, NT>(smem + slot * L::kSlot, smem_s + slot * L::kSlot, n_chunks(st), st, par, acc);
+        compute_stage<T, MT, NT, WM>(smem + slot * L::kSlot, smem_s + slot * L::kSlot, n_chunks(st), st, par, acc);
         if (++st == n_st) {  // the tile is done: its outputs, then the next tile from zero
             float* y = cm == 0 ? P.y[0] : cm == 1 ? P.y[1] : P.y[2];
             const int64_t n_out = cm == 0 ? P.w[0].n_out : cm == 1 ? P.w[1].n_out : P.w[2].n_out;
-            store_tile<T, MT, NT, SWIGLU>(reinterpret_cast<float*>(smem + S * L::kSlot), acc, tile_row0(k, cm), col0, n_out,
+            store_tile<T, MT, NT, WM, SWIGLU>(reinterpret_cast<float*>(smem + S * L::kSlot), acc, tile_row0(k, cm), col0, n_out,
                                           a.rows, y);
             clear();
             st = 0, ++k;
@@ -615,20 +633,20 @@ bool mma_persistent() {
 // Activation rows per block: 16 up to 16 rows, 32 up to 32, else 64 per column group
 // (x = column groups, adjacent in launch order, so a row tile's weights come from
 // DRAM once and from L2 for the other groups).
-template <GgmlType T, int NT, bool SW>
+template <GgmlType T, int NT, int WM, bool SW>
 bool launch_nt(const MmaMats& P, const ops::Act& a, void* s) {
     constexpr int MT = 2;
-    using L = Ring<T, MT, NT>;
+    using L = Ring<T, MT, NT, WM>;
     static const bool ok = [] {  // the device lends this much shared memory to one block (opt-in)
         int dev = 0, optin = 0;
         if (cudaGetDevice(&dev) != cudaSuccess) return false;
         if (cudaDeviceGetAttribute(&optin, cudaDevAttrMaxSharedMemoryPerBlockOptin, dev) != cudaSuccess) return false;
         if (optin < L::kBytes) return false;
-        return cudaFuncSetAttribute(matmul_mma_k<T, MT, NT, SW>, cudaFuncAttributeMaxDynamicSharedMemorySize, L::kBytes) ==
+        return cudaFuncSetAttribute(matmul_mma_k<T, MT, NT, WM, SW>, cudaFuncAttributeMaxDynamicSharedMemorySize, L::kBytes) ==
                cudaSuccess;
     }();
     if (!ok) return false;
-    const int rows_per_tile = SW ? kMmaM : L::kRows;
+    const int rows_per_tile = SW ? WM * kMmaM : L::kRows;
     MmaMats Q = P;
     for (int m = 0; m < 3; ++m)
         Q.first[m + 1] = Q.first[m] + (m < Q.n_mat ? int((Q.w[m].n_out + rows_per_tile - 1) / rows_per_tile) : 0);
@@ -636,15 +654,42 @@ bool launch_nt(const MmaMats& P, const ops::Act& a, void* s) {
     const int64_t tiles = Q.first[3];
     const int64_t per_col = mma_persistent() ? std::min(tiles, int64_t(std::max(1, device_sms() / cols))) : tiles;
     const dim3 grid{unsigned(cols), unsigned(per_col)};
-    launch_smem(matmul_mma_k<T, MT, NT, SW>, grid, dim3(L::kThreads), size_t(L::kBytes), s, Q, a);
+    launch_smem(matmul_mma_k<T, MT, NT, WM, SW>, grid, dim3(L::kThreads), size_t(L::kBytes), s, Q, a);
     return true;
+}
+
+// Whether launches may take two row groups per block (VEGA_GPU_MMA_GROUPS=1: never; read once).
+bool mma_two_groups() {
+    static const bool on = [] {
+        const char* v = std::getenv("VEGA_GPU_MMA_GROUPS");
+        return !(v && *v && std::atoi(v) == 1);
+    }();
+    return on;
+}
+
+// Two row groups per block (64 weight rows: half the activation reads per weight
+// byte) when that still gives every SM a tile: cols column groups x the matrices'
+// 64-row tiles at least the SM count; else one (32 rows).
+template <int NT, bool SW>
+int row_groups(const MmaMats& P, int rows) {
+    if (!mma_two_groups()) return 1;
+    const int per_tile = SW ? 2 * kMmaM : 4 * kMmaM;
+    int64_t tiles = 0;
+    for (int m = 0; m < P.n_mat; ++m) tiles += (P.w[m].n_out + per_tile - 1) / per_tile;
+    const int64_t cols = (rows + NT * 8 - 1) / (NT * 8);
+    return tiles * cols >= device_sms() ? 2 : 1;
+}
+
+template <GgmlType T, int NT, bool SW>
+bool launch_g(const MmaMats& P, const ops::Act& a, void* s) {
+    return row_groups<NT, SW>(P, a.rows) == 2 ? launch_nt<T, NT, 2, SW>(P, a, s) : launch_nt<T, NT, 1, SW>(P, a, s);
 }
 
 template <GgmlType T, bool SW>
 bool launch_t(const MmaMats& P, const ops::Act& a, void* s) {
-    if (a.rows <= 16) return launch_nt<T, 2, SW>(P, a, s);
-    if (a.rows <= 32) return launch_nt<T, 4, SW>(P, a, s);
-    return launch_nt<T, 8, SW>(P, a, s);
+    if (a.rows <= 16) return launch_g<T, 2, SW>(P, a, s);
+    if (a.rows <= 32) return launch_g<T, 4, SW>(P, a, s);
+    return launch_g<T, 8, SW>(P, a, s);
 }
 
 template <bool SW>
