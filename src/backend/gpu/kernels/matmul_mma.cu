@@ -5,23 +5,24 @@
 //   y [rows][n_out] = x [rows][n_in] @ W^T, W quantized (gpu_mat.h), x as its q8
 //   values in f16 (Act::h: f16(q * d)); with SWIGLU h = silu(x @ G^T) * (x @ U^T).
 //
-// Block: arch::mma_warps warps over MT = 2 tiles of 16 output rows (the mma's M; with
-// SWIGLU one tile of W and the same rows of V) and NT*8 activation rows (N), over
-// all of K in stages of 8, 16 or 32 chunks (32 elements each). The stages stream
-// through a ring of shared-memory slots filled by cp.async (Ring): while stage s is
-// computed, the next kStages - 1 are in flight, so an SM keeps tens of KB of
-// weights in flight without holding them in registers. Within a stage each warp
-// takes its own chunks. ldmatrix hands lane (g, t) bytes 4t..4t+3 of rows g and
-// g+8 of a chunk, whose codes are elements 4t..4t+3 and 16+4t..16+4t+3; the lane
-// turns them into f16 weights (code - offset) * scale + min (one rounding, as
-// exact as the f16 activation) and issues two mma.m16n8k16 (f16 x f16 -> f32) per
-// tile and 8 activation rows, the chunk's elements in a k order both operands
-// share: mma 0 takes elements 0..15, lane t's k pairs (2t, 2t+1) and (2t+8, 2t+9)
-// being elements (4t, 4t+1) and (4t+2, 4t+3); mma 1 the same from 16. The
-// activation's 8 bytes of those 4 elements are one 64-bit shared load. Sums
-// accumulate in f32 in the mma: no per-chunk scaling of outputs (the int8 form of
-// this kernel spent half its instructions there). The warps' partial sums meet in
-// shared memory in a fixed order (deterministic results).
+// Block: arch::mma_warps warps over WM row groups (1 or 2: row_groups) of MT = 2 tiles
+// of 16 output rows (the mma's M; with SWIGLU one tile of W and the same rows of V)
+// and NT*8 activation rows (N), over all of K in stages of 8, 16 or 32 chunks (32
+// elements each); a launch may walk the row tiles of up to three matrices (MmaMats: q,
+// k and v). The stages stream through a ring of shared-memory slots filled by cp.async
+// (Ring): while stage s is computed, the next kStages - 1 are in flight, so an SM
+// keeps tens of KB of weights in flight without holding them in registers. Within a
+// stage each warp of a row group takes its own chunks. ldmatrix hands lane (g, t)
+// bytes 4t..4t+3 of rows g and g+8 of a chunk, whose codes are elements 4t..4t+3 and
+// 16+4t..16+4t+3; the lane turns them into f16 weights (code - offset) * scale + min
+// (one rounding, as exact as the f16 activation) and issues two mma.m16n8k16 (f16 x
+// f16 -> f32) per tile and 8 activation rows, the chunk's elements in a k order both
+// operands share: mma 0 takes elements 0..15, lane t's k pairs (2t, 2t+1) and (2t+8,
+// 2t+9) being elements (4t, 4t+1) and (4t+2, 4t+3); mma 1 the same from 16. The
+// activation's 8 bytes of those 4 elements are one 64-bit shared load. Sums accumulate
+// in f32 in the mma: no per-chunk scaling of outputs (the int8 form of this kernel
+// spent half its instructions there). The warps' partial sums meet in shared memory in
+// a fixed order (deterministic results).
 //
 // Weights are read from DRAM once per step: the column groups (NT*8 activation
 // rows each) of a row tile run next to each other and share it through L2.
@@ -514,8 +515,8 @@ __device__ __forceinline__ void store_tile(float* part_mem, const float (&acc)[M
     }
 }
 
-// One block: tiles of MT x 16 weight rows (SWIGLU: 16 rows of W and the same of
-// V) x NT*8 activation rows, over all of K in stages of kChunks chunks streamed
+// One block: tiles of WM x MT x 16 weight rows (SWIGLU: WM x 16 rows of W and the
+// same of V) x NT*8 activation rows, over all of K in stages of kChunks chunks streamed
 // through the ring. A block walks tiles blockIdx.y, + gridDim.y, ... (the grid
 // holds about one block per SM), and its stages form one sequence across them:
 // stage g + kStages - 1 is copied in while stage g is computed, so each SM keeps
