@@ -158,6 +158,9 @@ struct Ring {
     static constexpr int kWarps = arch::mma_warps(kCols);
     static constexpr int kWK = kWarps / WM;  // warps per row group
     static constexpr int kThreads = kWarps * 32;
+    // This thread's warp's row group and that group's first shared row.
+    __device__ static int group() { return int(threadIdx.x) / 32 / kWK; }
+    __device__ static int group_row0() { return group() * MT * kMmaM; }
     // Chunks per stage: the f16 activations (64 bytes per chunk and row) take most of
     // a slot, so wider column groups take shorter stages (4 slots at 32 and 64 rows).
     static constexpr int kChunks = arch::mma_stage_chunks(kCols, WM);
@@ -398,7 +401,7 @@ __device__ __forceinline__ void compute_stage(const unsigned char* slot, SmemAdd
     constexpr int kScW = L::kScLoad >= 4 ? L::kScLoad / 4 : 1;  // scale words of the warp's chunks per row
     constexpr int kOff = code_offset<T>();
     const int warp = int(threadIdx.x) / 32, lane = int(threadIdx.x) % 32, g = lane >> 2, t = lane & 3;
-    const int rb = warp / L::kWK * (MT * kMmaM);  // the warp's row group's first shared row
+    const int rb = L::group_row0();
     const int cw = warp % L::kWK * L::kU;         // the warp's first chunk (its kU chunks share one super-block)
     if (cw >= n_ch) return;                       // warp-uniform: the last stage of a row
     uint32_t scw[MT][2][kScW], sbw[MT][2];
@@ -484,7 +487,7 @@ __device__ __forceinline__ void store_tile(float* part_mem, const float (&acc)[M
     using L = Ring<T, MT, NT, WM>;
     using R = typename L::R;
     auto* part = reinterpret_cast<float(*)[kMmaM * R::kStride]>(part_mem);
-    const int my = int(threadIdx.x) / 32 / L::kWK;  // this warp's row group
+    const int my = L::group();
 #pragma unroll
     for (int rg = 0; rg < WM; ++rg) {
         if constexpr (SWIGLU) {  // row group rg: output rows rg*16.. (W's tile 0, V's tile 1)
@@ -531,7 +534,7 @@ __global__ void __launch_bounds__(Ring<T, MT, NT, WM>::kThreads, 1) matmul_mma_k
     extern __shared__ __align__(16) unsigned char smem[];  // [kStages][kSlot] ring, then the reduction's tiles
     const SmemAddr smem_s = SmemAddr(__cvta_generic_to_shared(smem));
     const int lane = int(threadIdx.x) % 32, g = lane >> 2;
-    const int rb = int(threadIdx.x) / 32 / L::kWK * (MT * kMmaM);  // this warp's row group's first shared row
+    const int rb = L::group_row0();
     const int col0 = int(blockIdx.x) * L::kCols;
     const int64_t nc = P.w[0].n_chunk;
     const int n_st = int((nc + L::kChunks - 1) / L::kChunks);  // stages per tile
@@ -613,6 +616,12 @@ __global__ void __launch_bounds__(Ring<T, MT, NT, WM>::kThreads, 1) matmul_mma_k
     cp_async_wait<0>();
 }
 
+// An integer tuning override from the environment, or fallback when unset or empty.
+int env_int(const char* name, int fallback) {
+    const char* v = std::getenv(name);
+    return v && *v ? std::atoi(v) : fallback;
+}
+
 int device_sms() {  // of the device current at the first call (as mma_device_ok)
     static const int n = [] {
         int dev = 0;
@@ -624,10 +633,7 @@ int device_sms() {  // of the device current at the first call (as mma_device_ok
 // Whether blocks walk several row tiles (grid: about one block per SM) or take one
 // each; VEGA_GPU_MMA_PERSIST=0 turns it off (read once).
 bool mma_persistent() {
-    static const bool on = [] {
-        const char* v = std::getenv("VEGA_GPU_MMA_PERSIST");
-        return !(v && *v && std::atoi(v) == 0);
-    }();
+    static const bool on = env_int("VEGA_GPU_MMA_PERSIST", 1) != 0;
     return on;
 }
 
@@ -661,10 +667,7 @@ bool launch_nt(const MmaMats& P, const ops::Act& a, void* s) {
 
 // Whether launches may take two row groups per block (VEGA_GPU_MMA_GROUPS=1: never; read once).
 bool mma_two_groups() {
-    static const bool on = [] {
-        const char* v = std::getenv("VEGA_GPU_MMA_GROUPS");
-        return !(v && *v && std::atoi(v) == 1);
-    }();
+    static const bool on = env_int("VEGA_GPU_MMA_GROUPS", 2) != 1;
     return on;
 }
 
@@ -724,10 +727,7 @@ bool ops::mma_serves(const GpuMat& W) {
 
 int ops::mma_min_rows() {
     // The target's table, or VEGA_GPU_MMA_ROWS (0: never), read once.
-    static const int n = [] {
-        const char* v = std::getenv("VEGA_GPU_MMA_ROWS");
-        return v && *v ? std::atoi(v) : arch::kMmaMinRows;
-    }();
+    static const int n = env_int("VEGA_GPU_MMA_ROWS", arch::kMmaMinRows);
     return mma_device_ok() ? n : 0;
 }
 
