@@ -38,6 +38,11 @@ struct BatchView {
     const int32_t* pos = nullptr;
     const int32_t* seq = nullptr;
     int n_kv_max = 0;  // host-side upper bound of max(pos)+1 over the batch (grid sizing)
+    // Optional, device [n_tokens], host-written: per token, the first position of its
+    // sequence that this step writes (the cache below it was written by earlier
+    // steps, so attention may read it before this step's earlier kernels finish).
+    // Null: unknown (every cache row is read after them).
+    const int32_t* fresh = nullptr;
 };
 
 struct KvCacheDesc {

@@ -24,7 +24,8 @@ struct Session::Impl {
     std::vector<int32_t> greedy;
     std::vector<BatchToken> one_seq;
     // Graph replay of decode steps. A captured step reads its ids from one block of
-    // backend memory, {tokens, pos, seq, out_idx, argmax}, each `stride` ints:
+    // backend memory, {tokens, pos, seq, out_idx, argmax, fresh}, each `stride` ints
+    // (fresh: BatchView::fresh; a one-token step's is its pos):
     // d_step (stride 1) for one-token steps, d_bstep (stride kMaxBucket) for steps of
     // 2..64 sequences (ContextParams::batch_graphs), padded to a bucket with rows of
     // the hidden sequence `pad_seq`. One graph per (bucket, selection).
@@ -71,6 +72,7 @@ struct Session::Impl {
     int capture(int32_t* ids, int stride, int rows, int n_ctx, Select sel, int k, bool& enabled) {
         BatchView b;
         b.n_tokens = rows, b.tokens = ids, b.pos = ids + stride, b.seq = ids + 2 * stride, b.n_kv_max = n_ctx;
+        b.fresh = stride == 1 ? b.pos : ids + 5 * stride;
         be.capture_begin();
         try {
             fwd->run(b, ids + 3 * stride, rows, d_logits);
@@ -116,7 +118,16 @@ struct Session::Impl {
             h[2 * kMaxBucket + i] = pad ? pad_seq : batch[size_t(i)].seq;
             h[3 * kMaxBucket + i] = i;
         }
+        // fresh: the lowest position this step writes for the row's sequence (a
+        // sequence may hold several rows of one step).
+        for (int i = 0; i < bucket; ++i) {
+            int32_t lo = h[kMaxBucket + i];
+            for (int j = 0; j < bucket; ++j)
+                if (h[2 * kMaxBucket + j] == h[2 * kMaxBucket + i]) lo = std::min(lo, h[kMaxBucket + j]);
+            h[5 * kMaxBucket + i] = lo;
+        }
         be.upload(d_bstep, h, size_t(4 * kMaxBucket) * sizeof(int32_t));
+        be.upload(d_bstep + 5 * kMaxBucket, h + 5 * kMaxBucket, size_t(kMaxBucket) * sizeof(int32_t));
         replay(bgraph[bi][int(sel)], d_bstep, kMaxBucket, bucket, n_ctx, sel, k, batch_graphs);
         ++n_replays;
     }
@@ -164,8 +175,8 @@ Session::Session(const Model& model, Backend& backend, const ContextParams& p)
     if (batch_graphs && I.n_batch >= Impl::kMaxBucket) {
         I.batch_graphs = true;
         I.pad_seq = p_.n_seq;
-        I.d_bstep = static_cast<int32_t*>(backend.alloc(5 * Impl::kMaxBucket * sizeof(int32_t), "batched step ids"));
-        I.h_bstep.assign(5 * Impl::kMaxBucket, 0);
+        I.d_bstep = static_cast<int32_t*>(backend.alloc(6 * Impl::kMaxBucket * sizeof(int32_t), "batched step ids"));
+        I.h_bstep.assign(6 * Impl::kMaxBucket, 0);
     }
     const size_t KB = B * size_t(Backend::kTopKMax);
     I.d_topk_ids = static_cast<int32_t*>(backend.alloc(KB * sizeof(int32_t), "top-k ids"));

@@ -440,19 +440,28 @@ TEST_F(Parity, KvStoreAndAttention) {
                 gpu_->kv_store(*cg, 1, k.g, v.g, bg);
                 cpu_->kv_store(*cc, 1, k.c, v.c, bc);
             }
-            std::vector<int32_t> qpos = {0, 5, n_ctx / 2, n_ctx - 1}, qseq = {0, 1, 1, 0};
-            auto [pg, pc] = ints(qpos);
-            auto [sg, sc] = ints(qseq);
-            BatchView bg, bc;
-            bg.n_tokens = bc.n_tokens = int(qpos.size());
-            bg.pos = pg, bg.seq = sg, bc.pos = pc, bc.seq = sc;
-            bg.n_kv_max = bc.n_kv_max = n_ctx;
-            auto q = pair(randn(qpos.size() * wq));
-            auto out = pair_n(qpos.size() * wq);
-            gpu_->attention(*cg, 1, q.g, out.g, n_head, 1.f / std::sqrt(float(hd)), bg);
-            cpu_->attention(*cc, 1, q.c, out.c, n_head, 1.f / std::sqrt(float(hd)), bc);
-            EXPECT_LT(compare(out, "attention"), kv == GgmlType::F16 ? 1e-6 : 1e-9)
-                << type_traits(kv).name << " n_ctx " << n_ctx << " head_dim " << hd;
+            // 4 query rows (32 (row, head) pairs: each head's positions split over
+            // blocks and merged), and 64 (512 pairs, at least 2 per SM on any current
+            // GPU: one block per pair walks all its splits and writes out directly);
+            // with fresh, blocks load their first rows before the wait (PDL targets)
+            // and those from pos on again after it.
+            for (const auto [n_q, with_fresh] : {std::pair{4, false}, std::pair{4, true}, std::pair{64, true}}) {
+                std::vector<int32_t> qpos = {0, 5, n_ctx / 2, n_ctx - 1}, qseq = {0, 1, 1, 0};
+                for (int i = 4; i < n_q; ++i) qpos.push_back(int32_t(int64_t(i) * (n_ctx - 1) / (n_q - 1))), qseq.push_back(i % 2);
+                auto [pg, pc] = ints(qpos);
+                auto [sg, sc] = ints(qseq);
+                BatchView bg, bc;
+                bg.n_tokens = bc.n_tokens = int(qpos.size());
+                bg.pos = pg, bg.seq = sg, bc.pos = pc, bc.seq = sc;
+                bg.n_kv_max = bc.n_kv_max = n_ctx;
+                if (with_fresh) bg.fresh = pg;
+                auto q = pair(randn(qpos.size() * wq));
+                auto out = pair_n(qpos.size() * wq);
+                gpu_->attention(*cg, 1, q.g, out.g, n_head, 1.f / std::sqrt(float(hd)), bg);
+                cpu_->attention(*cc, 1, q.c, out.c, n_head, 1.f / std::sqrt(float(hd)), bc);
+                EXPECT_LT(compare(out, "attention"), kv == GgmlType::F16 ? 1e-6 : 1e-9)
+                    << type_traits(kv).name << " n_ctx " << n_ctx << " head_dim " << hd << " query rows " << n_q << (with_fresh ? " (fresh)" : "");
+            }
         }
     }
 }

@@ -413,7 +413,8 @@ private:
             const int nr = std::min(chunk, b.n_tokens - r0);
             // One launch (split + merge by the last block) unless VEGA_GPU_ATTN_MERGE=0 (A/B).
             int* count = merge_attn_ && int64_t(nr) * n_head <= kAttnCounters ? attn_count_ : nullptr;
-            ops::attention(L, q + r0 * w, out + r0 * w, nr, n_head, scale, b.pos + r0, b.seq + r0, n_part, part_,
+            ops::attention(L, q + r0 * w, out + r0 * w, nr, n_head, scale, b.pos + r0, b.seq + r0,
+                           b.fresh ? b.fresh + r0 : nullptr, n_part, part_,
                            q8 ? act2_q_ + r0 * w : nullptr, q8 ? act2_ds_ + r0 * (w / 32) * 2 : nullptr,
                            q8 && want_h(b.n_tokens) ? act2_h_ + r0 * w : nullptr, count,
                            stream_);

@@ -151,12 +151,15 @@ void kv_store(const KvLayer& c, const float* k, const float* v, int rows, const 
 // With oq/ods (and hd % 32 == 0) the merge also writes out's q8 form there
 // (layout of Act::q / Act::ds; with oh also Act::h), so it can be the next matmul input as is.
 // With count ([rows][n_head] ints, zero, left zero) the last block of each head
-// merges the parts (one launch instead of two).
+// merges the parts (one launch instead of two). fresh (BatchView::fresh, may be
+// null): cache rows below fresh[t] are read before the previous kernel finishes.
 void attention(const KvLayer& c, const float* q, float* out, int rows, int n_head, float scale, const int32_t* pos,
-               const int32_t* seq, int n_part, float* part, int8_t* oq, float* ods, uint16_t* oh, int* count, void* s);
+               const int32_t* seq, const int32_t* fresh, int n_part, float* part, int8_t* oq, float* ods, uint16_t* oh,
+               int* count, void* s);
 // Blocks per (token, head) for a batch of `rows` tokens over at most n_kv_max
-// positions on a device of n_sm SMs / CUs: one per split, at most enough to give
-// the device arch::kAttnBlocksPerSm blocks per SM (VEGA_GPU_ATTN_BLOCKS overrides).
+// positions on a device of n_sm SMs / CUs: 1 from arch::kAttnWholePairsPerSm pairs
+// per SM on, else one per split, at most enough to give the device
+// arch::kAttnBlocksPerSm blocks per SM (VEGA_GPU_ATTN_BLOCKS overrides both).
 int attention_parts(int n_kv_max, int rows, int n_head, int n_sm);
 
 // y[j][:] = x[idx[j]][:], n floats per row.

@@ -30,6 +30,7 @@ constexpr int kAttnSplit = 64;        // KV positions per split (a block walks i
 constexpr int kAttnAhead = 1;         // steps (positions per group) whose K, V are loaded before use;
                                       // more would cost the 4-wave floor
 constexpr int kAttnBlocksPerSm = 8;   // split-attention blocks per CU over all (token, head) pairs (not measured on a card)
+constexpr int kAttnWholePairsPerSm = 2;  // from this many (token, head) pairs per CU on: one block per pair (as NVIDIA)
 constexpr bool kPdl = false;             // no programmatic dependent launch on HIP
 constexpr bool kMultiMatLaunch = false;  // one matrix per launch: selecting among three GpuMat
                                          // parameters puts a per-lane copy in LDS (audit)

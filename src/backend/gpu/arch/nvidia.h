@@ -17,6 +17,10 @@ constexpr int kAttnGroup = 16;
 constexpr int kAttnSplit = 64;        // KV positions per split (a block walks its splits): 8 steps per group (A/B: +1.2-1.9% tg128 over 32)
 constexpr int kAttnAhead = 8;         // steps whose K, V are loaded before use: all 8, one memory wait per block
 constexpr int kAttnBlocksPerSm = 8;  // split-attention blocks per SM over all (token, head) pairs (4 resident, 2 waves)
+// From this many (token, head) pairs per SM on, attention does not split a pair's
+// positions: one block per pair writes its output directly (no partials, no
+// merge). A/B 2026-11-24, B=16 (512 pairs): one block per pair +3% over 3 splits.
+constexpr int kAttnWholePairsPerSm = 2;
 constexpr bool kPdl = true;             // programmatic dependent launch (sm_90; checked at run time)
 constexpr bool kMultiMatLaunch = true;  // q, k, v (three GpuMat parameters) in one matvec launch
 constexpr const char* kName = "nvidia";

@@ -166,6 +166,36 @@ __device__ __forceinline__ float weighted_column_sum(const float* col, int strid
 __device__ __forceinline__ float2 part_ml(const float* p, int j, int stride) {
     return make_float2(load_l2(p + j * stride), load_l2(p + j * stride + 1));
 }
+// One head's output out[d] = acc[k] * inv for d = k * NT + threadIdx.x < hd, and
+// with oq its q8 blocks (ods: (d, d * sum q) per 32 dims; oh: f16(q * d)) at
+// element e0 + d of the q8 row.
+template <int NT>
+__device__ __forceinline__ void store_head(const float (&acc)[(kMaxHd + NT - 1) / NT], float inv, float* __restrict__ out,
+                                           int hd, int8_t* __restrict__ oq, float* __restrict__ ods,
+                                           uint16_t* __restrict__ oh, int64_t e0) {
+    static_assert(NT % kWave == 0 && NT >= 32, "whole waves, 32-lane groups for the q8 blocks");
+    constexpr int kDims = (kMaxHd + NT - 1) / NT;
+    const int tid = int(threadIdx.x);
+#pragma unroll
+    for (int k = 0; k < kDims; ++k) {  // uniform trip count: every lane reaches the reductions
+        if (k * NT >= hd) break;        // block-uniform
+        const int d = k * NT + tid;
+        const float val = acc[k] * inv;
+        if (d < hd) out[d] = val;
+        if (!oq) continue;  // uniform
+        // q8 of the 32-dim block holding d (groups of 32 lanes are aligned to blocks of 32 dims).
+        const float amax = group_reduce_max<32>(fabsf(d < hd ? val : 0.f));
+        const float dq = amax / 127.f, id = dq != 0.f ? 1.f / dq : 0.f;
+        const int qi = d < hd ? int(roundf(val * id)) : 0;
+        const float sum = group_reduce_sum<32>(float(qi));
+        if (d < hd) {
+            const int64_t e = e0 + d;
+            oq[e] = int8_t(qi);
+            if (oh) oh[e] = f2h(float(qi) * dq);
+            if (d % 32 == 0) reinterpret_cast<float2*>(ods)[e / 32] = make_float2(dq, dq * sum);
+        }
+    }
+}
 constexpr int kCombineChunk = 256;  // split weights staged in LDS per pass
 template <int NT>
 __device__ __forceinline__ void combine_head(const float* p, float* __restrict__ out, int hd, int n_used,
@@ -235,25 +265,7 @@ __device__ __forceinline__ void combine_head(const float* p, float* __restrict__
             }
         }
     }
-#pragma unroll
-    for (int k = 0; k < kDims; ++k) {  // uniform trip count: every lane reaches the reductions
-        if (k * NT >= hd) break;        // block-uniform
-        const int d = k * NT + tid;
-        const float val = acc[k] * inv;
-        if (d < hd) out[d] = val;
-        if (!oq) continue;  // uniform
-        // q8 of the 32-dim block holding d (groups of 32 lanes are aligned to blocks of 32 dims).
-        const float amax = group_reduce_max<32>(fabsf(d < hd ? val : 0.f));
-        const float dq = amax / 127.f, id = dq != 0.f ? 1.f / dq : 0.f;
-        const int qi = d < hd ? int(roundf(val * id)) : 0;
-        const float sum = group_reduce_sum<32>(float(qi));
-        if (d < hd) {
-            const int64_t e = e0 + d;
-            oq[e] = int8_t(qi);
-            if (oh) oh[e] = f2h(float(qi) * dq);
-            if (d % 32 == 0) reinterpret_cast<float2*>(ods)[e / 32] = make_float2(dq, dq * sum);
-        }
-    }
+    store_head<NT>(acc, inv, out, hd, oq, ods, oh, e0);
 }
 
 // part [rows][n_head][n_part][hd + 2]: (max, sum, acc[hd]) of one block's splits, unnormalized.
@@ -269,44 +281,39 @@ struct Merge {
 // D, CH: each lane of a group owns CH chunks of D dims, chunk sub + j * kAttnGroup
 // at dims D * (sub + j * kAttnGroup) .. + D - 1 (D = 8 when head_dim % 8 == 0:
 // 16-byte K/V loads; CH = 1 up to 128 dims, 2 up to 256; else D = 2, CH = 4).
+//
+// Before pdl_wait the block reads pos / seq / fresh (uploaded by the host before
+// the step; no kernel writes them) and, given fresh, issues its first batch of K/V
+// loads: the cache rows below fresh[t] were written by earlier steps. Rows from
+// fresh[t] on are written by this step's rope + cache store, so the lanes holding
+// them load again after the wait. The first batch's memory latency thus overlaps
+// the previous kernel's tail (decode steps: fresh[t] = pos[t], one row reloaded).
 template <bool F16, bool MERGE, int D, int CH>
 __global__ void __launch_bounds__(kAttnThreads) attn_split(ops::KvLayer c, const float* __restrict__ q,
                                                            float* __restrict__ part, int n_head, float scale,
                                                            const int32_t* __restrict__ pos,
-                                                           const int32_t* __restrict__ seq, Merge mg) {
+                                                           const int32_t* __restrict__ seq,
+                                                           const int32_t* __restrict__ fresh, Merge mg) {
     constexpr int kDims = D * CH * kAttnGroup;  // head dims this variant serves at most
     // One row per wave (its groups merged in registers first): LDS for the dims
     // the variant serves, not kGroups x 256 (gfx906: 3 -> 4+ waves per SIMD).
     __shared__ float s_ml[kAttnWaves][2];
     __shared__ float s_acc[kAttnWaves][kDims];
-    pdl_wait();
-    pdl_trigger();
     const int h = blockIdx.y, t = blockIdx.z, n_part = int(gridDim.x);
     const int hd = c.hd;
-    const int kv_len = pos[t] + 1;
+    const int kv_len = pos[t] + 1;  // (host data: before pdl_wait, see above)
     const int n_need = (kv_len + kAttnSplit - 1) / kAttnSplit;  // splits holding positions
-    float* out = part + ((int64_t(t) * n_head + h) * n_part + blockIdx.x) * (hd + 2);
-    if (int(blockIdx.x) >= n_need) return;  // beyond this token's context: the merge reads parts < n_need only
+    // Beyond this token's context: the merge reads parts < n_need only. (No wait:
+    // block 0 of the grid always has work and waits, which keeps launches ordered.)
+    if (int(blockIdx.x) >= n_need) return;
     const int g = threadIdx.x / kAttnGroup, sub = threadIdx.x % kAttnGroup;
     const int kvh = h / (n_head / c.n_kv_head);
     const int64_t base = c.row(seq[t], kvh, 0);
-    const float* qr = q + (int64_t(t) * n_head + h) * hd;
     // Chunk j's first dim, clamped into the row (a lane past the head's dims
     // re-reads the last chunk, with q = 0: loads without branches).
     int d0[CH];
-    float qv[CH * D], acc[CH * D];  // [j * D + e] (flat: gfx906 registers)
 #pragma unroll
-    for (int j = 0; j < CH; ++j) {
-        const int d = D * (sub + j * kAttnGroup);
-        d0[j] = min(d, hd - D);
-        const float qs = d < hd ? scale : 0.f;
-#pragma unroll
-        for (int e = 0; e < D; ++e) {
-            qv[j * D + e] = qr[d0[j] + e] * qs;
-            acc[j * D + e] = 0.f;
-        }
-    }
-    float m = -INFINITY, l = 0.f;
+    for (int j = 0; j < CH; ++j) d0[j] = min(D * (sub + j * kAttnGroup), hd - D);
     // Each group takes the positions p0 + g, + kGroups, ... (steps). K and V of a
     // step are loaded together, and those of kAhead steps before any is used: the
     // kernel is a chain of memory latencies at decode lengths, so one wait serves
@@ -315,33 +322,93 @@ __global__ void __launch_bounds__(kAttnThreads) attn_split(ops::KvLayer c, const
     // lane: V after the score, as registers allow.
     constexpr bool kVEarly = CH * D <= 8;
     constexpr int kAhead = kVEarly ? kAttnAhead : 1;
+    constexpr int kBatch = kGroups * kAhead;  // positions per batch
     using Chunk = KvChunk<F16, D>;
+    Chunk kk[kAhead * CH], vv[kAhead * CH];  // [i * CH + j]
+    // The batch at pb0 of a split [p0, p1): step i's row (past p1: p0's, unused).
+    auto step_row = [&](int pb0, int i, int p0, int p1) {
+        const int p = pb0 + i * kGroups + g;
+        return base + int64_t(p < p1 ? p : p0) * hd;
+    };
+    float sp[kAhead];  // this lane's part of q.k per step
+    // q.k of step i from its K chunks (qv: the scaled q, set after pdl_wait).
+    float qv[CH * D];  // [j * D + e] (flat: gfx906 registers)
+    auto dot_chunk = [&](int i, int j, float a) {
+#pragma unroll
+        for (int e = 0; e < D; ++e) a += qv[j * D + e] * kk[i * CH + j].at(e);
+        return a;
+    };
+    // K (and V) of a batch; without PDL q is known by then and q.k is taken as the
+    // chunks arrive (the K registers die at once: gfx906's VGPR budget).
+    auto load_batch = [&](int pb0, int p0, int p1) {
+#pragma unroll
+        for (int i = 0; i < kAhead; ++i) {
+            const int64_t row = step_row(pb0, i, p0, p1);
+            sp[i] = 0.f;
+#pragma unroll
+            for (int j = 0; j < CH; ++j) {
+                kk[i * CH + j] = load_kv<F16, D>(c.k, row + d0[j]);
+                if constexpr (kVEarly) vv[i * CH + j] = load_kv<F16, D>(c.v, row + d0[j]);
+                if constexpr (!arch::kPdl) sp[i] = dot_chunk(i, j, sp[i]);
+            }
+        }
+    };
+    // With PDL the block's first batch goes out before the wait (see above); the
+    // loop loads every other batch at its top (one wait per batch).
+    bool loaded = false;
+    if constexpr (arch::kPdl) {  // (without PDL nothing runs before the wait: no preload code at all)
+        const int p0 = int(blockIdx.x) * kAttnSplit, p1 = min(p0 + kAttnSplit, kv_len);
+        const int fr = fresh ? fresh[t] : 0;  // rows below: written by earlier steps
+        if (fr > p0) {                        // (block-uniform)
+            load_batch(p0, p0, p1);
+            loaded = true;
+        }
+        pdl_wait();
+        if (loaded && fr < p0 + kBatch) {  // this batch holds rows from fresh[t] on: those again, now written
+#pragma unroll
+            for (int i = 0; i < kAhead; ++i) {
+                if (p0 + i * kGroups + g < fr) continue;
+                const int64_t row = step_row(p0, i, p0, p1);
+#pragma unroll
+                for (int j = 0; j < CH; ++j) {
+                    kk[i * CH + j] = load_kv<F16, D>(c.k, row + d0[j]);
+                    if constexpr (kVEarly) vv[i * CH + j] = load_kv<F16, D>(c.v, row + d0[j]);
+                }
+            }
+        }
+    } else {
+        pdl_wait();
+        (void)fresh;
+    }
+    pdl_trigger();
+    const float* qr = q + (int64_t(t) * n_head + h) * hd;
+    float acc[CH * D];
+#pragma unroll
+    for (int j = 0; j < CH; ++j) {
+        const float qs = D * (sub + j * kAttnGroup) < hd ? scale : 0.f;
+#pragma unroll
+        for (int e = 0; e < D; ++e) {
+            qv[j * D + e] = qr[d0[j] + e] * qs;
+            acc[j * D + e] = 0.f;
+        }
+    }
+    float m = -INFINITY, l = 0.f;
     // This block's splits: blockIdx.x, + n_part, ... (one online softmax over all).
     for (int split = blockIdx.x; split < n_need; split += n_part) {
         const int p0 = split * kAttnSplit, p1 = min(p0 + kAttnSplit, kv_len);
-        for (int pb0 = p0; pb0 < p1; pb0 += kGroups * kAhead) {  // uniform trip counts: all lanes reach the reductions
-            Chunk vv[kAhead * CH];  // [i * CH + j]
-            float sp[kAhead];       // this lane's part of q.k per step
-#pragma unroll
-            for (int i = 0; i < kAhead; ++i) {
-                const int p = pb0 + i * kGroups + g;
-                const int64_t row = base + int64_t(p < p1 ? p : p0) * hd;
-                sp[i] = 0.f;
-#pragma unroll
-                for (int j = 0; j < CH; ++j) {
-                    const Chunk kk = load_kv<F16, D>(c.k, row + d0[j]);
-                    if constexpr (kVEarly) vv[i * CH + j] = load_kv<F16, D>(c.v, row + d0[j]);
-#pragma unroll
-                    for (int e = 0; e < D; ++e) sp[i] += qv[j * D + e] * kk.at(e);
-                }
-            }
+        for (int pb0 = p0; pb0 < p1; pb0 += kBatch) {  // uniform trip counts: all lanes reach the reductions
+            if (!loaded) load_batch(pb0, p0, p1);
+            loaded = false;
 #pragma unroll
             for (int i = 0; i < kAhead; ++i) {
                 const int pb = pb0 + i * kGroups;
                 if (pb >= p1) break;  // block-uniform
                 const int p = pb + g;
                 const bool valid = p < p1;
-                const int64_t row = base + int64_t(valid ? p : p0) * hd;
+                if constexpr (arch::kPdl) {
+#pragma unroll
+                    for (int j = 0; j < CH; ++j) sp[i] = dot_chunk(i, j, sp[i]);
+                }
                 const float s = group_reduce_sum<kAttnGroup>(sp[i]);
                 // Online softmax without a branch (a branch would let the compiler
                 // sink the V loads behind it: a second round trip per step). A step
@@ -349,6 +416,7 @@ __global__ void __launch_bounds__(kAttnThreads) attn_split(ops::KvLayer c, const
                 const float mn = valid ? fmaxf(m, s) : m;
                 const float corr = mn == m ? 1.f : expf(m - mn), e = valid ? expf(s - mn) : 0.f;
                 l = l * corr + e;
+                const int64_t row = step_row(pb0, i, p0, p1);
 #pragma unroll
                 for (int j = 0; j < CH; ++j) {
                     if constexpr (!kVEarly) vv[i * CH + j] = load_kv<F16, D>(c.v, row + d0[j]);
@@ -381,6 +449,25 @@ __global__ void __launch_bounds__(kAttnThreads) attn_split(ops::KvLayer c, const
     __syncthreads();
     float M = -INFINITY;
     for (int i = 0; i < kAttnWaves; ++i) M = fmaxf(M, s_ml[i][0]);
+    const int64_t th = int64_t(t) * n_head + h;
+    const int n_used = min(n_part, n_need);
+    if (MERGE && n_used == 1) {  // block-uniform: this block saw every position; out directly
+        constexpr int kOut = (kMaxHd + kAttnThreads - 1) / kAttnThreads;
+        float o[kOut], L = 0.f;
+        for (int i = 0; i < kAttnWaves; ++i)
+            if (s_ml[i][1] != 0.f) L += expf(s_ml[i][0] - M) * s_ml[i][1];
+#pragma unroll
+        for (int k = 0; k < kOut; ++k) {
+            const int d = k * kAttnThreads + int(threadIdx.x);
+            o[k] = 0.f;
+            if (d >= hd) continue;
+            for (int i = 0; i < kAttnWaves; ++i)
+                if (s_ml[i][1] != 0.f) o[k] += expf(s_ml[i][0] - M) * s_acc[i][d];
+        }
+        store_head<kAttnThreads>(o, L > 0.f ? 1.f / L : 0.f, mg.out + th * hd, hd, mg.oq, mg.ods, mg.oh, th * hd);
+        return;
+    }
+    float* out = part + (th * n_part + blockIdx.x) * (hd + 2);
     for (int d = threadIdx.x; d < hd + 1; d += kAttnThreads) {
         float a = 0.f;
         for (int i = 0; i < kAttnWaves; ++i) {
@@ -393,22 +480,16 @@ __global__ void __launch_bounds__(kAttnThreads) attn_split(ops::KvLayer c, const
     }
     if constexpr (MERGE) {
         __shared__ int s_last;
-        const int n_used = min(n_part, n_need);
-        const int64_t th = int64_t(t) * n_head + h;
-        if (n_used > 1) {
-            __threadfence();  // this block's partial, visible before the count says so
-            __syncthreads();
-            if (threadIdx.x == 0) {
-                const int done = atomicAdd(mg.count + th, 1);
-                s_last = done == n_used - 1;
-                if (s_last) mg.count[th] = 0;  // every other block of this head has counted
-            }
-            __syncthreads();
-            if (!s_last) return;
-            acquire_fence();
-        } else {
-            __syncthreads();  // one split: the partial came from this block
+        __threadfence();  // this block's partial, visible before the count says so
+        __syncthreads();
+        if (threadIdx.x == 0) {
+            const int done = atomicAdd(mg.count + th, 1);
+            s_last = done == n_used - 1;
+            if (s_last) mg.count[th] = 0;  // every other block of this head has counted
         }
+        __syncthreads();
+        if (!s_last) return;
+        acquire_fence();
         combine_head<kAttnThreads>(part + th * n_part * (hd + 2), mg.out + th * hd, hd, n_used, mg.oq, mg.ods, mg.oh,
                                    th * hd);
     }
@@ -453,19 +534,22 @@ void ops::rope_store(const KvLayer& c, float* q, float* k, const float* v, int r
 
 int ops::attention_parts(int n_kv_max, int rows, int n_head, int n_sm) {
     // The target's blocks per SM, or VEGA_GPU_ATTN_BLOCKS, read once.
-    static const int per_sm = [] {
+    static const int env_per_sm = [] {
         const char* v = std::getenv("VEGA_GPU_ATTN_BLOCKS");
-        return v && std::atoi(v) > 0 ? std::atoi(v) : arch::kAttnBlocksPerSm;
+        return v && std::atoi(v) > 0 ? std::atoi(v) : 0;
     }();
+    const int per_sm = env_per_sm > 0 ? env_per_sm : arch::kAttnBlocksPerSm;
     const int64_t splits = (int64_t(std::max(n_kv_max, 1)) + kAttnSplit - 1) / kAttnSplit;
     const int64_t pairs = std::max<int64_t>(1, int64_t(rows) * n_head);
+    // Pairs enough to fill the device: whole pairs (the block writes out directly).
+    if (env_per_sm == 0 && pairs >= int64_t(std::max(n_sm, 1)) * arch::kAttnWholePairsPerSm) return 1;
     const int64_t fill = (int64_t(std::max(n_sm, 1)) * per_sm + pairs - 1) / pairs;
     return int(std::max<int64_t>(1, std::min(splits, fill)));
 }
 
 void ops::attention(const KvLayer& c, const float* q, float* out, int rows, int n_head, float scale, const int32_t* pos,
-                    const int32_t* seq, int n_part, float* part, int8_t* oq, float* ods, uint16_t* oh, int* count,
-                    void* s) {
+                    const int32_t* seq, const int32_t* fresh, int n_part, float* part, int8_t* oq, float* ods,
+                    uint16_t* oh, int* count, void* s) {
     if (rows <= 0) return;
     if (c.hd > kMaxHd || c.hd % 2) gpu_fail("attention: head_dim " + std::to_string(c.hd) + " is not supported (even, <= 256)");
     static_assert(8 * 2 * kAttnGroup == kMaxHd, "the 8-dim variants cover head_dim <= kMaxHd");
@@ -482,11 +566,11 @@ void ops::attention(const KvLayer& c, const float* q, float* out, int rows, int 
                  std::to_string(8 * kAttnGroup) + " dims it must be a multiple of 8)");
 #define VEGA_ATTN_LAUNCH(F16, MERGE)                                                                                  \
     (variant == 0   ? launch(attn_split<F16, MERGE, 8, 1>, grid, dim3(kAttnThreads), s, c, q, part, n_head, scale, pos, \
-                             seq, mg)                                                                              \
+                             seq, fresh, mg)                                                                       \
      : variant == 1 ? launch(attn_split<F16, MERGE, 8, 2>, grid, dim3(kAttnThreads), s, c, q, part, n_head, scale, pos, \
-                             seq, mg)                                                                              \
+                             seq, fresh, mg)                                                                       \
                     : launch(attn_split<F16, MERGE, 2, 4>, grid, dim3(kAttnThreads), s, c, q, part, n_head, scale, pos, \
-                             seq, mg))
+                             seq, fresh, mg))
     if (count) {
         if (c.f16) VEGA_ATTN_LAUNCH(true, true);
         else VEGA_ATTN_LAUNCH(false, true);
