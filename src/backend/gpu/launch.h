@@ -5,8 +5,11 @@
 // drains, run their prologue (matvecs: the first weight loads, which depend on
 // nothing earlier), then pdl_wait() until the previous grid has finished and its
 // memory is visible. Rule: every kernel calls pdl_wait() before it touches memory
-// an earlier kernel writes or reads (activations, cache, scratch); only weights
-// may be read before it. Waits are transitive, so a chain stays ordered.
+// an earlier kernel of the step writes or reads (activations, cache, scratch); only
+// what no kernel of the step writes may be read before it: weights, host-uploaded
+// step data (pos, seq, BatchView::fresh) and the cache rows below fresh (attention).
+// Waits are transitive, so a chain stays ordered (a grid's blocks may skip the wait
+// only if one of them always waits).
 // On HIP both calls are no-ops and launches are plain stream launches.
 #pragma once
 #include <utility>
