@@ -338,20 +338,21 @@ __global__ void __launch_bounds__(kAttnThreads) attn_split(ops::KvLayer c, const
         for (int e = 0; e < D; ++e) a += qv[j * D + e] * kk[i * CH + j].at(e);
         return a;
     };
-    // K (and V) of a batch; without PDL q is known by then and q.k is taken as the
-    // chunks arrive (the K registers die at once: gfx906's VGPR budget).
+    // K (and V) of step i from the cache row `row`; without PDL q is known by then
+    // and q.k is taken as the chunks arrive (the K registers die at once: gfx906's
+    // VGPR budget).
+    auto load_step = [&](int i, int64_t row) {
+        sp[i] = 0.f;
+#pragma unroll
+        for (int j = 0; j < CH; ++j) {
+            kk[i * CH + j] = load_kv<F16, D>(c.k, row + d0[j]);
+            if constexpr (kVEarly) vv[i * CH + j] = load_kv<F16, D>(c.v, row + d0[j]);
+            if constexpr (!arch::kPdl) sp[i] = dot_chunk(i, j, sp[i]);
+        }
+    };
     auto load_batch = [&](int pb0, int p0, int p1) {
 #pragma unroll
-        for (int i = 0; i < kAhead; ++i) {
-            const int64_t row = step_row(pb0, i, p0, p1);
-            sp[i] = 0.f;
-#pragma unroll
-            for (int j = 0; j < CH; ++j) {
-                kk[i * CH + j] = load_kv<F16, D>(c.k, row + d0[j]);
-                if constexpr (kVEarly) vv[i * CH + j] = load_kv<F16, D>(c.v, row + d0[j]);
-                if constexpr (!arch::kPdl) sp[i] = dot_chunk(i, j, sp[i]);
-            }
-        }
+        for (int i = 0; i < kAhead; ++i) load_step(i, step_row(pb0, i, p0, p1));
     };
     // With PDL the block's first batch goes out before the wait (see above); the
     // loop loads every other batch at its top (one wait per batch).
@@ -366,15 +367,8 @@ __global__ void __launch_bounds__(kAttnThreads) attn_split(ops::KvLayer c, const
         pdl_wait();
         if (loaded && fr < p0 + kBatch) {  // this batch holds rows from fresh[t] on: those again, now written
 #pragma unroll
-            for (int i = 0; i < kAhead; ++i) {
-                if (p0 + i * kGroups + g < fr) continue;
-                const int64_t row = step_row(p0, i, p0, p1);
-#pragma unroll
-                for (int j = 0; j < CH; ++j) {
-                    kk[i * CH + j] = load_kv<F16, D>(c.k, row + d0[j]);
-                    if constexpr (kVEarly) vv[i * CH + j] = load_kv<F16, D>(c.v, row + d0[j]);
-                }
-            }
+            for (int i = 0; i < kAhead; ++i)
+                if (p0 + i * kGroups + g >= fr) load_step(i, step_row(p0, i, p0, p1));
         }
     } else {
         pdl_wait();
@@ -449,32 +443,32 @@ __global__ void __launch_bounds__(kAttnThreads) attn_split(ops::KvLayer c, const
     __syncthreads();
     float M = -INFINITY;
     for (int i = 0; i < kAttnWaves; ++i) M = fmaxf(M, s_ml[i][0]);
+    // The block's waves merged: dim d's unnormalized sum, or at d = hd the softmax sum.
+    auto merged = [&](int d) {
+        float a = 0.f;
+        for (int i = 0; i < kAttnWaves; ++i) {
+            if (s_ml[i][1] == 0.f) continue;  // wave saw no position
+            a += expf(s_ml[i][0] - M) * (d < hd ? s_acc[i][d] : s_ml[i][1]);
+        }
+        return a;
+    };
     const int64_t th = int64_t(t) * n_head + h;
     const int n_used = min(n_part, n_need);
     if (MERGE && n_used == 1) {  // block-uniform: this block saw every position; out directly
         constexpr int kOut = (kMaxHd + kAttnThreads - 1) / kAttnThreads;
-        float o[kOut], L = 0.f;
-        for (int i = 0; i < kAttnWaves; ++i)
-            if (s_ml[i][1] != 0.f) L += expf(s_ml[i][0] - M) * s_ml[i][1];
+        float o[kOut];
 #pragma unroll
         for (int k = 0; k < kOut; ++k) {
             const int d = k * kAttnThreads + int(threadIdx.x);
-            o[k] = 0.f;
-            if (d >= hd) continue;
-            for (int i = 0; i < kAttnWaves; ++i)
-                if (s_ml[i][1] != 0.f) o[k] += expf(s_ml[i][0] - M) * s_acc[i][d];
+            o[k] = d < hd ? merged(d) : 0.f;
         }
+        const float L = merged(hd);
         store_head<kAttnThreads>(o, L > 0.f ? 1.f / L : 0.f, mg.out + th * hd, hd, mg.oq, mg.ods, mg.oh, th * hd);
         return;
     }
     float* out = part + (th * n_part + blockIdx.x) * (hd + 2);
     for (int d = threadIdx.x; d < hd + 1; d += kAttnThreads) {
-        float a = 0.f;
-        for (int i = 0; i < kAttnWaves; ++i) {
-            if (s_ml[i][1] == 0.f) continue;  // wave saw no position
-            const float w = expf(s_ml[i][0] - M);
-            a += w * (d < hd ? s_acc[i][d] : s_ml[i][1]);
-        }
+        const float a = merged(d);
         if (d < hd) out[2 + d] = a;
         else out[0] = M, out[1] = a;
     }
