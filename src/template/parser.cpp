@@ -36,7 +36,7 @@ bool body_reads(const Body& body, const std::string& name) {
 
 class Parser {
 public:
-    explicit Parser(std::vector<Token> toks) : t_(std::move(toks)) {}
+    Parser(std::vector<Token> toks, int max_depth) : t_(std::move(toks)), max_depth_(max_depth) {}
 
     std::unique_ptr<Template> run() {
         auto tpl = std::make_unique<Template>();
@@ -46,13 +46,31 @@ public:
     }
 
 private:
+    // One level of nesting: a block, a bracket, a recursive grammar rule.
     struct DepthGuard {
         Parser& p;
-        explicit DepthGuard(Parser& pp) : p(pp) {
-            if (++p.depth_ > kMaxParseDepth) p.fail("template nesting is too deep");
-        }
+        explicit DepthGuard(Parser& pp) : p(pp) { p.enter(); }
         ~DepthGuard() { --p.depth_; }
     };
+    // A left-deep chain (a+b+c, x|f|g, a.b.c, a[0][0]) is parsed by a loop but makes a tree
+    // one level deeper per link, which evaluating and freeing walk recursively: each link
+    // counts as a level of nesting until the chain ends.
+    struct ChainGuard {
+        Parser& p;
+        int links = 0;
+        explicit ChainGuard(Parser& pp) : p(pp) {}
+        void link() {
+            p.enter();
+            ++links;
+        }
+        ~ChainGuard() { p.depth_ -= links; }
+    };
+    void enter() {
+        if (depth_ >= max_depth_)
+            fail("template nesting is too deep (more than " + std::to_string(max_depth_) +
+                 " levels of blocks, brackets or chained operators; max_parse_depth)");
+        ++depth_;
+    }
 
     const Token& cur() const { return t_[i_]; }
     const Token& look(size_t n = 1) const { return t_[std::min(i_ + n, t_.size() - 1)]; }
@@ -191,6 +209,7 @@ private:
         int tl = cur().line;
         next();
         if (tag == "elif") {
+            DepthGuard g(*this);  // an elif is an if nested in the else branch
             s->else_body.push_back(parse_if(tl));
             return s;  // the nested if consumed endif
         }
@@ -386,7 +405,9 @@ private:
         DepthGuard g(*this);
         if (!with_condexpr) return parse_or();
         ExprP e = parse_or();
+        ChainGuard chain(*this);
         while (is_name("if")) {
+            chain.link();
             int line = cur().line;
             next();
             auto c = node(Expr::CondExpr, line);
@@ -400,7 +421,9 @@ private:
 
     ExprP parse_or() {
         ExprP l = parse_and();
+        ChainGuard chain(*this);
         while (is_name("or")) {
+            chain.link();
             int line = cur().line;
             next();
             auto e = node(Expr::Or, line);
@@ -413,7 +436,9 @@ private:
 
     ExprP parse_and() {
         ExprP l = parse_not();
+        ChainGuard chain(*this);
         while (is_name("and")) {
+            chain.link();
             int line = cur().line;
             next();
             auto e = node(Expr::And, line);
@@ -477,7 +502,9 @@ private:
 
     ExprP parse_math1() {
         ExprP l = parse_concat();
+        ChainGuard chain(*this);
         while (is_op("+") || is_op("-")) {
+            chain.link();
             std::string op = cur().value;
             int line = cur().line;
             next();
@@ -498,7 +525,9 @@ private:
 
     ExprP parse_math2() {
         ExprP l = parse_pow();
+        ChainGuard chain(*this);
         while (is_op("*") || is_op("/") || is_op("//") || is_op("%")) {
+            chain.link();
             std::string op = cur().value;
             int line = cur().line;
             next();
@@ -509,7 +538,9 @@ private:
 
     ExprP parse_pow() {
         ExprP l = parse_unary(true);
+        ChainGuard chain(*this);
         while (is_op("**")) {
+            chain.link();
             int line = cur().line;
             next();
             l = binary("**", std::move(l), parse_unary(true), line);
@@ -619,7 +650,9 @@ private:
     }
 
     ExprP parse_postfix(ExprP e) {
+        ChainGuard chain(*this);
         while (true) {
+            if (is_op(".") || is_op("[") || is_op("(")) chain.link();
             if (is_op(".") || is_op("[")) {
                 e = parse_subscript(std::move(e));
             } else if (is_op("(")) {
@@ -632,7 +665,9 @@ private:
     }
 
     ExprP parse_filter_expr(ExprP e) {
+        ChainGuard chain(*this);
         while (true) {
+            if (is_op("|") || is_name("is") || is_op("(")) chain.link();
             if (is_op("|")) {
                 e = parse_filter(std::move(e), false);
             } else if (is_name("is")) {
@@ -742,7 +777,9 @@ private:
     }
 
     ExprP parse_filter(ExprP e, bool start_inline) {
+        ChainGuard chain(*this);
         while (is_op("|") || start_inline) {
+            chain.link();
             if (!start_inline) next();
             start_inline = false;
             int line = cur().line;
@@ -785,14 +822,15 @@ private:
 
     std::vector<Token> t_;
     size_t i_ = 0;
+    int max_depth_;
     int depth_ = 0;
     int loop_depth_ = 0;
 };
 
 }  // namespace
 
-std::unique_ptr<Template> parse_template(const std::string& source, const LexOptions& opt) {
-    return Parser(tokenize(source, opt)).run();
+std::unique_ptr<Template> parse_template(const std::string& source, const LexOptions& opt, int max_depth) {
+    return Parser(tokenize(source, opt), max_depth).run();
 }
 
 }  // namespace vega::tmpl
