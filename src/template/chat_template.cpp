@@ -47,9 +47,9 @@ std::tm parse_now(const std::string& iso) {
 
 }  // namespace
 
-ChatTemplate::ChatTemplate(const std::string& source) {
+ChatTemplate::ChatTemplate(const std::string& source, const ChatTemplateOptions& opt) {
     try {
-        tpl_ = tmpl::parse_template(source);
+        tpl_ = tmpl::parse_template(source, {}, opt.max_parse_depth);
     } catch (const tmpl::RenderError& e) {
         rethrow(e, "syntax error");
     }
@@ -61,9 +61,12 @@ std::string ChatTemplate::render(const nlohmann::ordered_json& context, const Ch
     lim.max_output = opt.max_output_bytes;
     lim.max_call_depth = opt.max_recursion_depth;
     lim.max_loop_iterations = opt.max_loop_iterations;
+    lim.max_steps = opt.max_steps;
+    lim.max_value_depth = opt.max_value_depth;
+    lim.max_stack_bytes = opt.max_stack_bytes;
     tmpl::Renderer r(lim, parse_now(opt.now));
     try {
-        return r.render(*tpl_, tmpl::from_json(context));
+        return r.render(*tpl_, tmpl::from_json(context, opt.max_value_depth));
     } catch (const tmpl::RenderError& e) {
         rethrow(e, "render error");
     }
@@ -71,7 +74,7 @@ std::string ChatTemplate::render(const nlohmann::ordered_json& context, const Ch
 
 std::string render_chat_template(const std::string& source, const nlohmann::ordered_json& context,
                                  const ChatTemplateOptions& opt) {
-    return ChatTemplate(source).render(context, opt);
+    return ChatTemplate(source, opt).render(context, opt);
 }
 
 }  // namespace vega

@@ -29,8 +29,9 @@ Value get_attribute(Renderer& r, const Value& item, const Value& attribute, cons
         while (true) {
             size_t q = a.find('.', p);
             std::string part = a.substr(p, q == std::string::npos ? std::string::npos : q - p);
-            Value key = !part.empty() && std::all_of(part.begin(), part.end(), ::isdigit)
-                            ? Value::integer(std::stoll(part))
+            int64_t index = 0;
+            Value key = !part.empty() && std::all_of(part.begin(), part.end(), ::isdigit) && parse_int64(part, index)
+                            ? Value::integer(index)
                             : Value::string(part);
             cur = r.getitem(cur, key);
             if (def && cur.kind == Kind::Undefined) {
@@ -143,23 +144,34 @@ std::string do_title(const std::string& s) {
     return text::encode(out);
 }
 
-std::string do_indent(const std::string& s0, const Value& width, bool first, bool blank) {
-    std::string ind = width.kind == Kind::String ? width.s : std::string(std::max<int64_t>(0, width.kind == Kind::Int ? width.i : 4), ' ');
+std::string do_indent(Renderer& r, const std::string& s0, const Value& width, bool first, bool blank) {
+    int64_t w = width.kind == Kind::Int ? width.i : 4;
+    if (width.kind != Kind::String && w > 0) r.check_string_size((size_t)w);
+    std::string ind = width.kind == Kind::String ? width.s : std::string(std::max<int64_t>(0, w), ' ');
     std::string s = s0 + "\n";
     auto lines = text::splitlines(s);
     std::string rv;
+    // Every line gets the indent: a long one times many lines is checked as it grows.
+    auto add = [&](const std::string& a, const std::string& b = {}) {
+        r.check_string_size(rv.size() + a.size() + b.size() + (first ? ind.size() : 0));
+        rv += a;
+        rv += b;
+    };
     if (blank) {
         for (size_t i = 0; i < lines.size(); ++i) {
-            if (i) rv += "\n" + ind;
-            rv += lines[i];
+            if (i) add("\n", ind);
+            add(lines[i]);
         }
     } else {
         rv = lines.empty() ? "" : lines[0];
         if (lines.size() > 1) {
             rv += "\n";
             for (size_t i = 1; i < lines.size(); ++i) {
-                if (i > 1) rv += "\n";
-                rv += lines[i].empty() ? lines[i] : ind + lines[i];
+                if (i > 1) add("\n");
+                if (lines[i].empty())
+                    add(lines[i]);
+                else
+                    add(ind, lines[i]);
             }
         }
     }
@@ -200,7 +212,7 @@ std::string striptags(const std::string& s) {
 }
 
 std::string python_round(double v, int64_t prec) {
-    char buf[512];
+    char buf[1024];  // 309 integer digits and 300 decimals at most
     std::snprintf(buf, sizeof buf, "%.*f", (int)std::clamp<int64_t>(prec, 0, 300), v);
     return buf;
 }
@@ -209,7 +221,10 @@ const std::unordered_map<std::string, FilterFn>& filters() {
     static const std::unordered_map<std::string, FilterFn> table = [] {
         std::unordered_map<std::string, FilterFn> t;
         t["abs"] = [](Renderer&, const Value& v, Args&) {
-            if (v.kind == Kind::Int) return Value::integer(v.i < 0 ? -v.i : v.i);
+            if (v.kind == Kind::Int) {
+                if (v.i == INT64_MIN) raise("OverflowError", "integer overflow");
+                return Value::integer(v.i < 0 ? -v.i : v.i);
+            }
             if (v.kind == Kind::Bool) return Value::integer(v.b);
             if (v.kind == Kind::Float) return Value::number(std::fabs(v.f));
             if (v.kind == Kind::Undefined) v.fail_undefined();
@@ -224,10 +239,11 @@ const std::unordered_map<std::string, FilterFn>& filters() {
             if (lookup_method(v, name, m)) return m;
             return Value::undefined("'" + type_name(v) + " object' has no attribute '" + name + "'");
         };
-        t["batch"] = [](Renderer&, const Value& v, Args& a) {
+        t["batch"] = [](Renderer& r, const Value& v, Args& a) {
             ArgReader ar(a, "batch", {"linecount", "fill_with"});
             int64_t n = ar.get_int(0, 1);
             if (n <= 0) raise("ValueError", "batch size must be positive");
+            if (ar.has(1) && ar.get(1).kind != Kind::None) r.check_list_size((size_t)n);  // padded to n
             std::vector<Value> out, cur;
             for (auto& x : to_list(v)) {
                 cur.push_back(x);
@@ -244,11 +260,12 @@ const std::unordered_map<std::string, FilterFn>& filters() {
             return Value::new_generator(out);
         };
         t["capitalize"] = [](Renderer&, const Value& v, Args&) { return Value::string(text::capitalize(soft_str(v))); };
-        t["center"] = [](Renderer&, const Value& v, Args& a) {
+        t["center"] = [](Renderer& r, const Value& v, Args& a) {
             ArgReader ar(a, "center", {"width"});
             std::string s = soft_str(v);
             int64_t w = ar.get_int(0, 80), n = (int64_t)text::count_code_points(s);
             if (w <= n) return Value::string(s);
+            r.check_string_size((size_t)(w - n) < SIZE_MAX - s.size() ? s.size() + (size_t)(w - n) : SIZE_MAX);
             int64_t total = w - n, left = total / 2 + (total & w & 1);
             return Value::string(std::string(left, ' ') + s + std::string(total - left, ' '));
         };
@@ -309,9 +326,9 @@ const std::unordered_map<std::string, FilterFn>& filters() {
             }
             return Value::string(percent_format(r, soft_str(v), args));
         };
-        t["indent"] = [](Renderer&, const Value& v, Args& a) {
+        t["indent"] = [](Renderer& r, const Value& v, Args& a) {
             ArgReader ar(a, "indent", {"width", "first", "blank"});
-            return Value::string(do_indent(soft_str(v), ar.get_or(0, Value::integer(4)), ar.get_bool(1, false),
+            return Value::string(do_indent(r, soft_str(v), ar.get_or(0, Value::integer(4)), ar.get_bool(1, false),
                                            ar.get_bool(2, false)));
         };
         t["int"] = [](Renderer&, const Value& v, Args& a) {
@@ -321,14 +338,14 @@ const std::unordered_map<std::string, FilterFn>& filters() {
             if (v.kind == Kind::Bool) return Value::integer(v.b);
             if (v.kind == Kind::Float) {
                 if (std::isnan(v.f) || std::isinf(v.f)) return def;
-                return Value::integer((int64_t)std::trunc(v.f));
+                return Value::integer(float_to_int(v.f));
             }
             if (v.kind == Kind::String) {
                 bool ok;
                 Value r = py_int(v.s, (int)ar.get_int(1, 10), ok);
                 if (ok) return r;
                 double d;
-                if (py_float(v, d) && !std::isnan(d) && !std::isinf(d)) return Value::integer((int64_t)std::trunc(d));
+                if (py_float(v, d) && !std::isnan(d) && !std::isinf(d)) return Value::integer(float_to_int(d));
             }
             return def;
         };
@@ -410,7 +427,8 @@ const std::unordered_map<std::string, FilterFn>& filters() {
         t["selectattr"] = [](Renderer& r, const Value& v, Args& a) { return Value::new_generator(select_impl(r, v, a, true, true)); };
         t["replace"] = [](Renderer& r, const Value& v, Args& a) {
             ArgReader ar(a, "replace", {"old", "new", "count"});
-            std::string res = text::replace(soft_str(v), ar.get_str(0, ""), ar.get_str(1, ""), ar.get_int(2, -1));
+            std::string res = text::replace(soft_str(v), ar.get_str(0, ""), ar.get_str(1, ""), ar.get_int(2, -1),
+                                            r.limits().max_output);
             r.check_string_size(res.size());
             return Value::string(res);
         };
@@ -441,11 +459,12 @@ const std::unordered_map<std::string, FilterFn>& filters() {
             return Value::number((method == "ceil" ? std::ceil(d * m) : std::floor(d * m)) / m);
         };
         t["safe"] = [](Renderer&, const Value& v, Args&) { return Value::string(soft_str(v), true); };
-        t["slice"] = [](Renderer&, const Value& v, Args& a) {
+        t["slice"] = [](Renderer& r, const Value& v, Args& a) {
             ArgReader ar(a, "slice", {"slices", "fill_with"});
             auto seq = to_list(v);
             int64_t slices = ar.get_int(0, 1);
             if (slices <= 0) raise("ValueError", "slices must be positive");
+            r.check_list_size((size_t)slices);  // one list per slice, even empty ones
             int64_t length = (int64_t)seq.size(), per = length / slices, extra = length % slices, offset = 0;
             std::vector<Value> out;
             for (int64_t i = 0; i < slices; ++i) {
@@ -486,9 +505,13 @@ const std::unordered_map<std::string, FilterFn>& filters() {
                 Value y = ar.has(0) && ar.get(0).kind != Kind::None ? get_attribute(r, x, ar.get(0)) : x;
                 if (!(total.is_number() && y.is_number()))
                     raise("TypeError", "unsupported operand type(s) for +: '" + type_name(total) + "' and '" + type_name(y) + "'");
-                if (total.kind != Kind::Float && y.kind != Kind::Float)
-                    total = Value::integer((total.kind == Kind::Int ? total.i : total.b) + (y.kind == Kind::Int ? y.i : y.b));
-                else
+                if (total.kind != Kind::Float && y.kind != Kind::Float) {
+                    int64_t s;
+                    if (__builtin_add_overflow(total.kind == Kind::Int ? total.i : (int64_t)total.b,
+                                               y.kind == Kind::Int ? y.i : (int64_t)y.b, &s))
+                        raise("OverflowError", "integer overflow");
+                    total = Value::integer(s);
+                } else
                     total = Value::number((total.kind == Kind::Float ? total.f : (double)(total.kind == Kind::Int ? total.i : total.b)) +
                                           (y.kind == Kind::Float ? y.f : (double)(y.kind == Kind::Int ? y.i : y.b)));
             }
@@ -502,10 +525,13 @@ const std::unordered_map<std::string, FilterFn>& filters() {
             if (ar.has(1) && ar.get(1).kind != Kind::None) {
                 o.has_indent = true;
                 const Value& ind = ar.get(1);
-                if (ind.kind == Kind::String)
+                if (ind.kind == Kind::String) {
                     o.indent = ind.s;
-                else
-                    o.indent = std::string(std::max<int64_t>(0, ar.get_int(1, 0)), ' ');
+                } else {
+                    int64_t w = ar.get_int(1, 0);
+                    if (w > 0) r.check_string_size((size_t)w);
+                    o.indent = std::string(std::max<int64_t>(0, w), ' ');
+                }
                 o.item_sep = ",";
             }
             if (ar.has(2) && ar.get(2).kind != Kind::None) {
@@ -515,6 +541,7 @@ const std::unordered_map<std::string, FilterFn>& filters() {
                 o.key_sep = to_str(seps[1]);
             }
             o.sort_keys = ar.get_bool(3, false);
+            o.max_bytes = r.limits().max_output;
             std::string s = json_dumps(v, o);
             r.check_string_size(s.size());
             return Value::string(s);
@@ -534,7 +561,7 @@ const std::unordered_map<std::string, FilterFn>& filters() {
             int64_t endlen = (int64_t)text::count_code_points(end);
             if (len < endlen) raise("AssertionError", "expected length >= " + std::to_string(endlen) + ", got " + std::to_string(len));
             if (leeway < 0) raise("AssertionError", "expected leeway >= 0");
-            if ((int64_t)s.size() <= len + leeway) return Value::string(text::encode(s));
+            if ((int64_t)s.size() - len <= leeway) return Value::string(text::encode(s));  // len + leeway may overflow
             std::vector<char32_t> head(s.begin(), s.begin() + (len - endlen));
             if (kill) return Value::string(text::encode(head) + end);
             std::string h = text::encode(head);

@@ -18,6 +18,7 @@ int64_t int_of(const Value& v, const char* fn) {
 struct Cycler : Object {
     std::vector<Value> items;
     size_t pos = 0;
+    ~Cycler() override { free_nested(items); }  // cycler(cycler(...)) may nest deeply
     std::string type_name() const override { return "Cycler"; }
     Value getattr(const std::string& n) override {
         if (n == "current") return items.empty() ? Value::undefined() : items[pos];
@@ -70,15 +71,16 @@ void add_globals(std::unordered_map<std::string, Value>& g) {
             raise("TypeError", "range expected 1 to 3 arguments, got " + std::to_string(a.pos.size()));
         }
         if (step == 0) raise("ValueError", "range() arg 3 must not be zero");
-        int64_t n = 0;
-        if (step > 0 && stop > start) n = (stop - start + step - 1) / step;
-        if (step < 0 && stop < start) n = (start - stop - step - 1) / (-step);
+        // In 128 bits: stop - start and start + i * step overflow int64 for extreme arguments.
+        __int128 n = 0, lo = start, hi = stop, st = step;
+        if (step > 0 && stop > start) n = (hi - lo + st - 1) / st;
+        if (step < 0 && stop < start) n = (lo - hi - st - 1) / (-st);
         if (n > r.limits().max_range)
             raise("OverflowError", "Range too big. The sandbox blocks ranges larger than MAX_RANGE (" +
                                        std::to_string(r.limits().max_range) + ").");
         std::vector<Value> v;
-        v.reserve(n);
-        for (int64_t i = 0; i < n; ++i) v.push_back(Value::integer(start + i * step));
+        v.reserve((size_t)n);
+        for (int64_t i = 0; i < (int64_t)n; ++i) v.push_back(Value::integer((int64_t)(lo + i * st)));
         return Value::new_list(std::move(v));
     });
     g["dict"] = make_function("dict", [](Renderer&, Args& a) {
@@ -126,6 +128,7 @@ void add_globals(std::unordered_map<std::string, Value>& g) {
         if (a.pos.size() != 1) raise("TypeError", "strftime_now() takes exactly one argument");
         std::string fmt = to_str(a.pos[0]);
         if (fmt.empty()) return Value::string("");
+        r.check_string_size(fmt.size() * 8);
         std::tm tm = r.now();
         std::string buf(fmt.size() * 8 + 256, '\0');
         size_t n = std::strftime(buf.data(), buf.size(), fmt.c_str(), &tm);

@@ -65,9 +65,16 @@ struct Dumper {
     std::string out;
     int depth = 0;
 
+    // A long indent at a deep level writes indent * level bytes per line: checked before.
     void newline(int level) {
+        if (!o.indent.empty() && (size_t)level > (o.max_bytes - std::min(out.size(), o.max_bytes)) / o.indent.size())
+            too_long();
         out += '\n';
         for (int i = 0; i < level; ++i) out += o.indent;
+        if (out.size() > o.max_bytes) too_long();
+    }
+    [[noreturn]] void too_long() const {
+        raise("OutputLimitError", "output exceeds the limit of " + std::to_string(o.max_bytes) + " bytes");
     }
 
     std::string key_string(const Value& k) {
@@ -82,7 +89,8 @@ struct Dumper {
     }
 
     void dump(const Value& v, int level) {
-        if (level > 512) raise("RecursionError", "maximum recursion depth exceeded while encoding a JSON object");
+        NestGuard g;
+        if (out.size() > o.max_bytes) too_long();
         switch (v.kind) {
             case Kind::None: out += "null"; return;
             case Kind::Bool: out += v.b ? "true" : "false"; return;
@@ -142,7 +150,8 @@ std::string json_dumps(const Value& v, const DumpOptions& o) {
     return std::move(d.out);
 }
 
-Value from_json(const nlohmann::ordered_json& j) {
+Value from_json(const nlohmann::ordered_json& j, int max_depth) {
+    if (max_depth <= 0) raise("RecursionError", "the JSON input is nested too deeply (max_value_depth)");
     switch (j.type()) {
         case nlohmann::json::value_t::null: return Value::none();
         case nlohmann::json::value_t::boolean: return Value::boolean(j.get<bool>());
@@ -157,12 +166,12 @@ Value from_json(const nlohmann::ordered_json& j) {
         case nlohmann::json::value_t::array: {
             std::vector<Value> items;
             items.reserve(j.size());
-            for (auto& x : j) items.push_back(from_json(x));
+            for (auto& x : j) items.push_back(from_json(x, max_depth - 1));
             return Value::new_list(std::move(items));
         }
         case nlohmann::json::value_t::object: {
             Value d = Value::new_dict();
-            for (auto it = j.begin(); it != j.end(); ++it) d.d().set(it.key(), from_json(it.value()));
+            for (auto it = j.begin(); it != j.end(); ++it) d.d().set(it.key(), from_json(it.value(), max_depth - 1));
             return d;
         }
         default: return Value::none();

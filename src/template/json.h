@@ -16,10 +16,12 @@ struct DumpOptions {
     std::string item_sep = ", ";
     std::string key_sep = ": ";
     bool sort_keys = false;
+    size_t max_bytes = SIZE_MAX;  // OutputLimitError past this size
 };
 std::string json_dumps(const Value& v, const DumpOptions& o);
 
 // JSON objects become dicts (key order kept), arrays lists, numbers int or float.
-Value from_json(const nlohmann::ordered_json& j);
+// Raises RecursionError for input nested deeper than max_depth.
+Value from_json(const nlohmann::ordered_json& j, int max_depth = BudgetLimits{}.max_value_depth);
 
 }  // namespace vega::tmpl

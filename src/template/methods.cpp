@@ -2,6 +2,7 @@
 #include <algorithm>
 #include <cmath>
 #include <cstdio>
+#include <cstring>
 
 #include "template/builtins.h"
 #include "template/renderer.h"
@@ -34,12 +35,23 @@ ArgReader::ArgReader(Args& a, const char* fname, std::initializer_list<const cha
 
 bool ArgReader::get_bool(size_t i, bool def) const { return have_[i] ? truthy(vals_[i]) : def; }
 
+namespace {
+// Reads one more decimal digit into n, saturating at cap (format widths and precisions
+// are parsed from template text of any length).
+template <class T>
+void add_digit(T& n, int digit, T cap) {
+    n = n > (cap - digit) / 10 ? cap : n * 10 + digit;
+}
+constexpr int64_t kMaxWidth = int64_t(1) << 40;
+constexpr int kMaxPrecision = 1 << 20;
+}  // namespace
+
 int64_t ArgReader::get_int(size_t i, int64_t def) const {
     if (!have_[i] || vals_[i].kind == Kind::None) return def;
     const Value& v = vals_[i];
     if (v.kind == Kind::Int) return v.i;
     if (v.kind == Kind::Bool) return v.b;
-    if (v.kind == Kind::Float) return (int64_t)v.f;
+    if (v.kind == Kind::Float) return float_to_int(v.f);
     raise("TypeError", "'" + type_name(v) + "' object cannot be interpreted as an integer");
 }
 
@@ -81,7 +93,7 @@ std::string pad(const std::string& s, int64_t width, char32_t fill, int align /*
 // str.format with {}, {0}, {name}, {name.attr}, {0[key]} and simple format specs.
 std::string str_format(Renderer& r, const std::string& fmt, Args& a);
 
-std::string apply_spec(const Value& v, const std::string& spec) {
+std::string apply_spec(const Value& v, const std::string& spec, size_t max_size) {
     if (spec.empty()) return to_str(v);
     // [[fill]align][sign][0][width][.precision][type]
     size_t i = 0;
@@ -105,21 +117,26 @@ std::string apply_spec(const Value& v, const std::string& spec) {
         ++i;
     }
     int64_t width = 0;
-    while (i < cps.size() && cps[i] >= '0' && cps[i] <= '9') width = width * 10 + (cps[i++] - '0');
+    while (i < cps.size() && cps[i] >= '0' && cps[i] <= '9') add_digit<int64_t>(width, int(cps[i++] - '0'), kMaxWidth);
+    // A fill character is up to 4 bytes.
+    if (width > 0 && (uint64_t)width > max_size / 4)
+        raise("OutputLimitError", "format width " + std::to_string(width) + " exceeds the output limit");
     int prec = -1;
     if (i < cps.size() && cps[i] == '.') {
         ++i;
         prec = 0;
-        while (i < cps.size() && cps[i] >= '0' && cps[i] <= '9') prec = prec * 10 + (int)(cps[i++] - '0');
+        while (i < cps.size() && cps[i] >= '0' && cps[i] <= '9') add_digit(prec, int(cps[i++] - '0'), kMaxPrecision);
     }
     char type = i < cps.size() ? (char)cps[i] : 0;
+    bool float_type = type != 0 && std::strchr("fFeEgG%", type);
+    if (v.kind == Kind::Float && prec >= 0 && type != 0 && !float_type)  // printf would read a double as something else
+        raise("ValueError", "Unknown format code '" + std::string(1, type) + "' for object of type 'float'");
     std::string body;
-    if (type == 'f' || type == 'F' || type == 'e' || type == 'g' || type == '%' ||
-        (v.kind == Kind::Float && prec >= 0)) {
+    if (float_type || (v.kind == Kind::Float && prec >= 0)) {
         double d = v.kind == Kind::Float ? v.f : (double)(v.kind == Kind::Bool ? v.b : v.i);
         if (!v.is_number()) raise("ValueError", "Unknown format code '" + std::string(1, type) + "' for object of type '" + type_name(v) + "'");
-        char b[512];
-        std::string f = "%" + sign + "." + std::to_string(prec < 0 ? 6 : prec) + (type == '%' ? 'f' : type ? type : 'g');
+        char b[512];  // 309 integer digits, 100 decimals
+        std::string f = "%" + sign + "." + std::to_string(prec < 0 ? 6 : std::min(prec, 100)) + (type == '%' ? 'f' : type ? type : 'g');
         std::snprintf(b, sizeof b, f.c_str(), type == '%' ? d * 100 : d);
         body = b;
         if (type == '%') body += '%';
@@ -193,8 +210,8 @@ std::string str_format(Renderer& r, const std::string& fmt, Args& a) {
                 if (auto_idx >= a.pos.size()) raise("IndexError", "Replacement index " + std::to_string(auto_idx) + " out of range for positional args tuple");
                 v = a.pos[auto_idx++];
             } else if (std::all_of(head.begin(), head.end(), ::isdigit)) {
-                size_t k = std::stoul(head);
-                if (k >= a.pos.size()) raise("IndexError", "Replacement index " + head + " out of range for positional args tuple");
+                int64_t k = 0;
+                if (!parse_int64(head, k) || (size_t)k >= a.pos.size()) raise("IndexError", "Replacement index " + head + " out of range for positional args tuple");
                 v = a.pos[k];
             } else {
                 bool found = false;
@@ -215,15 +232,17 @@ std::string str_format(Renderer& r, const std::string& fmt, Args& a) {
                     size_t q = field.find(']', p);
                     if (q == std::string::npos) raise("ValueError", "Missing ']' in format string");
                     std::string key = field.substr(p + 1, q - p - 1);
-                    Value kv = !key.empty() && std::all_of(key.begin(), key.end(), ::isdigit)
-                                   ? Value::integer(std::stoll(key))
+                    int64_t index = 0;
+                    Value kv = !key.empty() && std::all_of(key.begin(), key.end(), ::isdigit) && parse_int64(key, index)
+                                   ? Value::integer(index)
                                    : Value::string(key);
                     v = r.getitem(v, kv);
                     p = q + 1;
                 }
             }
             if (conv == "r") v = Value::string(repr(v));
-            out += apply_spec(v, spec);
+            out += apply_spec(v, spec, r.limits().max_output);
+            r.check_string_size(out.size());
             i = e;
         } else if (c == '}') {
             if (i + 1 < fmt.size() && fmt[i + 1] == '}') {
@@ -246,6 +265,7 @@ Value unsafe(const Value& self, const std::string& name) {
 
 bool string_method(const Value& self, const std::string& name, Value& out) {
     using F = std::function<Value(Renderer&, Args&)>;
+    charge_bytes(self.s.size() * 2);  // the copies below (here and in the closure)
     std::string s = self.s;
     F f;
     if (name == "strip" || name == "lstrip" || name == "rstrip") {
@@ -275,7 +295,7 @@ bool string_method(const Value& self, const std::string& name, Value& out) {
             ArgReader ar(a, "replace", {"old", "new", "count"});
             if (!ar.has(0) || !ar.has(1)) raise("TypeError", "replace expected at least 2 arguments");
             std::string res = text::replace(s, need_str(ar.get(0), "replace"), need_str(ar.get(1), "replace"),
-                                            ar.get_int(2, -1));
+                                            ar.get_int(2, -1), r.limits().max_output);
             r.check_string_size(res.size());
             return Value::string(res);
         };
@@ -353,18 +373,22 @@ bool string_method(const Value& self, const std::string& name, Value& out) {
             return Value::boolean(true);
         };
     } else if (name == "center" || name == "ljust" || name == "rjust") {
-        f = [s, name](Renderer&, Args& a) {
+        f = [s, name](Renderer& r, Args& a) {
             ArgReader ar(a, name.c_str(), {"width", "fillchar"});
             std::string fc = ar.get_str(1, " ");
             auto c = text::decode(fc);
-            return Value::string(pad(s, ar.get_int(0, 0), c.empty() ? U' ' : c[0],
+            int64_t w = ar.get_int(0, 0);
+            if (w > 0 && (uint64_t)w > r.limits().max_output / 4)  // a fill character is up to 4 bytes
+                r.check_string_size(SIZE_MAX);
+            return Value::string(pad(s, w, c.empty() ? U' ' : c[0],
                                      name == "center" ? 0 : name == "ljust" ? -1 : 1));
         };
     } else if (name == "zfill") {
-        f = [s](Renderer&, Args& a) {
+        f = [s](Renderer& r, Args& a) {
             ArgReader ar(a, "zfill", {"width"});
             int64_t w = ar.get_int(0, 0), n = (int64_t)text::count_code_points(s);
             if (w <= n) return Value::string(s);
+            r.check_string_size((uint64_t)(w - n) > r.limits().max_output ? SIZE_MAX : s.size() + size_t(w - n));
             bool sign = !s.empty() && (s[0] == '-' || s[0] == '+');
             return Value::string((sign ? s.substr(0, 1) : "") + std::string(w - n, '0') + (sign ? s.substr(1) : s));
         };
@@ -382,7 +406,7 @@ bool string_method(const Value& self, const std::string& name, Value& out) {
         f = [s, right](Renderer&, Args& a) {
             if (a.pos.size() != 1) raise("TypeError", "expected one argument");
             const std::string& sep = need_str(a.pos[0], "partition");
-            size_t p = right ? s.rfind(sep) : s.find(sep);
+            size_t p = right ? text::rfind_bytes(s, sep) : text::find_bytes(s, sep);
             if (p == std::string::npos)
                 return right ? Value::new_tuple({Value::string(""), Value::string(""), Value::string(s)})
                              : Value::new_tuple({Value::string(s), Value::string(""), Value::string("")});
@@ -422,6 +446,7 @@ bool dict_method(const Value& self, const std::string& name, Value& out) {
     } else if (name == "copy") {
         f = [d](Renderer&, Args&) {
             Value c = Value::new_dict();
+            charge_items(d.d().size());
             *c.dict = *d.dict;
             return c;
         };
@@ -480,9 +505,9 @@ std::string percent_one(const Value& v, const std::string& flags, int64_t width,
         case 'X':
         case 'o': {
             if (!v.is_number()) raise("TypeError", std::string("%") + conv + " format: a real number is required, not " + type_name(v));
-            int64_t x = v.kind == Kind::Float ? (int64_t)std::trunc(v.f) : v.kind == Kind::Int ? v.i : v.b;
+            int64_t x = v.kind == Kind::Float ? float_to_int(v.f) : v.kind == Kind::Int ? v.i : v.b;
             char b[64];
-            std::string f = "%" + flags + (prec >= 0 ? "." + std::to_string(prec) : "") +
+            std::string f = "%" + flags + (prec >= 0 ? "." + std::to_string(std::min(prec, 40)) : "") +
                             (conv == 'x' ? "llx" : conv == 'X' ? "llX" : conv == 'o' ? "llo" : "lld");
             std::snprintf(b, sizeof b, f.c_str(), (long long)x);
             body = b;
@@ -504,7 +529,10 @@ std::string percent_one(const Value& v, const std::string& flags, int64_t width,
         }
         case 'c': {
             if (v.kind == Kind::String) body = v.s;
-            else if (v.kind == Kind::Int) text::append_utf8(body, (char32_t)v.i);
+            else if (v.kind == Kind::Int) {
+                if (v.i < 0 || v.i > 0x10ffff) raise("OverflowError", "%c arg not in range(0x110000)");
+                text::append_utf8(body, (char32_t)v.i);
+            }
             break;
         }
         default: raise("ValueError", std::string("unsupported format character '") + conv + "'");
@@ -569,12 +597,12 @@ std::string percent_format(Renderer& r, const std::string& fmt, const Value& arg
         std::string flags;
         while (i < fmt.size() && std::string("-+ #0").find(fmt[i]) != std::string::npos) flags += fmt[i++];
         int64_t width = 0;
-        while (i < fmt.size() && isdigit((unsigned char)fmt[i])) width = width * 10 + (fmt[i++] - '0');
+        while (i < fmt.size() && isdigit((unsigned char)fmt[i])) add_digit<int64_t>(width, fmt[i++] - '0', kMaxWidth);
         int prec = -1;
         if (i < fmt.size() && fmt[i] == '.') {
             ++i;
             prec = 0;
-            while (i < fmt.size() && isdigit((unsigned char)fmt[i])) prec = prec * 10 + (fmt[i++] - '0');
+            while (i < fmt.size() && isdigit((unsigned char)fmt[i])) add_digit(prec, fmt[i++] - '0', kMaxPrecision);
         }
         if (i >= fmt.size()) raise("ValueError", "incomplete format");
         char conv = fmt[i];

@@ -95,6 +95,7 @@ struct LoopObj : Object {
     Value call(Renderer& rr, Args& a) override {
         if (!callable()) return Object::call(rr, a);
         if (a.pos.size() != 1) raise("TypeError", "loop() takes exactly one argument");
+        Renderer::DepthGuard g(rr);  // a recursive loop recurses like a macro
         auto saved_frame = rr.frame_;
         std::string buf;
         std::string* saved_out = rr.out_;
@@ -185,15 +186,22 @@ struct MacroObj : Object {
 
 // ---- Renderer ----
 Renderer::DepthGuard::DepthGuard(Renderer& rr) : r(rr) {
-    if (++r.depth_ > r.limits_.max_call_depth) {
-        --r.depth_;
-        raise("RecursionError", "maximum recursion depth exceeded (" + std::to_string(r.limits_.max_call_depth) + ")");
-    }
+    if (r.depth_ >= r.limits_.max_call_depth)
+        raise("RecursionError", "maximum recursion depth exceeded (" + std::to_string(r.limits_.max_call_depth) +
+                                    "; max_recursion_depth)");
+    check_stack();
+    ++r.depth_;  // last: a constructor that raises runs no destructor
 }
 
 Renderer::Renderer(const Limits& limits, const std::tm& now) : limits_(limits), now_(now) { add_globals(globals_); }
 
 std::string Renderer::render(const Template& tpl, const Value& ctx) {
+    BudgetLimits bl;
+    bl.max_steps = limits_.max_steps;
+    bl.max_value_depth = limits_.max_value_depth;
+    bl.max_items = limits_.max_output / 16;  // as check_list_size
+    bl.max_stack_bytes = limits_.max_stack_bytes;
+    BudgetScope budget(bl);
     frame_ = std::make_shared<Frame>();
     if (ctx.kind == Kind::Dict)
         for (auto& [k, v] : ctx.d().entries) frame_->vars[to_str(k)] = v;
@@ -303,6 +311,8 @@ static Value apply_chain(Renderer& r, const Expr& f, const Value& input, const s
 
 Renderer::Flow Renderer::exec(const Stmt& s) {
     try {
+        charge(1);
+        check_stack();
         switch (s.k) {
             case Stmt::Text: write(s.text); break;
             case Stmt::Output: {
@@ -454,6 +464,8 @@ void Renderer::eval_args(const CallArgs& ca, Args& out) {
 
 Value Renderer::eval(const Expr& e) {
     try {
+        charge(1);
+        check_stack();
         return eval_inner(e);
     } catch (RenderError& err) {
         if (err.line == 0) err.line = e.line;
@@ -512,8 +524,10 @@ Value Renderer::eval_inner(const Expr& e) {
         case Expr::Pos: {
             Value v = eval(*e.a);
             if (v.kind == Kind::Undefined) v.fail_undefined();
-            if (v.kind == Kind::Int || v.kind == Kind::Bool)
+            if (v.kind == Kind::Int || v.kind == Kind::Bool) {
+                if (e.k == Expr::Neg && as_int(v) == INT64_MIN) raise("OverflowError", "integer overflow");
                 return Value::integer(e.k == Expr::Neg ? -as_int(v) : as_int(v));
+            }
             if (v.kind == Kind::Float) return Value::number(e.k == Expr::Neg ? -v.f : v.f);
             raise("TypeError", std::string("bad operand type for unary ") + (e.k == Expr::Neg ? "-" : "+") + ": '" +
                                    type_name(v) + "'");
@@ -571,7 +585,7 @@ bool Renderer::compare_op(const std::string& op, const Value& a, const Value& b)
                     if (a.kind == Kind::Undefined) a.fail_undefined();
                     raise("TypeError", "'in <string>' requires string as left operand, not " + type_name(a));
                 }
-                found = b.s.find(a.s) != std::string::npos;
+                found = text::contains(b.s, a.s);
                 break;
             case Kind::List:
             case Kind::Tuple:
@@ -692,6 +706,7 @@ Value Renderer::binary(const std::string& op, const Value& a, const Value& b) {
         if (fb() == 0) raise("ZeroDivisionError", "integer division or modulo by zero");
         if (ints) {
             int64_t x = as_int(a), y = as_int(b);
+            if (x == INT64_MIN && y == -1) raise("OverflowError", "integer overflow");  // 2**63
             int64_t q = x / y;
             if ((x % y != 0) && ((x < 0) != (y < 0))) --q;
             return Value::integer(q);
@@ -704,6 +719,7 @@ Value Renderer::binary(const std::string& op, const Value& a, const Value& b) {
         if (fb() == 0) raise("ZeroDivisionError", "integer division or modulo by zero");
         if (ints) {
             int64_t x = as_int(a), y = as_int(b);
+            if (y == -1) return Value::integer(0);  // INT64_MIN % -1 traps in C++
             int64_t m = x % y;
             if (m != 0 && ((m < 0) != (y < 0))) m += y;
             return Value::integer(m);
@@ -740,10 +756,12 @@ Value Renderer::slice(const Value& obj, const Value& start, const Value& stop, c
     auto pick = [&](int64_t len, auto&& take) {
         int64_t b, e;
         slice_indices(len, start, stop, step, b, e);
-        if (step > 0)
-            for (int64_t i = b; i < e; i += step) take(i);
-        else
-            for (int64_t i = b; i > e; i += step) take(i);
+        // i += step must not overflow (step may be near INT64_MAX): stop before it would pass e.
+        if (step > 0) {
+            for (int64_t i = b; i < e; i = e - i > step ? i + step : e) take(i);
+        } else {
+            for (int64_t i = b; i > e; i = i - e > -(step + 1) ? i + step : e) take(i);
+        }
     };
     if (obj.kind == Kind::String) {
         auto cps = text::decode(obj.s);

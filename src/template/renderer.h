@@ -17,6 +17,9 @@ struct Limits {
     int max_call_depth = 200;             // nested macro / filter-block / eval depth
     int64_t max_loop_iterations = 1000000;  // all loops of one render together
     int64_t max_range = 100000;           // range() length (jinja2's sandbox MAX_RANGE)
+    int64_t max_steps = 20000000;         // evaluation steps (budget.h)
+    int max_value_depth = 512;            // nesting of lists / dicts a walk (repr, ==, tojson) enters
+    size_t max_stack_bytes = 4u << 20;    // stack the render may use
 };
 
 struct Frame {

@@ -23,7 +23,7 @@ int64_t int_arg(const Value& v) {
     if (v.kind == Kind::Undefined) v.fail_undefined();
     if (v.kind == Kind::Int) return v.i;
     if (v.kind == Kind::Bool) return v.b;
-    if (v.kind == Kind::Float) return (int64_t)v.f;
+    if (v.kind == Kind::Float) return float_to_int(v.f);
     raise("TypeError", "unsupported operand type(s) for %: '" + type_name(v) + "' and 'int'");
 }
 
@@ -82,7 +82,7 @@ bool call_test(Renderer& r, const std::string& n, const Value& v, Args& a, bool&
         int64_t d = int_arg(need_arg(a, 0, "divisibleby"));
         if (d == 0) raise("ZeroDivisionError", "integer division or modulo by zero");
         if (v.kind == Kind::Float) out = std::fmod(v.f, (double)d) == 0;
-        else out = int_arg(v) % d == 0;
+        else out = d == -1 || int_arg(v) % d == 0;  // INT64_MIN % -1 traps
     } else if (n == "eq" || n == "equalto" || n == "==") out = equals(v, need_arg(a, 0, "eq"));
     else if (n == "ne" || n == "!=") out = !equals(v, need_arg(a, 0, "ne"));
     else if (n == "in") {
@@ -92,7 +92,7 @@ bool call_test(Renderer& r, const std::string& n, const Value& v, Args& a, bool&
         bool found = false;
         if (seq.kind == Kind::String) {
             if (v.kind != Kind::String) raise("TypeError", "'in <string>' requires string as left operand, not " + type_name(v));
-            found = seq.s.find(v.s) != std::string::npos;
+            found = text::contains(seq.s, v.s);
         } else if (seq.kind == Kind::Dict) {
             found = seq.d().find(v) != nullptr;
         } else {

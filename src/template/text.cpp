@@ -1,11 +1,37 @@
 #include "template/text.h"
 
 #include <algorithm>
+#include <cstring>
 #include <stdexcept>
+
+#include "template/budget.h"
+#include "template/value.h"
 
 namespace vega::tmpl::text {
 
+size_t find_bytes(const std::string& s, const std::string& sub, size_t pos) {
+    if (pos > s.size()) return std::string::npos;
+    if (sub.empty()) return pos;
+    // glibc's memmem is linear in the worst case (std::string::find is not: 'aaa...'
+    // searched for 'aa...ab' takes n*m).
+    const void* p = memmem(s.data() + pos, s.size() - pos, sub.data(), sub.size());
+    size_t f = p ? size_t((const char*)p - s.data()) : std::string::npos;
+    charge_bytes((p ? f : s.size()) - pos + sub.size());
+    return f;
+}
+
+size_t rfind_bytes(const std::string& s, const std::string& sub) {
+    if (sub.size() > s.size()) return std::string::npos;
+    // The last match is the first match of the reversed needle in the reversed string.
+    std::string rs(s.rbegin(), s.rend()), rsub(sub.rbegin(), sub.rend());
+    size_t f = find_bytes(rs, rsub, 0);
+    return f == std::string::npos ? f : s.size() - f - sub.size();
+}
+
+bool contains(const std::string& s, const std::string& sub) { return find_bytes(s, sub, 0) != std::string::npos; }
+
 std::vector<char32_t> decode(const std::string& s) {
+    charge_bytes(s.size() * sizeof(char32_t));
     std::vector<char32_t> out;
     out.reserve(s.size());
     size_t i = 0, n = s.size();
@@ -46,6 +72,7 @@ std::string encode(const std::vector<char32_t>& cps) {
 }
 
 size_t count_code_points(const std::string& s) {
+    charge_bytes(s.size());
     size_t n = 0;
     for (unsigned char c : s)
         if ((c & 0xc0) != 0x80) ++n;
@@ -89,8 +116,9 @@ std::string strip(const std::string& s, bool left, bool right, bool chars_given,
     auto cps = decode(s);
     std::vector<char32_t> set;
     if (chars_given) set = decode(chars);
+    std::sort(set.begin(), set.end());  // a long `chars` costs log(n) per character, not n
     auto strip_it = [&](char32_t c) {
-        return chars_given ? std::find(set.begin(), set.end(), c) != set.end() : is_space(c);
+        return chars_given ? std::binary_search(set.begin(), set.end(), c) : is_space(c);
     };
     size_t b = 0, e = cps.size();
     if (left)
@@ -106,27 +134,23 @@ std::vector<std::string> split(const std::string& s, bool has_sep, const std::st
     std::vector<std::string> out;
     if (has_sep) {
         if (sep.empty()) throw std::invalid_argument("empty separator");
-        if (!from_right) {
-            size_t pos = 0;
-            while (maxsplit < 0 || (int64_t)out.size() < maxsplit) {
-                size_t f = s.find(sep, pos);
-                if (f == std::string::npos) break;
-                out.push_back(s.substr(pos, f - pos));
-                pos = f + sep.size();
-            }
-            out.push_back(s.substr(pos));
-        } else {
-            size_t end = s.size();
-            std::vector<std::string> rev;
-            while (maxsplit < 0 || (int64_t)rev.size() < maxsplit) {
-                if (end < sep.size()) break;
-                size_t f = s.rfind(sep, end - sep.size());
-                if (f == std::string::npos) break;
-                rev.push_back(s.substr(f + sep.size(), end - f - sep.size()));
-                end = f;
-            }
-            rev.push_back(s.substr(0, end));
-            out.assign(rev.rbegin(), rev.rend());
+        // rsplit is split of the reversed string by the reversed separator, pieces reversed back.
+        std::string rs, rsep;
+        if (from_right) rs.assign(s.rbegin(), s.rend()), rsep.assign(sep.rbegin(), sep.rend());
+        const std::string& str = from_right ? rs : s;
+        const std::string& sp = from_right ? rsep : sep;
+        size_t pos = 0;
+        while (maxsplit < 0 || (int64_t)out.size() < maxsplit) {
+            size_t f = find_bytes(str, sp, pos);
+            if (f == std::string::npos) break;
+            check_items(out.size() + 2);
+            out.push_back(str.substr(pos, f - pos));
+            pos = f + sp.size();
+        }
+        out.push_back(str.substr(pos));
+        if (from_right) {
+            for (auto& piece : out) std::reverse(piece.begin(), piece.end());
+            std::reverse(out.begin(), out.end());
         }
         return out;
     }
@@ -144,6 +168,7 @@ std::vector<std::string> split(const std::string& s, bool has_sep, const std::st
             }
             size_t j = i;
             while (j < n && !is_space(cps[j])) ++j;
+            check_items(out.size() + 1);
             out.push_back(encode(std::vector<char32_t>(cps.begin() + i, cps.begin() + j)));
             i = j;
         }
@@ -161,6 +186,7 @@ std::vector<std::string> split(const std::string& s, bool has_sep, const std::st
             }
             int64_t j = e;
             while (j > 0 && !is_space(cps[j - 1])) --j;
+            check_items(rev.size() + 1);
             rev.push_back(encode(std::vector<char32_t>(cps.begin() + j, cps.begin() + e)));
             e = j;
         }
@@ -183,6 +209,7 @@ std::vector<std::string> splitlines(const std::string& s, bool keepends) {
             size_t eol = i;
             if (cps[i] == '\r' && i + 1 < n && cps[i + 1] == '\n') ++i;
             ++i;
+            check_items(out.size() + 1);
             out.push_back(encode(std::vector<char32_t>(cps.begin() + start, cps.begin() + (keepends ? i : eol))));
             start = i;
         } else {
@@ -193,14 +220,22 @@ std::vector<std::string> splitlines(const std::string& s, bool keepends) {
     return out;
 }
 
-std::string replace(const std::string& s, const std::string& old, const std::string& neu, int64_t count) {
+std::string replace(const std::string& s, const std::string& old, const std::string& neu, int64_t count,
+                    size_t max_size) {
     std::string out;
+    // The result can be far larger than its inputs ('a'*n).replace('a', 'a'*n): refuse
+    // before it is built.
+    auto grow = [&](size_t n) {
+        if (n > max_size - std::min(out.size(), max_size))
+            raise("OutputLimitError", "output exceeds the limit of " + std::to_string(max_size) + " bytes");
+    };
     if (old.empty()) {
         // Python inserts neu between every character (and at both ends).
         auto cps = decode(s);
         int64_t done = 0;
         for (size_t k = 0; k <= cps.size(); ++k) {
             if (count < 0 || done < count) {
+                grow(neu.size());
                 out += neu;
                 ++done;
             }
@@ -211,13 +246,15 @@ std::string replace(const std::string& s, const std::string& old, const std::str
     size_t pos = 0;
     int64_t done = 0;
     while (count < 0 || done < count) {
-        size_t f = s.find(old, pos);
+        size_t f = find_bytes(s, old, pos);
         if (f == std::string::npos) break;
+        grow(f - pos + neu.size());
         out.append(s, pos, f - pos);
         out += neu;
         pos = f + old.size();
         ++done;
     }
+    grow(s.size() - pos);
     out.append(s, pos, std::string::npos);
     return out;
 }
@@ -261,7 +298,7 @@ std::string swapcase(const std::string& s) {
 }
 
 int64_t find(const std::string& s, const std::string& sub, bool from_right) {
-    size_t f = from_right ? s.rfind(sub) : s.find(sub);
+    size_t f = from_right ? rfind_bytes(s, sub) : find_bytes(s, sub, 0);
     if (f == std::string::npos) return -1;
     return (int64_t)count_code_points(s.substr(0, f));
 }
@@ -270,7 +307,7 @@ int64_t count(const std::string& s, const std::string& sub) {
     if (sub.empty()) return (int64_t)count_code_points(s) + 1;
     int64_t n = 0;
     size_t pos = 0;
-    while ((pos = s.find(sub, pos)) != std::string::npos) {
+    while ((pos = find_bytes(s, sub, pos)) != std::string::npos) {
         ++n;
         pos += sub.size();
     }

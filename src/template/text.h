@@ -26,12 +26,19 @@ std::string strip(const std::string& s, bool left, bool right, bool chars_given 
 std::vector<std::string> split(const std::string& s, bool has_sep, const std::string& sep,
                                int64_t maxsplit, bool from_right);
 std::vector<std::string> splitlines(const std::string& s, bool keepends = false);
-std::string replace(const std::string& s, const std::string& old, const std::string& neu, int64_t count);
+// Raises OutputLimitError rather than build a result longer than max_size.
+std::string replace(const std::string& s, const std::string& old, const std::string& neu, int64_t count,
+                    size_t max_size = SIZE_MAX);
 std::string upper(const std::string& s);
 std::string lower(const std::string& s);
 std::string capitalize(const std::string& s);  // str.capitalize()
 std::string title(const std::string& s);       // str.title()
 std::string swapcase(const std::string& s);
+// Byte offsets of the first match at or after pos / the last match (npos if none), in
+// linear time (these and everything below charge the render's budget, budget.h).
+size_t find_bytes(const std::string& s, const std::string& sub, size_t pos = 0);
+size_t rfind_bytes(const std::string& s, const std::string& sub);
+bool contains(const std::string& s, const std::string& sub);
 // Python str.find on code point offsets (-1 if not found).
 int64_t find(const std::string& s, const std::string& sub, bool from_right);
 int64_t count(const std::string& s, const std::string& sub);

@@ -1,5 +1,6 @@
 #include "template/value.h"
 
+#include <algorithm>
 #include <charconv>
 #include <cmath>
 #include <cstdio>
@@ -41,6 +42,7 @@ Value Value::number(double x) {
     return v;
 }
 Value Value::string(std::string x, bool safe) {
+    charge_bytes(x.size());
     Value v;
     v.kind = Kind::String;
     v.s = std::move(x);
@@ -50,6 +52,7 @@ Value Value::string(std::string x, bool safe) {
 Value Value::new_list(std::vector<Value> items) {
     Value v;
     v.kind = Kind::List;
+    charge_items(items.size());
     v.list = std::make_shared<ListData>();
     v.list->v = std::move(items);
     return v;
@@ -84,7 +87,59 @@ void Value::fail_undefined() const {
     raise(undef_exc.empty() ? "UndefinedError" : undef_exc, s.empty() ? "value is undefined" : s);
 }
 
+// ---- freeing nested values ----
+namespace {
+
+thread_local std::vector<Value>* t_doomed = nullptr;
+
+// Calls each(take) where take(v) moves v away if it holds a container or object; the first
+// (outermost) caller on the thread then frees those one by one, and the destructors they
+// run only add to its queue.
+template <class Each>
+void free_all(Each each) {
+    auto take = [](Value& v) {
+        if (v.list || v.dict || v.obj) t_doomed->push_back(std::move(v));
+    };
+    if (t_doomed) {
+        each(take);
+        return;
+    }
+    std::vector<Value> doomed;
+    t_doomed = &doomed;
+    each(take);
+    while (!doomed.empty()) {
+        Value v = std::move(doomed.back());
+        doomed.pop_back();
+    }  // v's destructor runs here and may queue more
+    t_doomed = nullptr;
+}
+
+}  // namespace
+
+void free_nested(std::vector<Value>& items) {
+    free_all([&](auto& take) {
+        for (auto& v : items) take(v);
+    });
+}
+
 // ---- DictData ----
+DictData::~DictData() {
+    free_all([&](auto& take) {
+        for (auto& [k, v] : entries) take(k), take(v);
+    });
+}
+
+DictData& DictData::operator=(DictData&& o) {
+    if (this != &o) {
+        free_all([&](auto& take) {
+            for (auto& [k, v] : entries) take(k), take(v);
+        });
+        entries = std::move(o.entries);
+        index = std::move(o.index);
+    }
+    return *this;
+}
+
 const Value* DictData::find(const std::string& key) const {
     auto it = index.find(key);
     return it == index.end() ? nullptr : &entries[it->second].second;
@@ -165,6 +220,7 @@ bool truthy(const Value& v) {
 static double num(const Value& v) { return v.kind == Kind::Float ? v.f : v.kind == Kind::Int ? (double)v.i : (double)v.b; }
 
 bool equals(const Value& a, const Value& b) {
+    NestGuard g;
     if (a.is_number() && b.is_number()) {
         if (a.kind != Kind::Float && b.kind != Kind::Float) {
             int64_t x = a.kind == Kind::Int ? a.i : a.b, y = b.kind == Kind::Int ? b.i : b.b;
@@ -176,7 +232,10 @@ bool equals(const Value& a, const Value& b) {
     switch (a.kind) {
         case Kind::Undefined:
         case Kind::None: return true;
-        case Kind::String: return a.s == b.s;
+        case Kind::String:
+            if (a.s.size() != b.s.size()) return false;
+            charge_bytes(a.s.size());
+            return a.s == b.s;
         case Kind::List:
         case Kind::Tuple: {
             auto &x = a.items(), &y = b.items();
@@ -200,6 +259,7 @@ bool equals(const Value& a, const Value& b) {
 }
 
 int compare(const Value& a, const Value& b) {
+    NestGuard g;
     if (a.is_number() && b.is_number()) {
         if (a.kind != Kind::Float && b.kind != Kind::Float) {
             int64_t x = a.kind == Kind::Int ? a.i : a.b, y = b.kind == Kind::Int ? b.i : b.b;
@@ -209,6 +269,7 @@ int compare(const Value& a, const Value& b) {
         return x < y ? -1 : x > y ? 1 : 0;
     }
     if (a.kind == Kind::String && b.kind == Kind::String) {
+        charge_bytes(std::min(a.s.size(), b.s.size()));
         int c = a.s.compare(b.s);
         return c < 0 ? -1 : c > 0 ? 1 : 0;
     }
@@ -298,6 +359,7 @@ static std::string repr_string(const std::string& s) {
 }
 
 std::string repr(const Value& v) {
+    NestGuard g;  // also bounds a namespace that holds itself
     switch (v.kind) {
         case Kind::String: return repr_string(v.s);
         case Kind::List:
@@ -358,6 +420,8 @@ std::string type_name(const Value& v) {
 }
 
 std::string hash_key(const Value& v) {
+    NestGuard g;
+    charge_bytes(v.s.size());
     switch (v.kind) {
         case Kind::Bool: return "n" + std::to_string((int)v.b);
         case Kind::Int: return "n" + std::to_string(v.i);
@@ -388,12 +452,27 @@ int64_t length(const Value& v) {
     }
 }
 
+int64_t float_to_int(double d) {
+    if (std::isnan(d)) raise("ValueError", "cannot convert float NaN to integer");
+    if (std::isinf(d)) raise("OverflowError", "cannot convert float infinity to integer");
+    d = std::trunc(d);
+    if (!(d >= -9223372036854775808.0 && d < 9223372036854775808.0))
+        raise("OverflowError", "integer " + float_repr(d) + " does not fit in 64 bits");
+    return (int64_t)d;
+}
+
+bool parse_int64(const std::string& digits, int64_t& out) {
+    auto r = std::from_chars(digits.data(), digits.data() + digits.size(), out);
+    return r.ec == std::errc() && r.ptr == digits.data() + digits.size();
+}
+
 std::vector<Value> iterate(const Value& v) {
     switch (v.kind) {
         case Kind::Undefined:
             if (!v.undef_exc.empty()) v.fail_undefined();
             return {};
         case Kind::String: {
+            check_items(text::count_code_points(v.s));
             std::vector<Value> out;
             for (char32_t c : text::decode(v.s)) {
                 std::string s;
@@ -404,8 +483,9 @@ std::vector<Value> iterate(const Value& v) {
         }
         case Kind::List:
         case Kind::Tuple:
-        case Kind::Generator: return v.items();
+        case Kind::Generator: charge_items(v.items().size()); return v.items();
         case Kind::Dict: {
+            charge_items(v.d().size());
             std::vector<Value> out;
             for (auto& e : v.d().entries) out.push_back(e.first);
             return out;

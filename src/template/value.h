@@ -9,6 +9,8 @@
 #include <utility>
 #include <vector>
 
+#include "template/budget.h"
+
 namespace vega::tmpl {
 
 enum class Kind { Undefined, None, Bool, Int, Float, String, List, Tuple, Dict, Generator, Object };
@@ -46,6 +48,19 @@ struct Value {
     std::shared_ptr<Object> obj;     // Object
 
     Value() = default;
+    // A copy charges the render for the string it copies (budget.h): a template can copy a
+    // 16 MB string a million times in a loop.
+    Value(const Value& o)
+        : kind(o.kind), b(o.b), i(o.i), f(o.f), s((charge_bytes(o.s.size()), o.s)), undef_exc(o.undef_exc),
+          list(o.list), dict(o.dict), obj(o.obj) {}
+    Value(Value&&) noexcept = default;
+    Value& operator=(const Value& o) {
+        if (this != &o) *this = Value(o);
+        return *this;
+    }
+    Value& operator=(Value&&) noexcept = default;
+    ~Value() = default;
+
     static Value undefined(std::string hint = {}, std::string exc = {});
     static Value none();
     static Value boolean(bool v);
@@ -74,14 +89,33 @@ struct Value {
     [[noreturn]] void fail_undefined() const;
 };
 
+// Charges the render for n list or dict elements created or copied (a step per 16 bytes).
+inline void charge_items(size_t n) { charge(int64_t(n * (sizeof(Value) / 16))); }
+
+// Lists, dicts and namespaces nest without limit (a template can build [[[...]]] a million
+// deep), so freeing one must not recurse: their destructors hand nested containers to a
+// per-thread queue that the outermost destructor drains (free_nested).
+void free_nested(std::vector<Value>& items);
+
 struct ListData {
     std::vector<Value> v;
+    ListData() = default;
+    ListData(const ListData&) = default;
+    ListData& operator=(const ListData&) = default;
+    ~ListData() { free_nested(v); }
 };
 
 // An insertion-ordered dict. String keys are indexed; other keys are searched.
 struct DictData {
     std::vector<std::pair<Value, Value>> entries;
     std::unordered_map<std::string, size_t> index;  // string key -> entry
+
+    DictData() = default;
+    DictData(const DictData&) = default;
+    DictData(DictData&&) = default;
+    DictData& operator=(const DictData&) = default;
+    DictData& operator=(DictData&&);
+    ~DictData();
 
     const Value* find(const Value& key) const;
     const Value* find(const std::string& key) const;
@@ -150,6 +184,11 @@ std::string hash_key(const Value& v);
 std::string float_repr(double d);
 // len(v); raises TypeError when v has no length.
 int64_t length(const Value& v);
+// int(d) for a float: raises OverflowError for NaN, infinities and floats outside int64
+// (casting those is undefined behaviour in C++; Python would give a big int).
+int64_t float_to_int(double d);
+// Parses a run of decimal digits; false if it does not fit in int64.
+bool parse_int64(const std::string& digits, int64_t& out);
 // Iterates v as Python's iter() would (dict: keys; str: characters).
 std::vector<Value> iterate(const Value& v);
 
