@@ -36,8 +36,10 @@ void render(const TemplateOptions& o) {
     if (!in.is_object()) fail("{}: expected a JSON object with 'messages'", o.input);
     if (!in.contains("messages")) fail("{}: no 'messages'", o.input);
     nlohmann::ordered_json ctx = nlohmann::ordered_json::object();
-    ctx["messages"] = in["messages"];
-    if (in.contains("tools") && !in["tools"].is_null()) ctx["tools"] = in["tools"];
+    // Moved, not copied: nlohmann copies recursively, and a hostile input may be nested a
+    // million deep (the renderer refuses it past ChatTemplateOptions::max_value_depth).
+    ctx["messages"] = std::move(in["messages"]);
+    if (in.contains("tools") && !in["tools"].is_null()) ctx["tools"] = std::move(in["tools"]);
     // As transformers: add_generation_prompt is always passed (default false); the
     // special tokens only when given (else the template sees them undefined).
     ctx["add_generation_prompt"] = in.value("add_generation_prompt", false);
