@@ -23,6 +23,7 @@
 
 #include "cli/commands.h"
 #include "cli/common.h"
+#include "cli/limited_option.h"
 #include "core/error.h"
 #include "engine/session.h"
 #ifdef VEGA_HAVE_GPU
@@ -81,14 +82,8 @@ void bench(const BenchOptions& o) {
     int max_p = 0, max_g = 0, max_b = 1, max_d = 0;
     for (int p : o.n_prompt) max_p = std::max(max_p, p);
     for (int g : o.n_gen) max_g = std::max(max_g, g);
-    for (int b : o.n_seqs) {
-        if (b < 1) fail("-B: batch sizes must be at least 1 (got {})", b);
-        max_b = std::max(max_b, b);
-    }
-    for (int d : o.depths) {
-        if (d < 0) fail("-d: depths must not be negative (got {})", d);
-        max_d = std::max(max_d, d);
-    }
+    for (int b : o.n_seqs) max_b = std::max(max_b, b);  // every list item was checked against the limits while parsing
+    for (int d : o.depths) max_d = std::max(max_d, d);
     ModelOptions mo = o.m;
     const int need_ctx = max_d + std::max(max_p, max_g) + 1;
     if (mo.ctx <= 0) mo.ctx = need_ctx;
@@ -219,15 +214,22 @@ void register_bench(CLI::App& app) {
     auto* o = new BenchOptions;  // lives as long as the app
     auto* cmd = app.add_subcommand("bench", "llama-bench-style prompt (pp) and generation (tg) throughput");
     add_model_options(*cmd, o->m);
-    cmd->add_option("-p,--n-prompt", o->n_prompt, "prompt lengths to test (0 = none)")->capture_default_str()->delimiter(',');
-    cmd->add_option("-n,--n-gen", o->n_gen, "generation lengths to test (0 = none)")->capture_default_str()->delimiter(',');
-    cmd->add_option("-B,--batch-seqs", o->n_seqs, "tg: sequences decoded together per step (aggregate and per-stream t/s)")
+    const OptionLimits& lim = option_limits();
+    add_limited_option(*cmd, o->n_prompt, lim.bench_n_prompt, "prompt lengths to test (0 = none)")
         ->capture_default_str()
         ->delimiter(',');
-    cmd->add_option("-d,--depth", o->depths, "cache depth (tokens already in every sequence's cache) before each test")
+    add_limited_option(*cmd, o->n_gen, lim.bench_n_gen, "generation lengths to test (0 = none)")
         ->capture_default_str()
         ->delimiter(',');
-    cmd->add_option("-r,--repetitions", o->reps, "timed repetitions per test")->capture_default_str();
+    add_limited_option(*cmd, o->n_seqs, lim.bench_batch_seqs,
+                       "tg: sequences decoded together per step (aggregate and per-stream t/s)")
+        ->capture_default_str()
+        ->delimiter(',');
+    add_limited_option(*cmd, o->depths, lim.bench_depth,
+                       "cache depth (tokens already in every sequence's cache) before each test")
+        ->capture_default_str()
+        ->delimiter(',');
+    add_limited_option(*cmd, o->reps, lim.bench_reps, "timed repetitions per test")->capture_default_str();
     cmd->add_option("-o,--output", o->output, "md or json")->check(CLI::IsMember({"md", "json"}))->capture_default_str();
     cmd->add_flag("--json", [o](int64_t) { o->output = "json"; }, "same as -o json");
     cmd->add_flag("--no-graph", o->no_graph, "tg without graph replay (every token runs the forward op by op)");

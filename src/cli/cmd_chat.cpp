@@ -15,6 +15,7 @@
 
 #include "cli/commands.h"
 #include "cli/common.h"
+#include "cli/limited_option.h"
 #include "core/error.h"
 #include "engine/scheduler.h"
 #include "engine/chat_prompt.h"
@@ -137,7 +138,8 @@ void register_chat(CLI::App& app) {
     add_model_options(*cmd, o->m);
     cmd->add_option("-s,--system", o->system, "system prompt");
     cmd->add_option("--chat-template-file", o->template_file, "Jinja chat template to use instead of the model's");
-    cmd->add_option("-n,--n-predict", o->n_predict, "most tokens per reply (-1: until the model ends it)")->capture_default_str();
+    add_limited_option(*cmd, o->n_predict, option_limits().n_predict, "most tokens per reply (-1: until the model ends it)")
+        ->capture_default_str();
     add_sampling_options(*cmd, o->sp);
     cmd->add_flag("-q,--quiet", o->quiet, "no progress or per-turn counts on stderr");
     cmd->callback([o] { chat(*o); });

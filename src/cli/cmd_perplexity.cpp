@@ -10,6 +10,7 @@
 
 #include "cli/commands.h"
 #include "cli/common.h"
+#include "cli/limited_option.h"
 #include "core/error.h"
 
 namespace vega::cli {
@@ -84,7 +85,7 @@ void register_perplexity(CLI::App& app) {
     CLI::App* cmd = app.add_subcommand("perplexity", "perplexity of a model on a text file (llama.cpp's method)");
     add_model_options(*cmd, o->m);
     cmd->add_option("-f,--file", o->text_file, "text file")->required()->check(CLI::ExistingFile);
-    cmd->add_option("--chunks", o->chunks, "score at most this many chunks (default: all)");
+    add_limited_option(*cmd, o->chunks, option_limits().ppl_chunks, "score at most this many chunks (default: all)");
     cmd->callback([o] { perplexity(*o); });
 }
 

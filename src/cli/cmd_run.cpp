@@ -8,6 +8,7 @@
 
 #include "cli/commands.h"
 #include "cli/common.h"
+#include "cli/limited_option.h"
 #include "core/error.h"
 #include "engine/sampler.h"
 #include "engine/scheduler.h"
@@ -30,6 +31,17 @@ struct RunOptions {
     int parallel = 1;
 };
 
+// Tokens a prompt of n_prompt tokens may generate: -n, or with -n -1 what the context
+// leaves after it (the Scheduler also stops at the context's end). Fails when the prompt
+// and -n (at least one token) do not fit; `which` names the prompt in the message.
+int generation_budget(const std::string& which, size_t n_prompt, int n_predict, int n_ctx) {
+    if (n_predict < 0 && int(n_prompt) < n_ctx) return n_ctx - int(n_prompt);
+    if (n_predict < 0) fail("{} ({} tokens) fills the context size {} (use -c)", which, n_prompt, n_ctx);
+    if (int(n_prompt) + n_predict > n_ctx)
+        fail("{} ({} tokens) + -n {} exceeds the context size {} (use -c)", which, n_prompt, n_predict, n_ctx);
+    return n_predict;
+}
+
 std::string join_ids(const std::vector<int32_t>& ids) {
     std::string s;
     for (size_t i = 0; i < ids.size(); ++i) s += (i ? " " : "") + std::to_string(ids[i]);
@@ -49,8 +61,7 @@ void run(const RunOptions& o) {
     std::vector<int32_t> prompt_ids = tok.encode(prompt, /*add_special=*/true, o.special);
     if (prompt_ids.empty()) fail("the prompt is empty and the vocabulary adds no BOS token");
     const int n_ctx = s.params().n_ctx;
-    if (int(prompt_ids.size()) + o.n_predict > n_ctx)
-        fail("prompt ({} tokens) + -n {} exceeds the context size {} (use -c)", prompt_ids.size(), o.n_predict, n_ctx);
+    const int n_predict = generation_budget("prompt", prompt_ids.size(), o.n_predict, n_ctx);
 
     // One request through the Scheduler, which decides what leaves the device (argmax
     // or top-k candidates when the sampler allows it, else whole rows), as it does
@@ -59,7 +70,7 @@ void run(const RunOptions& o) {
     GenRequest req;
     req.prompt = prompt_ids;
     req.sampling = o.sp;
-    req.n_predict = o.n_predict;
+    req.n_predict = n_predict;
     req.ignore_eos = o.ignore_eos;
     sched.submit(std::move(req));
 
@@ -123,14 +134,12 @@ void run_many(const RunOptions& o) {
     for (size_t i = 0; i < prompts.size(); ++i) {
         prompt_ids[i] = tok.encode(prompts[i], /*add_special=*/true, o.special);
         if (prompt_ids[i].empty()) fail("prompt {} is empty and the vocabulary adds no BOS token", i + 1);
-        if (int(prompt_ids[i].size()) + o.n_predict > n_ctx)
-            fail("prompt {} ({} tokens) + -n {} exceeds the context size {} (use -c)", i + 1, prompt_ids[i].size(),
-                 o.n_predict, n_ctx);
+        const int n_predict = generation_budget(fmt::format("prompt {}", i + 1), prompt_ids[i].size(), o.n_predict, n_ctx);
         GenRequest r;
         r.prompt = prompt_ids[i];
         r.sampling = o.sp;
         // Same --seed for every prompt: each line samples as it would when run alone.
-        r.n_predict = o.n_predict;
+        r.n_predict = n_predict;
         r.ignore_eos = o.ignore_eos;
         const int id = sched.submit(std::move(r));
         if (id != int(i)) fail("internal: request ids out of order");
@@ -180,10 +189,11 @@ void register_run(CLI::App& app) {
                                "generate for every non-blank line of this file (see --parallel); results in input order");
     p->excludes(pf);
     pm->excludes(p)->excludes(pf);
-    cmd->add_option("--parallel", o->parallel, "with --prompts-file: sequences in flight at once")
-        ->capture_default_str()
-        ->check(CLI::Range(1, 256));
-    cmd->add_option("-n,--n-predict", o->n_predict, "tokens to generate")->capture_default_str()->check(CLI::PositiveNumber);
+    const OptionLimits& lim = option_limits();
+    add_limited_option(*cmd, o->parallel, lim.parallel, "with --prompts-file: sequences in flight at once")
+        ->capture_default_str();
+    add_limited_option(*cmd, o->n_predict, lim.n_predict, "tokens to generate (-1: until end of generation or the context is full)")
+        ->capture_default_str();
     add_sampling_options(*cmd, o->sp);
     cmd->add_flag("--ignore-eos", o->ignore_eos, "keep generating after end-of-generation tokens");
     cmd->add_flag("--special", o->special, "parse special-token text in the prompt");

@@ -7,6 +7,7 @@
 #include <unistd.h>
 
 #include "backend/backend_factory.h"
+#include "cli/limited_option.h"
 #include "core/error.h"
 #ifdef VEGA_HAVE_NET
 #include "hub/hub.h"
@@ -21,23 +22,27 @@ void add_model_options(CLI::App& cmd, ModelOptions& o, bool ctx_option) {
                    "-hf: a Hugging Face repo to take the model from when -m is not given: REPO[:QUANT|:FILE.gguf] "
                    "(downloaded once into the cache, see `vega pull`)");
     cmd.add_option("--hf-endpoint", o.hf_endpoint, "Hugging Face Hub URL (default: $HF_ENDPOINT or https://huggingface.co)");
-    cmd.add_option("-t,--threads", o.threads, "CPU threads (default: all cores)");
+    const OptionLimits& lim = option_limits();
+    add_limited_option(cmd, o.threads, lim.threads, "CPU threads (0: all cores, the default)");
     cmd.add_option("--device", o.device, "cpu, gpu, a GPU index, or auto (GPU when present)")
         ->capture_default_str();
-    if (ctx_option) cmd.add_option("-c,--ctx-size", o.ctx, "context size in tokens (default: model's, at most 4096)");
-    cmd.add_option("-b,--batch-size", o.batch, "most tokens per forward call")->capture_default_str();
+    if (ctx_option) add_limited_option(cmd, o.ctx, lim.ctx_size, "context size in tokens (0: the model's, at most 4096; the default)");
+    add_limited_option(cmd, o.batch, lim.batch_size, "most tokens per forward call")->capture_default_str();
     cmd.add_option("--kv-type", o.kv_type, "KV cache type: f16 or f32")->capture_default_str();
 }
 
 void add_sampling_options(CLI::App& cmd, SamplerParams& sp) {
-    cmd.add_option("--temp", sp.temperature, "temperature (0 = greedy)")->capture_default_str();
-    cmd.add_option("--top-k", sp.top_k, "top-k (0 = off)")->capture_default_str();
-    cmd.add_option("--top-p", sp.top_p, "top-p (1 = off)")->capture_default_str();
-    cmd.add_option("--min-p", sp.min_p, "min-p (0 = off)")->capture_default_str();
-    cmd.add_option("--repeat-penalty", sp.repeat_penalty, "repetition penalty (1 = off)")->capture_default_str();
-    cmd.add_option("--repeat-last-n", sp.repeat_last_n, "tokens the penalties look back")->capture_default_str();
-    cmd.add_option("--frequency-penalty", sp.frequency_penalty, "frequency penalty")->capture_default_str();
-    cmd.add_option("--presence-penalty", sp.presence_penalty, "presence penalty")->capture_default_str();
+    const OptionLimits& lim = option_limits();
+    add_limited_option(cmd, sp.temperature, lim.temperature, "temperature (0 = greedy)")->capture_default_str();
+    add_limited_option(cmd, sp.top_k, lim.top_k, "top-k (0 = off)")->capture_default_str();
+    add_limited_option(cmd, sp.top_p, lim.top_p, "top-p (1 = off)")->capture_default_str();
+    add_limited_option(cmd, sp.min_p, lim.min_p, "min-p (0 = off)")->capture_default_str();
+    add_limited_option(cmd, sp.repeat_penalty, lim.repeat_penalty, "repetition penalty (1 = off)")->capture_default_str();
+    add_limited_option(cmd, sp.repeat_last_n, lim.repeat_last_n, "tokens the penalties look back (0 = off, -1 = all)")
+        ->capture_default_str();
+    add_limited_option(cmd, sp.frequency_penalty, lim.frequency_penalty, "frequency penalty")->capture_default_str();
+    add_limited_option(cmd, sp.presence_penalty, lim.presence_penalty, "presence penalty")->capture_default_str();
+    // Every 64-bit value is a seed: no range to check.
     cmd.add_option("--seed", sp.seed, "sampling seed (0 = random)")->capture_default_str();
 }
 
