@@ -1,6 +1,6 @@
 #include "server/api.h"
 
-#include <cmath>
+#include "engine/option_limits.h"
 
 namespace vega::server {
 
@@ -22,24 +22,26 @@ const json* field(const json& body, const char* name) {
     return &*it;
 }
 
-double number(const json& body, const char* name, double lo, double hi, double dflt) {
-    const json* v = field(body, name);
-    if (!v) return dflt;
-    if (!v->is_number()) bad(std::string("'") + name + "' must be a number");
-    const double x = v->get<double>();
-    if (!std::isfinite(x) || x < lo || x > hi)
-        bad(std::string("'") + name + "' must be between " + json(lo).dump() + " and " + json(hi).dump() + " (got " +
-            v->dump() + ")");
-    return x;
+// A field's range and its refusal come from the table the CLI uses (engine/option_limits.h).
+void check_limit(const json& v, const OptionLimit& limit) {
+    const std::string err = option_error(limit, v.get<double>(), OptionSpelling::Field);
+    if (!err.empty()) bad(err);
 }
 
-int integer(const json& body, const char* name, int64_t lo, int64_t hi, int dflt) {
-    const json* v = field(body, name);
+double number(const json& body, const OptionLimit& limit, double dflt) {
+    const json* v = field(body, limit.field);
     if (!v) return dflt;
-    if (!v->is_number_integer()) bad(std::string("'") + name + "' must be an integer");
-    const int64_t x = v->get<int64_t>();
-    if (x < lo || x > hi) bad(std::string("'") + name + "' must be between " + std::to_string(lo) + " and " + std::to_string(hi));
-    return int(x);
+    if (!v->is_number()) bad(std::string("'") + limit.field + "' must be a number");
+    check_limit(*v, limit);
+    return v->get<double>();
+}
+
+int integer(const json& body, const OptionLimit& limit, int dflt) {
+    const json* v = field(body, limit.field);
+    if (!v) return dflt;
+    if (!v->is_number_integer()) bad(std::string("'") + limit.field + "' must be an integer");
+    check_limit(*v, limit);  // as a double: an unsigned 2^64-1 is refused as itself, not as -1
+    return int(v->get<int64_t>());
 }
 
 bool boolean(const json& body, const char* name, bool dflt) {
@@ -105,18 +107,20 @@ CompletionParams parse_completion_request(const json& body, Endpoint ep) {
         else if (pr->is_array() && pr->size() == 1 && (*pr)[0].is_string()) p.prompt = (*pr)[0].get<std::string>();
         else bad("'prompt' must be a string (or an array of one string)", "invalid_type");
     }
-    if (integer(body, "n", 1, 1 << 20, 1) != 1) bad("only n = 1 is supported", "unsupported_value");
-    int mt = integer(body, "max_tokens", 0, 1 << 30, ep == Endpoint::Completion ? 16 : -1);
-    mt = integer(body, "max_completion_tokens", 0, 1 << 30, mt);
+    const OptionLimits& lim = option_limits();
+    if (integer(body, lim.n_choices, 1) != 1) bad("only n = 1 is supported", "unsupported_value");
+    // -1 (as when absent from a chat request): until end of generation or the context is full.
+    int mt = integer(body, lim.n_predict, ep == Endpoint::Completion ? 16 : -1);
+    mt = integer(body, lim.max_completion_tokens, mt);
     p.max_tokens = mt;
     SamplerParams& s = p.sampling;
-    s.temperature = float(number(body, "temperature", 0.0, 2.0, 1.0));
-    s.top_p = float(number(body, "top_p", 0.0, 1.0, 1.0));
-    s.top_k = integer(body, "top_k", 0, 1 << 30, 0);
-    s.min_p = float(number(body, "min_p", 0.0, 1.0, 0.0));
-    s.presence_penalty = float(number(body, "presence_penalty", -2.0, 2.0, 0.0));
-    s.frequency_penalty = float(number(body, "frequency_penalty", -2.0, 2.0, 0.0));
-    s.repeat_penalty = float(number(body, "repeat_penalty", 0.01, 10.0, 1.0));
+    s.temperature = float(number(body, lim.temperature, 1.0));
+    s.top_p = float(number(body, lim.top_p, 1.0));
+    s.top_k = integer(body, lim.top_k, 0);
+    s.min_p = float(number(body, lim.min_p, 0.0));
+    s.presence_penalty = float(number(body, lim.presence_penalty, 0.0));
+    s.frequency_penalty = float(number(body, lim.frequency_penalty, 0.0));
+    s.repeat_penalty = float(number(body, lim.repeat_penalty, 1.0));
     if (const json* seed = field(body, "seed")) {
         if (!seed->is_number_integer()) bad("'seed' must be an integer", "invalid_type");
         s.seed = uint64_t(seed->get<int64_t>());

@@ -4,6 +4,7 @@
 // parser the server uses.
 #include <gtest/gtest.h>
 
+#include <limits>
 #include <random>
 #include <string>
 
@@ -82,6 +83,62 @@ TEST(ApiFuzz, RandomBytesAreParseErrorsNotCrashes) {
         // Error bodies with any bytes still serialize (the server replaces bad UTF-8).
         (void)error_body(400, s, "invalid_request_error", "").dump(-1, ' ', false, json::error_handler_t::replace);
     }
+}
+
+// Out-of-range and non-finite sampling values: 400 invalid_value with the message the
+// CLI gives for the same option (engine/option_limits.h), spelled with the field name.
+// (A body with 1e999 in it never gets here: the JSON parser refuses it.)
+std::string refusal(const json& fields, const char* code = "invalid_value") {
+    json body = {{"messages", json::array({{{"role", "user"}, {"content", "hi"}}})}};
+    for (const auto& [k, v] : fields.items()) body[k] = v;
+    try {
+        (void)parse_completion_request(body, Endpoint::Chat);
+    } catch (const ApiError& e) {
+        EXPECT_EQ(e.status, 400);
+        EXPECT_EQ(e.code, code) << e.what();
+        return e.what();
+    }
+    ADD_FAILURE() << "accepted: " << body.dump();
+    return "";
+}
+
+TEST(ApiLimits, OutOfRangeSamplingValuesNameTheFieldAndRange) {
+    EXPECT_EQ(refusal({{"top_p", 5}}), "'top_p' must be between 0 and 1 (got 5)");
+    EXPECT_EQ(refusal({{"temperature", -0.5}}), "'temperature' must be between 0 and 2 (got -0.5)");
+    EXPECT_EQ(refusal({{"top_k", -5}}), "'top_k' must be between 0 and 1073741824 (got -5)");
+    EXPECT_EQ(refusal({{"min_p", -1}}), "'min_p' must be between 0 and 1 (got -1)");
+    EXPECT_EQ(refusal({{"repeat_penalty", 0}}), "'repeat_penalty' must be between 0.01 and 10 (got 0)");
+    EXPECT_EQ(refusal({{"frequency_penalty", 2.5}}), "'frequency_penalty' must be between -2 and 2 (got 2.5)");
+    EXPECT_EQ(refusal({{"presence_penalty", -3}}), "'presence_penalty' must be between -2 and 2 (got -3)");
+    EXPECT_EQ(refusal({{"max_tokens", -2}}), "'max_tokens' must be between -1 and 1073741824 (got -2)");
+    EXPECT_EQ(refusal({{"max_completion_tokens", int64_t(1) << 40}}),
+              "'max_completion_tokens' must be between -1 and 1073741824 (got 1099511627776)");
+    // An unsigned value past int64 is refused as itself, not as the negative it would wrap to.
+    EXPECT_EQ(refusal({{"top_k", uint64_t(-1)}}), "'top_k' must be between 0 and 1073741824 (got 1.8446744073709552e+19)");
+    EXPECT_EQ(refusal({{"temperature", 1e300}}), "'temperature' must be between 0 and 2 (got 1e+300)");
+}
+
+TEST(ApiLimits, NonFiniteValuesAreRefused) {
+    // Only a caller that builds the json in C++ can hold these (JSON text has no inf/nan).
+    const double inf = std::numeric_limits<double>::infinity(), nan = std::numeric_limits<double>::quiet_NaN();
+    EXPECT_EQ(refusal({{"temperature", inf}}), "'temperature' must be between 0 and 2 (got inf)");
+    EXPECT_EQ(refusal({{"top_p", -inf}}), "'top_p' must be between 0 and 1 (got -inf)");
+    EXPECT_EQ(refusal({{"min_p", nan}}), "'min_p' must be between 0 and 1 (got nan)");
+    EXPECT_EQ(refusal({{"repeat_penalty", nan}}), "'repeat_penalty' must be between 0.01 and 10 (got nan)");
+}
+
+TEST(ApiLimits, WrongTypesAndGoodBounds) {
+    EXPECT_EQ(refusal({{"top_p", "0.5"}}), "'top_p' must be a number");
+    EXPECT_EQ(refusal({{"top_k", 1.5}}), "'top_k' must be an integer");
+    EXPECT_EQ(refusal({{"n", 2}}, "unsupported_value"), "only n = 1 is supported");
+    json body = {{"messages", json::array({{{"role", "user"}, {"content", "hi"}}})},
+                 {"temperature", 2},   {"top_p", 0},          {"min_p", 1},           {"top_k", 0},
+                 {"repeat_penalty", 0.01}, {"frequency_penalty", -2}, {"presence_penalty", 2}, {"max_tokens", -1}};
+    const CompletionParams p = parse_completion_request(body, Endpoint::Chat);
+    EXPECT_EQ(p.sampling.temperature, 2.f);
+    EXPECT_EQ(p.sampling.top_p, 0.f);
+    EXPECT_EQ(p.sampling.repeat_penalty, 0.01f);
+    EXPECT_EQ(p.max_tokens, -1);  // -1, as when absent: until end of generation or the context is full
 }
 
 }  // namespace
