@@ -27,17 +27,19 @@ std::string slurp(const std::string& path) {
 
 void render(const TemplateOptions& o) {
     std::string source = slurp(o.template_file);
+    ChatTemplateOptions opt;
+    std::string text = slurp(o.input);
+    check_json_nesting(text, opt.max_value_depth);
     nlohmann::ordered_json in;
     try {
-        in = nlohmann::ordered_json::parse(slurp(o.input));
+        in = nlohmann::ordered_json::parse(text);
     } catch (const nlohmann::json::exception& e) {
         fail("{}: not valid JSON: {}", o.input, e.what());
     }
     if (!in.is_object()) fail("{}: expected a JSON object with 'messages'", o.input);
     if (!in.contains("messages")) fail("{}: no 'messages'", o.input);
     nlohmann::ordered_json ctx = nlohmann::ordered_json::object();
-    // Moved, not copied: nlohmann copies recursively, and a hostile input may be nested a
-    // million deep (the renderer refuses it past ChatTemplateOptions::max_value_depth).
+    // Moved, not copied: a conversation may be large, and nlohmann copies recursively.
     ctx["messages"] = std::move(in["messages"]);
     if (in.contains("tools") && !in["tools"].is_null()) ctx["tools"] = std::move(in["tools"]);
     // As transformers: add_generation_prompt is always passed (default false); the
@@ -45,7 +47,6 @@ void render(const TemplateOptions& o) {
     ctx["add_generation_prompt"] = in.value("add_generation_prompt", false);
     for (const char* k : {"bos_token", "eos_token"})
         if (in.contains(k)) ctx[k] = in[k];
-    ChatTemplateOptions opt;
     if (in.contains("now")) {
         if (!in["now"].is_string()) fail("{}: 'now' must be an ISO time string", o.input);
         opt.now = in["now"].get<std::string>();
