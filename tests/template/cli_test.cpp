@@ -80,4 +80,28 @@ TEST(TemplateCli, SyntaxErrorAndBadInput) {
     EXPECT_EQ(r.exit_code, 1);
 }
 
+// Hostile inputs end in one error line and exit 1, not a signal (see hostile_test.cpp).
+TEST(TemplateCli, HostileInputIsAnErrorNotACrash) {
+    std::string dir = vega::test::temp_dir();
+    const int depth = 1000000;
+    std::string deep = R"({"messages": [{"role": "user", "content": )" + std::string(depth, '[') +
+                       std::string(depth, ']') + "}]}";
+    write_file(dir + "/deep.json", deep);
+    write_file(dir + "/ok.jinja", "{{ messages[0].content }}");
+    std::string chain = "{{ 1";
+    for (int i = 0; i < 100000; ++i) chain += "+1";
+    write_file(dir + "/chain.jinja", chain + " }}");
+    write_file(dir + "/case.json", R"({"messages": [{"role": "user", "content": "hi"}]})");
+    struct Case {
+        std::string tpl, in, what;
+    } cases[] = {{"ok.jinja", "deep.json", "max_value_depth"}, {"chain.jinja", "case.json", "max_parse_depth"}};
+    for (auto& c : cases) {
+        auto r = vega::test::run_vega("template -t " + quote(dir + "/" + c.tpl) + " -i " + quote(dir + "/" + c.in));
+        EXPECT_EQ(r.exit_code, 1) << r.err;
+        EXPECT_EQ(r.out, "");
+        EXPECT_NE(r.err.find(c.what), std::string::npos) << r.err;
+        EXPECT_EQ(r.err.find('\n'), r.err.size() - 1) << "one line: " << r.err;
+    }
+}
+
 }  // namespace
