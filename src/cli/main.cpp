@@ -20,8 +20,8 @@ int main(int argc, char** argv) {
     vega::cli::register_template(app);
 #ifdef VEGA_HAVE_NET
     vega::cli::register_pull(app);
-    vega::cli::register_serve(app);
 #endif
+    vega::cli::register_serve(app);
     vega::cli::register_chat(app);
     // -hf (llama.cpp's spelling) for --hf-repo: CLI11 has no multi-letter short options.
     for (int i = 1; i < argc; ++i)

@@ -15,6 +15,7 @@ const char* const kChatmlTemplate =
 struct ChatPrompt::Impl {
     std::unique_ptr<ChatTemplate> plain, tools;  // tools: the tool_use variant, when the model has one
     std::string eos;
+    bool mentions_tools = false;
 };
 
 namespace {
@@ -34,6 +35,7 @@ ChatPrompt::ChatPrompt(const Model& model, const std::string& override_text, std
         }
     };
     if (!override_text.empty()) {
+        impl_->mentions_tools = override_text.find("tools") != std::string::npos;
         impl_->plain = parse(override_text, "the chat template file");
         return;
     }
@@ -46,12 +48,15 @@ ChatPrompt::ChatPrompt(const Model& model, const std::string& override_text, std
         impl_->plain = parse(kChatmlTemplate, "chatml");
         return;
     }
+    impl_->mentions_tools = own.find("tools") != std::string::npos;
     impl_->plain = parse(own, "the model's chat template (tokenizer.chat_template)");
     const std::string tool_use = f.get_string("tokenizer.chat_template.tool_use", "");
     if (!tool_use.empty()) impl_->tools = parse(tool_use, "the model's tool_use chat template");
 }
 
 ChatPrompt::~ChatPrompt() = default;
+
+bool ChatPrompt::uses_tools() const { return impl_->tools != nullptr || impl_->mentions_tools; }
 
 std::string ChatPrompt::render(const nlohmann::ordered_json& messages, const nlohmann::ordered_json& tools,
                                bool add_generation_prompt) const {

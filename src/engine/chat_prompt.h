@@ -30,6 +30,8 @@ public:
     // unless the template already wrote it.
     std::vector<int32_t> encode(const Tokenizer& tok, const nlohmann::ordered_json& messages,
                                 const nlohmann::ordered_json& tools, bool add_generation_prompt) const;
+    // The template reads `tools` (it has a tool_use variant, or its text names them).
+    bool uses_tools() const;
 
 private:
     struct Impl;

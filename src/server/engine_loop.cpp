@@ -1,5 +1,6 @@
 #include "server/engine_loop.h"
 
+#include <chrono>
 #include <cstdio>
 
 #include "core/error.h"
@@ -13,6 +14,27 @@ bool JobState::take(std::string& out) {
     text.clear();
     return !out.empty() || !done;
 }
+
+bool JobState::take_for(std::string& out, int ms) {
+    std::unique_lock<std::mutex> lk(m);
+    cv.wait_for(lk, std::chrono::milliseconds(ms), [&] { return done || !text.empty(); });
+    out.swap(text);
+    text.clear();
+    return done;
+}
+
+namespace {
+constexpr const char* kShutdownMessage = "the server is shutting down; the request was not finished";
+void end_for_shutdown(JobState& st) {
+    std::lock_guard<std::mutex> lk(st.m);
+    if (st.done) return;
+    st.done = true;
+    st.shutdown = true;
+    st.error = kShutdownMessage;
+    st.reason = FinishReason::Cancelled;
+    st.cv.notify_all();
+}
+}  // namespace
 
 EngineLoop::EngineLoop(Session& session, const Tokenizer& tok, int max_queue)
     : session_(session), tok_(tok), sched_(session, tok), max_queue_(max_queue) {
@@ -31,12 +53,7 @@ void EngineLoop::shutdown() {
     if (thread_.joinable()) thread_.join();
     // Jobs that never reached the scheduler.
     std::lock_guard<std::mutex> lk(m_);
-    for (Job& j : inbox_) {
-        std::lock_guard<std::mutex> lj(j.state->m);
-        j.state->done = true;
-        j.state->reason = FinishReason::Cancelled;
-        j.state->cv.notify_all();
-    }
+    for (Job& j : inbox_) end_for_shutdown(*j.state);
     inbox_.clear();
 }
 
@@ -45,6 +62,10 @@ std::shared_ptr<JobState> EngineLoop::submit(GenRequest req, std::vector<std::st
     st->n_prompt = int(req.prompt.size());
     {
         std::lock_guard<std::mutex> lk(m_);
+        if (quit_) {  // shutting down: the job ends at once, unfinished
+            end_for_shutdown(*st);
+            return st;
+        }
         // Jobs ahead of this one that a free slot will not take at once.
         const int pending = int(inbox_.size()) + sched_queued_;
         if (pending + 1 - (stats_.slots - stats_.slots_busy) > max_queue_) return nullptr;
@@ -171,13 +192,8 @@ void EngineLoop::loop() {
             stats_.slots_busy = sched_.n_active();
         }
     }
-    // Shutting down: whatever is still running or queued ends as cancelled.
-    for (auto& [id, run] : running_) {
-        std::lock_guard<std::mutex> lk(run.state->m);
-        run.state->done = true;
-        run.state->reason = FinishReason::Cancelled;
-        run.state->cv.notify_all();
-    }
+    // Shutting down: whatever is still running or queued ends unfinished.
+    for (auto& [id, run] : running_) end_for_shutdown(*run.state);
 }
 
 }  // namespace vega::server

@@ -26,11 +26,15 @@ struct JobState {
     std::string text;          // generated text not yet taken by the handler
     bool done = false;
     std::string error;         // set when the engine could not run the job
+    bool shutdown = false;     // ended unfinished because the server is shutting down (error says so)
     FinishReason reason = FinishReason::Stop;
     int n_prompt = 0, n_generated = 0, n_cached = 0;
     // Waits until there is text or the job is done; moves the text into `out`.
     // Returns false once done and drained.
     bool take(std::string& out);
+    // Waits at most `ms` for text or the end; moves the text into `out` (maybe
+    // empty). Returns true once the job is done (and `out` holds its last text).
+    bool take_for(std::string& out, int ms);
 };
 
 struct EngineStats {
@@ -44,8 +48,9 @@ public:
     EngineLoop(Session& session, const Tokenizer& tok, int max_queue);
     ~EngineLoop();  // shutdown()
 
-    // Stops the engine thread; every queued or running job ends as cancelled, so
-    // handlers waiting on them return. Idempotent.
+    // Stops the engine thread; every queued or running job ends unfinished, with
+    // JobState::shutdown set and `error` saying why, so handlers waiting on them return
+    // and tell their clients. Idempotent.
     void shutdown();
 
     // Queues a job; nullptr when the queue is full (the caller answers 503).

@@ -1,18 +1,19 @@
 #include "server/server.h"
 
-#include <httplib.h>
-
 #include <atomic>
 #include <chrono>
 #include <cstdio>
 #include <ctime>
 #include <map>
 #include <mutex>
+#include <thread>
 
 #include "core/error.h"
-#include "server/api.h"
 #include "engine/chat_prompt.h"
+#include "server/api.h"
 #include "server/engine_loop.h"
+#include "server/request_json.h"
+#include "server/template_check.h"
 
 namespace vega::server {
 
@@ -27,12 +28,41 @@ double ms_since(std::chrono::steady_clock::time_point t0) {
 // replaces them with U+FFFD instead of failing.
 std::string dump(const json& j) { return j.dump(-1, ' ', false, json::error_handler_t::replace); }
 
-void send_json(httplib::Response& res, int status, const json& j) {
-    res.status = status;
-    res.set_content(dump(j), "application/json");
+const char* error_type(int status) {
+    if (status == 404) return "not_found_error";
+    if (status >= 500) return "server_error";
+    return "invalid_request_error";
 }
-void send_error(httplib::Response& res, const ApiError& e) {
-    send_json(res, e.status, error_body(e.status, e.what(), e.type, e.code));
+
+void send_json(http::Responder& r, int status, const json& j) { r.send(status, "application/json", dump(j)); }
+void send_error(http::Responder& r, const ApiError& e) { send_json(r, e.status, error_body(e.status, e.what(), e.type, e.code)); }
+
+// Equal strings in a time that does not depend on where they differ (API keys).
+bool same_secret(const std::string& a, const std::string& b) {
+    unsigned char diff = a.size() == b.size() ? 0 : 1;
+    for (size_t i = 0; i < a.size(); ++i) diff |= (unsigned char)(a[i] ^ b[i % (b.empty() ? 1 : b.size())]);
+    return diff == 0 && !b.empty();
+}
+
+// How often a waiting handler looks at its client (cancellation within ~this).
+constexpr int kLivenessMs = 20;
+
+// The endpoints and the methods each takes (HEAD with every GET; OPTIONS everywhere).
+struct Route {
+    const char* path;
+    const char* methods;  // the Allow header's value
+};
+constexpr Route kRoutes[] = {
+    {"/v1/chat/completions", "POST, OPTIONS"},
+    {"/v1/completions", "POST, OPTIONS"},
+    {"/v1/models", "GET, HEAD, OPTIONS"},
+    {"/health", "GET, HEAD, OPTIONS"},
+    {"/metrics", "GET, HEAD, OPTIONS"},
+};
+const Route* find_route(const std::string& path) {
+    for (const Route& r : kRoutes)
+        if (path == r.path) return &r;
+    return nullptr;
 }
 
 }  // namespace
@@ -43,23 +73,46 @@ struct Server::Impl {
     ServerOptions o;
     ChatPrompt chat;
     EngineLoop engine;
-    httplib::Server http;
+    std::unique_ptr<http::HttpServer> http;
     std::atomic<int64_t> next_id{1};
     std::mutex metrics_m;
     std::map<std::pair<std::string, int>, int64_t> requests;  // (endpoint, status) -> count
     std::atomic<int64_t> cancelled{0};
 
     Impl(const Model& m, Session& s, const ServerOptions& opts, std::string* warning)
-        : model(m), session(s), o(opts), chat(m, opts.chat_template, warning), engine(s, m.tokenizer(), opts.max_queue) {}
+        : model(m), session(s), o(opts), chat(m, opts.chat_template, warning), engine(s, m.tokenizer(), opts.max_queue) {
+        http::HttpOptions ho = o.http;
+        // Complete requests wait for workers: every slot and queued request may hold
+        // one while it generates, and a few more answer /health, /metrics and errors.
+        ho.workers = engine.stats().slots + o.max_queue + 8;
+        http = std::make_unique<http::HttpServer>(
+            ho, [this](const http::Request& q, http::Responder& r) { handle(q, r); },
+            [](int status, const std::string& msg) {
+                return std::make_pair(std::string("application/json"), dump(error_body(status, msg, error_type(status), "")));
+            },
+            [this](const std::string& remote, int status, const std::string& msg) {
+                if (o.log_requests) std::fprintf(stderr, "vega serve: %s -> %d, %s\n", remote.c_str(), status, msg.c_str());
+            });
+    }
 
     void count(const std::string& endpoint, int status) {
         std::lock_guard<std::mutex> lk(metrics_m);
         ++requests[{endpoint, status}];
     }
-    void log(const httplib::Request& req, int status, double ms, const std::string& extra) {
+    void log(const http::Request& req, int status, double ms, const std::string& extra) {
         if (o.log_requests)
-            std::fprintf(stderr, "vega serve: %s %s %s -> %d, %.1f ms%s%s\n", req.remote_addr.c_str(), req.method.c_str(),
+            std::fprintf(stderr, "vega serve: %s %s %s -> %d, %.1f ms%s%s\n", req.remote.c_str(), req.method.c_str(),
                          req.path.c_str(), status, ms, extra.empty() ? "" : ", ", extra.c_str());
+    }
+
+    // The CORS origin to allow for this request ("" when none): the request's Origin
+    // if --cors lists it (or "*").
+    std::string cors_origin(const http::Request& req) const {
+        const std::string* origin = req.header("Origin");
+        if (!origin) return "";
+        for (const std::string& a : o.cors_origins)
+            if (a == "*" || a == *origin) return a == "*" ? "*" : *origin;
+        return "";
     }
 
     // The prompt's tokens: the chat rendering (BOS added unless the template wrote
@@ -74,20 +127,69 @@ struct Server::Impl {
         }
     }
 
-    void completion(const httplib::Request& req, httplib::Response& res, Endpoint ep) {
+    void handle(const http::Request& req, http::Responder& r) {
+        const auto t0 = std::chrono::steady_clock::now();
+        const std::string allow = cors_origin(req);
+        if (!allow.empty()) {
+            r.add_header("Access-Control-Allow-Origin", allow);
+            if (allow != "*") r.add_header("Vary", "Origin");
+        }
+        const Route* route = find_route(req.path);
+        if (req.method == "OPTIONS") {  // before the API key: browsers send no credentials in a preflight
+            if (!route && req.path != "*") {
+                send_error(r, ApiError(404, "unknown endpoint: OPTIONS " + req.path, "not_found_error", "not_found"));
+                return log(req, 404, ms_since(t0), "");
+            }
+            r.add_header("Allow", route ? route->methods : "GET, HEAD, POST, OPTIONS");
+            if (!allow.empty() && req.header("Access-Control-Request-Method")) {
+                r.add_header("Access-Control-Allow-Methods", route ? route->methods : "GET, HEAD, POST, OPTIONS");
+                const std::string* h = req.header("Access-Control-Request-Headers");
+                r.add_header("Access-Control-Allow-Headers", h && !h->empty() ? *h : "Authorization, Content-Type");
+                r.add_header("Access-Control-Max-Age", "600");
+            }
+            r.send(204, "", "");
+            return log(req, 204, ms_since(t0), "");
+        }
+        if (!o.api_key.empty() && req.path != "/health") {
+            const std::string* auth = req.header("Authorization");
+            if (!auth || !same_secret(*auth, "Bearer " + o.api_key)) {
+                r.add_header("WWW-Authenticate", "Bearer");
+                send_error(r, ApiError(401, "missing or wrong API key: send 'Authorization: Bearer <key>'",
+                                       "invalid_request_error", "invalid_api_key"));
+                return log(req, 401, ms_since(t0), "");
+            }
+        }
+        if (!route) {
+            send_error(r, ApiError(404, "unknown endpoint: " + req.method + " " + req.path, "not_found_error", "not_found"));
+            return log(req, 404, ms_since(t0), "");
+        }
+        const std::string methods = route->methods;
+        const bool get_like = req.method == "GET" || req.method == "HEAD";
+        const bool allowed = (get_like && methods.find("GET") != std::string::npos) ||
+                             (req.method == "POST" && methods.find("POST") != std::string::npos);
+        if (!allowed) {
+            r.add_header("Allow", methods);
+            send_error(r, ApiError(405, req.method + " is not allowed on " + req.path + " (allowed: " + methods + ")",
+                                   "invalid_request_error", "method_not_allowed"));
+            return log(req, 405, ms_since(t0), "");
+        }
+        if (req.path == "/v1/chat/completions") return completion(req, r, Endpoint::Chat);
+        if (req.path == "/v1/completions") return completion(req, r, Endpoint::Completion);
+        if (req.path == "/v1/models") {
+            json m{{"id", o.model_id}, {"object", "model"}, {"created", unix_time()}, {"owned_by", "vega"}};
+            return send_json(r, 200, json{{"object", "list"}, {"data", json::array({m})}});
+        }
+        if (req.path == "/health") return send_json(r, 200, json{{"status", "ok"}});
+        r.send(200, "text/plain; version=0.0.4", metrics_text());
+    }
+
+    void completion(const http::Request& req, http::Responder& r, Endpoint ep) {
         const auto t0 = std::chrono::steady_clock::now();
         const std::string name = ep == Endpoint::Chat ? "chat" : "completions";
         CompletionParams p;
         std::vector<int32_t> prompt;
         try {
-            json body;
-            try {
-                body = json::parse(req.body);
-            } catch (const json::parse_error& e) {
-                throw ApiError(400, std::string("the body is not valid JSON: ") + e.what(), "invalid_request_error",
-                               "invalid_json");
-            }
-            p = parse_completion_request(body, ep);
+            p = parse_completion_request(parse_request_json(req.body), ep);
             if (p.model.empty()) p.model = o.model_id;
             prompt = prompt_tokens(p);
             const int n_ctx = session.params().n_ctx;
@@ -97,10 +199,9 @@ struct Server::Impl {
                                    std::to_string(n_ctx) + " (no room to generate)",
                                "invalid_request_error", "context_length_exceeded");
         } catch (const ApiError& e) {
-            send_error(res, e);
+            send_error(r, e);
             count(name, e.status);
-            log(req, e.status, ms_since(t0), e.what());
-            return;
+            return log(req, e.status, ms_since(t0), e.what());
         }
         GenRequest g;
         g.prompt = prompt;
@@ -109,94 +210,92 @@ struct Server::Impl {
         g.ignore_eos = p.ignore_eos;
         auto job = engine.submit(std::move(g), p.stop);
         if (!job) {
-            send_error(res, ApiError(503, "the server is busy: every slot is taken and the queue is full; retry later",
-                                     "server_error", "queue_full"));
+            r.add_header("Retry-After", "1");
+            send_error(r, ApiError(503, "the server is busy: every slot is taken and the queue is full; retry later",
+                                   "server_error", "queue_full"));
             count(name, 503);
-            log(req, 503, ms_since(t0), "queue full");
-            return;
+            return log(req, 503, ms_since(t0), "queue full");
         }
         const std::string id = (ep == Endpoint::Chat ? "chatcmpl-" : "cmpl-") + std::to_string(next_id++);
         const long created = unix_time();
-        auto summary = [job](const char* reason) {
+        auto summary = [&job](const char* reason) {
             return "prompt " + std::to_string(job->n_prompt) + " tokens (" + std::to_string(job->n_cached) +
                    " cached), generated " + std::to_string(job->n_generated) + ", " + reason;
         };
-        auto usage = [job] {
+        auto usage = [&job] {
             std::lock_guard<std::mutex> lk(job->m);
             return Usage{job->n_prompt, job->n_generated, job->n_cached};
         };
+        auto client_left = [&](const char* what) {
+            engine.cancel(job);
+            ++cancelled;
+            count(name, 499);
+            r.abort();
+            if (o.log_requests)
+                std::fprintf(stderr, "vega serve: %s %s %s -> client closed the connection%s, cancelled, %.1f ms\n",
+                             req.remote.c_str(), req.method.c_str(), req.path.c_str(), what, ms_since(t0));
+        };
+        auto job_error = [&]() -> ApiError {
+            if (job->shutdown) return ApiError(503, job->error, "server_error", "server_shutting_down");
+            return ApiError(500, "generation failed: " + job->error, "server_error", "engine_error");
+        };
         if (!p.stream) {
+            // A half-closed client may still read: the probe commits the 200's headers.
+            r.set_probe(200, "application/json", "");
             std::string text, piece;
-            while (job->take(piece)) text += piece;
+            for (bool done = false; !done;) {
+                done = job->take_for(piece, kLivenessMs);
+                text += piece;
+                if (!done && !r.alive()) return client_left("");
+            }
             if (!job->error.empty()) {
-                send_error(res, ApiError(500, "generation failed: " + job->error, "server_error", "engine_error"));
-                count(name, 500);
-                log(req, 500, ms_since(t0), job->error);
-                return;
+                const ApiError e = job_error();
+                send_error(r, e);
+                count(name, e.status);
+                return log(req, e.status, ms_since(t0), job->error);
             }
             const char* reason = job->reason == FinishReason::Length ? "length" : "stop";
-            send_json(res, 200, completion_response(p, id, created, text, reason, usage()));
+            if (!send_json_ok(r, completion_response(p, id, created, text, reason, usage()))) return client_left("");
             count(name, 200);
-            log(req, 200, ms_since(t0), summary(reason));
-            return;
+            return log(req, 200, ms_since(t0), summary(reason));
         }
-        // SSE: the whole stream is written from one provider call.
-        res.set_header("Cache-Control", "no-cache");
+        // SSE over a chunked (HTTP/1.1) or close-delimited (HTTP/1.0) body.
+        r.add_header("Cache-Control", "no-cache");
         // One stream per connection: node-fetch 2.7 (the openai v4 client) on Node 18 reports
         // "Premature close" for a chunked stream on a kept-alive socket.
-        res.set_header("Connection", "close");
-        res.set_chunked_content_provider(
-            "text/event-stream",
-            [this, p, id, created, job, t0, req_line = req.remote_addr + " " + req.method + " " + req.path, name, usage,
-             summary](size_t, httplib::DataSink& sink) {
-              try {
-                auto send = [&](const json& j) {
-                    const std::string s = "data: " + dump(j) + "\n\n";
-                    return sink.write(s.data(), s.size());
-                };
-                bool first = true, ok = true;
-                std::string piece;
-                while (ok && job->take(piece)) {
-                    if (piece.empty()) continue;
-                    ok = send(stream_chunk(p, id, created, piece, nullptr, first));
-                    first = false;
-                }
-                if (!ok) {  // the client went away: free the slot
-                    engine.cancel(job);
-                    ++cancelled;
-                    count(name, 499);
-                    if (o.log_requests)
-                        std::fprintf(stderr, "vega serve: %s -> client closed the stream, cancelled, %.1f ms\n",
-                                     req_line.c_str(), ms_since(t0));
-                    return false;
-                }
-                if (!job->error.empty()) {
-                    send(json{{"error", error_body(500, "generation failed: " + job->error, "server_error", "engine_error")["error"]}});
-                } else {
-                    const char* reason = job->reason == FinishReason::Length ? "length" : "stop";
-                    if (first && p.endpoint == Endpoint::Chat) send(stream_chunk(p, id, created, "", nullptr, true));
-                    send(stream_chunk(p, id, created, "", reason, false));
-                    if (p.include_usage) send(usage_chunk(p, id, created, usage()));
-                    if (o.log_requests)
-                        std::fprintf(stderr, "vega serve: %s -> 200 (stream), %.1f ms, %s\n", req_line.c_str(),
-                                     ms_since(t0), summary(reason).c_str());
-                }
-                const std::string done = "data: [DONE]\n\n";
-                sink.write(done.data(), done.size());
-                sink.done();
-                count(name, 200);
-                return true;
-              } catch (const std::exception& e) {  // never let a stream take the server down
-                std::fprintf(stderr, "vega serve: %s -> stream failed: %s\n", req_line.c_str(), e.what());
-                engine.cancel(job);
-                count(name, 500);
-                return false;
-              }
-            },
-            [this, job](bool success) {
-                if (!success) engine.cancel(job);  // connection lost before the end
-            });
+        r.set_close();
+        auto send = [&](const json& j) { return r.write("data: " + dump(j) + "\n\n"); };
+        if (!r.begin(200, "text/event-stream")) return client_left(" (stream)");
+        r.set_probe(200, "text/event-stream", ": ping\n\n");  // an SSE comment: clients ignore it
+        bool first = true;
+        std::string piece;
+        for (bool done = false; !done;) {
+            done = job->take_for(piece, kLivenessMs);
+            if (!piece.empty()) {
+                if (!send(stream_chunk(p, id, created, piece, nullptr, first))) return client_left(" (stream)");
+                first = false;
+            }
+            if (!done && !r.alive()) return client_left(" (stream)");
+        }
+        if (!job->error.empty()) {  // an error event, and no [DONE]: the answer is not complete
+            const ApiError e = job_error();
+            send(json{{"error", error_body(e.status, e.what(), e.type, e.code)["error"]}});
+            r.finish();
+            count(name, e.status);
+            return log(req, e.status, ms_since(t0), std::string("(stream) ") + job->error);
+        }
+        const char* reason = job->reason == FinishReason::Length ? "length" : "stop";
+        bool ok = true;
+        if (first && p.endpoint == Endpoint::Chat) ok = send(stream_chunk(p, id, created, "", nullptr, true));
+        ok = ok && send(stream_chunk(p, id, created, "", reason, false));
+        if (p.include_usage) ok = ok && send(usage_chunk(p, id, created, usage()));
+        ok = ok && r.write("data: [DONE]\n\n") && r.finish();
+        if (!ok) return client_left(" (stream)");
+        count(name, 200);
+        log(req, 200, ms_since(t0), "(stream) " + summary(reason));
     }
+
+    static bool send_json_ok(http::Responder& r, const json& j) { return r.send(200, "application/json", dump(j)); }
 
     std::string metrics_text() {
         const EngineStats s = engine.stats();
@@ -223,61 +322,9 @@ struct Server::Impl {
         metric("vega_queue_size", "gauge", "Requests waiting for the engine or a slot.", one("vega_queue_size", s.queued));
         metric("vega_slots_busy", "gauge", "Slots holding a request.", one("vega_slots_busy", s.slots_busy));
         metric("vega_slots_total", "gauge", "Slots (sequences decoded together).", one("vega_slots_total", s.slots));
+        metric("vega_http_requests_in_flight", "gauge", "HTTP requests being answered.",
+               one("vega_http_requests_in_flight", http->busy()));
         return out;
-    }
-
-    void routes() {
-        http.set_payload_max_length(o.max_body_bytes);
-        // SO_REUSEADDR only: cpp-httplib's default also sets SO_REUSEPORT, which lets a
-        // second server bind the same port silently and split the requests.
-        http.set_socket_options([](socket_t sock) {
-            int yes = 1;
-            setsockopt(sock, SOL_SOCKET, SO_REUSEADDR, reinterpret_cast<char*>(&yes), sizeof yes);
-        });
-        const int threads = engine.stats().slots + o.max_queue + 8;
-        http.new_task_queue = [threads] { return new httplib::ThreadPool(size_t(threads)); };
-        http.set_pre_routing_handler([this](const httplib::Request& req, httplib::Response& res) {
-            if (o.api_key.empty() || req.path == "/health") return httplib::Server::HandlerResponse::Unhandled;
-            if (req.get_header_value("Authorization") == "Bearer " + o.api_key)
-                return httplib::Server::HandlerResponse::Unhandled;
-            send_error(res, ApiError(401, "missing or wrong API key: send 'Authorization: Bearer <key>'",
-                                     "invalid_request_error", "invalid_api_key"));
-            log(req, 401, 0.0, "");
-            return httplib::Server::HandlerResponse::Handled;
-        });
-        http.set_exception_handler([this](const httplib::Request& req, httplib::Response& res, std::exception_ptr ep) {
-            std::string what = "unknown error";
-            try {
-                std::rethrow_exception(ep);
-            } catch (const std::exception& e) {
-                what = e.what();
-            } catch (...) {
-            }
-            send_error(res, ApiError(500, "internal error: " + what, "server_error", "internal_error"));
-            log(req, 500, 0.0, what);
-        });
-        http.set_error_handler(httplib::Server::HandlerWithResponse([this](const httplib::Request& req, httplib::Response& res) {
-            if (!res.body.empty()) return httplib::Server::HandlerResponse::Unhandled;
-            std::string msg = "error " + std::to_string(res.status);
-            if (res.status == 404) msg = "unknown endpoint: " + req.method + " " + req.path;
-            if (res.status == 413)
-                msg = "the request body is larger than the server's limit of " + std::to_string(o.max_body_bytes) + " bytes";
-            send_json(res, res.status, error_body(res.status, msg, res.status == 404 ? "not_found_error" : "invalid_request_error", ""));
-            log(req, res.status, 0.0, "");
-            return httplib::Server::HandlerResponse::Handled;
-        }));
-        http.Post("/v1/chat/completions",
-                  [this](const httplib::Request& q, httplib::Response& r) { completion(q, r, Endpoint::Chat); });
-        http.Post("/v1/completions",
-                  [this](const httplib::Request& q, httplib::Response& r) { completion(q, r, Endpoint::Completion); });
-        http.Get("/v1/models", [this](const httplib::Request&, httplib::Response& res) {
-            json m{{"id", o.model_id}, {"object", "model"}, {"created", unix_time()}, {"owned_by", "vega"}};
-            send_json(res, 200, json{{"object", "list"}, {"data", json::array({m})}});
-        });
-        http.Get("/health", [](const httplib::Request&, httplib::Response& res) { send_json(res, 200, json{{"status", "ok"}}); });
-        http.Get("/metrics", [this](const httplib::Request&, httplib::Response& res) {
-            res.set_content(metrics_text(), "text/plain; version=0.0.4");
-        });
     }
 };
 
@@ -285,24 +332,49 @@ Server::Server(const Model& model, Session& session, const ServerOptions& opts) 
     std::string warning;
     impl_ = std::make_unique<Impl>(model, session, opts, &warning);
     if (!warning.empty()) std::fprintf(stderr, "vega serve: warning: %s\n", warning.c_str());
-    impl_->routes();
+    const TemplateCheck tc = check_chat_template(impl_->chat);
+    if (!tc.failures.empty())
+        std::fprintf(stderr, "vega serve: warning: the chat template fails %s: %s%s\n",
+                     tc.basic_fails ? "even for one user message (every chat request will be answered 400)"
+                                    : "for some conversations",
+                     tc.failures.c_str(), opts.chat_template.empty() ? " (--chat-template-file gives another)" : "");
+    else if (opts.log_requests)
+        std::fprintf(stderr, "vega serve: the chat template renders all %d probe conversations\n", tc.probes);
 }
 
 Server::~Server() = default;
 
 void Server::run(const std::function<void(int)>& on_ready) {
     Impl& I = *impl_;
-    int port = I.o.port;
-    if (port == 0) port = I.http.bind_to_any_port(I.o.host.c_str());
-    else if (!I.http.bind_to_port(I.o.host.c_str(), port)) port = -1;
-    if (port < 0) fail("cannot listen on {}:{} (address in use, or not an address of this machine)", I.o.host, I.o.port);
+    const int port = I.http->listen(I.o.host, I.o.port);
+    if (I.http->max_connections() < I.o.http.max_connections)
+        std::fprintf(stderr, "vega serve: warning: the open-file limit allows %d connections, not %d (ulimit -n)\n",
+                     I.http->max_connections(), I.o.http.max_connections);
     if (on_ready) on_ready(port);
-    I.http.listen_after_bind();
+    I.http->run();
 }
 
 void Server::stop() {
-    impl_->engine.shutdown();  // waiting handlers return first, then the listener and its threads stop
-    impl_->http.stop();
+    Impl& I = *impl_;
+    using clock = std::chrono::steady_clock;
+    auto wait_idle = [&](double seconds) {
+        const auto end = clock::now() + std::chrono::duration<double>(seconds);
+        while (I.http->busy() > 0 && clock::now() < end) std::this_thread::sleep_for(std::chrono::milliseconds(10));
+        return I.http->busy() == 0;
+    };
+    I.http->drain();  // no new connections; requests in flight go on
+    if (!wait_idle(I.o.shutdown_timeout_s)) {
+        if (I.o.log_requests)
+            std::fprintf(stderr, "vega serve: %d requests still running after %.1f s: ending them with an error\n",
+                         I.http->busy(), I.o.shutdown_timeout_s);
+        I.engine.shutdown();  // every job ends unfinished; handlers answer 503 / an error event
+        if (!wait_idle(2.0)) {
+            I.http->cut_busy();  // clients that do not read their error
+            wait_idle(2.0);
+        }
+    }
+    I.engine.shutdown();
+    I.http->stop();
 }
 
 }  // namespace vega::server

@@ -29,6 +29,11 @@ std::string temp_dir() {
     return dir;
 }
 
+std::string vega_binary() {
+    const char* b = std::getenv("VEGA_TEST_BINARY");
+    return b && *b ? b : VEGA_BINARY;
+}
+
 std::string test_device() {
     const char* d = std::getenv("VEGA_TEST_DEVICE");
     return d && *d ? d : "cpu";
@@ -44,7 +49,7 @@ static std::string slurp(const std::string& p) {
 CmdResult run_vega(const std::string& args) {
     static int counter = 0;
     const std::string base = temp_dir() + "/cmd" + std::to_string(getpid()) + "_" + std::to_string(counter++);
-    const std::string cmd = std::string(quote(VEGA_BINARY)) + " " + args + " >" + base + ".out 2>" + base + ".err";
+    const std::string cmd = quote(vega_binary()) + " " + args + " >" + base + ".out 2>" + base + ".err";
     const int rc = std::system(cmd.c_str());
     CmdResult r;
     r.exit_code = WIFEXITED(rc) ? WEXITSTATUS(rc) : -1;

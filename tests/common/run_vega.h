@@ -15,6 +15,9 @@ CmdResult run_vega(const std::string& args);
 std::string quote(const std::string& s);
 // A fresh temporary directory for this test process.
 std::string temp_dir();
+// The vega binary the tests run: $VEGA_TEST_BINARY (e.g. a sanitizer build), else
+// the one this build made.
+std::string vega_binary();
 // The device the end-to-end tests run on: $VEGA_TEST_DEVICE or "cpu".
 std::string test_device();
 

@@ -17,7 +17,7 @@ namespace vega::test {
 ServeProcess::ServeProcess(const std::string& args) {
     static int n = 0;
     log_path_ = temp_dir() + "/serve-" + std::to_string(getpid()) + "-" + std::to_string(n++) + ".log";
-    const std::string cmd = "exec " + quote(VEGA_BINARY) + " serve --host 127.0.0.1 --port 0 " + args + " 2> " + quote(log_path_);
+    const std::string cmd = "exec " + quote(vega_binary()) + " serve --host 127.0.0.1 --port 0 " + args + " 2> " + quote(log_path_);
     pid_ = fork();
     if (pid_ == 0) {
         execl("/bin/sh", "sh", "-c", cmd.c_str(), static_cast<char*>(nullptr));
@@ -47,8 +47,16 @@ ServeProcess::~ServeProcess() {
 }
 
 bool ServeProcess::stop_within(double seconds) {
+    terminate();
+    return wait_exit(seconds);
+}
+
+void ServeProcess::terminate() {
+    if (pid_ > 0) kill(pid_, SIGTERM);
+}
+
+bool ServeProcess::wait_exit(double seconds) {
     if (pid_ <= 0) return false;
-    kill(pid_, SIGTERM);
     for (double waited = 0; waited < seconds; waited += 0.02) {
         int status = 0;
         if (waitpid(pid_, &status, WNOHANG) == pid_) {

@@ -18,6 +18,10 @@ public:
     std::string log() const;  // the server's stderr so far
     // Sends SIGTERM; true when the process exited (status 0) within `seconds`.
     bool stop_within(double seconds);
+    // Sends SIGTERM and returns at once; wait_exit() then waits for the exit.
+    void terminate();
+    // True when the process exited with status 0 within `seconds`.
+    bool wait_exit(double seconds);
 
 private:
     int pid_ = -1;
