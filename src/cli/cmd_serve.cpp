@@ -9,6 +9,7 @@
 
 #include "cli/commands.h"
 #include "cli/common.h"
+#include "cli/limited_option.h"
 #include "core/error.h"
 #include "server/server.h"
 
@@ -80,14 +81,43 @@ void register_serve(CLI::App& app) {
     add_model_options(*cmd, o->m);
     cmd->add_option("--host", o->s.host, "address to listen on")->capture_default_str();
     cmd->add_option("--port", o->s.port, "port (0: any free port, printed at start)")->capture_default_str()->check(CLI::Range(0, 65535));
-    cmd->add_option("--parallel", o->parallel, "slots: requests decoded together (continuous batching)")
-        ->capture_default_str()
-        ->check(CLI::Range(1, 256));
+    add_limited_option(*cmd, o->parallel, option_limits().parallel, "slots: requests decoded together (continuous batching)")
+        ->capture_default_str();
     cmd->add_option("--api-key", o->s.api_key, "require 'Authorization: Bearer KEY' on every request but /health");
     cmd->add_option("--max-queue", o->s.max_queue, "requests that may wait for a slot (beyond: 503)")
         ->capture_default_str()
         ->check(CLI::Range(0, 100000));
-    cmd->add_option("--max-body", o->s.max_body_bytes, "largest request body in bytes (beyond: 413)")->capture_default_str();
+    cmd->add_option("--max-body", o->s.http.limits.max_body, "largest request body in bytes (beyond: 413)")
+        ->capture_default_str()
+        ->check(CLI::Range(size_t(1), size_t(1) << 30));
+    cmd->add_option("--max-connections", o->s.http.max_connections,
+                    "open connections at once (beyond: 503 and close; nginx worker_connections)")
+        ->capture_default_str()
+        ->check(CLI::Range(1, 1000000));
+    cmd->add_option("--timeout-header", o->s.http.header_timeout_s,
+                    "seconds a client has for a request's line and headers (beyond: 408; nginx client_header_timeout)")
+        ->capture_default_str()
+        ->check(CLI::Range(0.1, 3600.0));
+    cmd->add_option("--timeout-body", o->s.http.body_timeout_s,
+                    "seconds a client has for a request's body (beyond: 408; nginx client_body_timeout)")
+        ->capture_default_str()
+        ->check(CLI::Range(0.1, 3600.0));
+    cmd->add_option("--timeout-idle", o->s.http.idle_timeout_s,
+                    "seconds a kept-alive connection may wait for its next request (nginx keepalive_timeout)")
+        ->capture_default_str()
+        ->check(CLI::Range(0.1, 3600.0));
+    cmd->add_option("--timeout-write", o->s.http.write_timeout_s,
+                    "seconds one write may wait for a client that does not read (nginx send_timeout)")
+        ->capture_default_str()
+        ->check(CLI::Range(0.1, 3600.0));
+    cmd->add_option("--shutdown-timeout", o->s.shutdown_timeout_s,
+                    "on SIGTERM/SIGINT: seconds requests in flight may take to finish before they end with an error")
+        ->capture_default_str()
+        ->check(CLI::Range(0.0, 3600.0));
+    cmd->add_option("--cors", o->s.cors_origins,
+                    "answer browsers from this origin with CORS headers and preflights (repeat or comma-separate; '*' for any; "
+                    "default: none)")
+        ->delimiter(',');
     cmd->add_option("--chat-template-file", o->template_file, "Jinja chat template to use instead of the model's");
     cmd->add_option("--alias", o->s.model_id, "model id in responses and /v1/models (default: the file name)");
     cmd->add_flag("-q,--quiet", o->quiet, "no request log on stderr");

@@ -344,16 +344,17 @@ TEST(ServeLimits, ClientHangingUpFreesItsSlot) {
     EXPECT_EQ(next.status, 200) << next.body;
 }
 
-// SIGTERM while a long stream runs: the stream ends and the server exits at once,
-// not after the generation.
+// SIGTERM while a long stream runs, with no grace period: the stream ends at once
+// with an error event (no [DONE]: it is not a complete answer) and the server exits.
 TEST(ServeLimits, SigtermDuringAStreamStopsPromptly) {
     VEGA_REQUIRE_TEST_DATA();
-    ServeProcess s(model_args("--parallel 1 -c 16384"));
+    ServeProcess s(model_args("--parallel 1 -c 16384 --shutdown-timeout 0"));
     ASSERT_TRUE(s.ok()) << s.log();
+    Stream got;
     std::atomic<bool> returned{false};
     std::thread reader([&] {
-        stream(s.port(), "/v1/completions",
-               json{{"prompt", "Once upon a time"}, {"max_tokens", 16000}, {"temperature", 0}, {"ignore_eos", true}});
+        got = stream(s.port(), "/v1/completions",
+                     json{{"prompt", "Once upon a time"}, {"max_tokens", 16000}, {"temperature", 0}, {"ignore_eos", true}});
         returned = true;
     });
     for (int i = 0; i < 400 && metric(s.port(), "vega_slots_busy") != 1; ++i)
@@ -364,6 +365,9 @@ TEST(ServeLimits, SigtermDuringAStreamStopsPromptly) {
     EXPECT_TRUE(returned.load());
     EXPECT_LT(std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count(), 3.0);
     EXPECT_NE(s.log().find("stopping"), std::string::npos) << s.log();
+    EXPECT_FALSE(got.done);
+    ASSERT_FALSE(got.events.empty());
+    EXPECT_TRUE(got.events.back().contains("error")) << got.events.back().dump();
 }
 
 TEST(ServeLimits, APortInUseIsAClearError) {
