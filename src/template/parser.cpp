@@ -709,6 +709,9 @@ private:
         }
         expect_op("]");
         if (args.empty()) fail("expected subscript expression", line);
+        if (args.size() > 1)
+            for (auto& a : args)  // a[1:2, 3]: Python slice objects, which templates never use
+                if (a->k == Expr::Slice) fail("a slice inside a tuple subscript is not supported", line);
         ExprP idx;
         if (args.size() == 1) {
             idx = std::move(args[0]);

@@ -344,6 +344,13 @@ TEST(TemplateHostile, StepBudgetEndsWorkThatProducesNothing) {
     EXPECT_EQ(render("{% for i in range(10) %}{{ i }}{% endfor %}", json::object(), opt), "0123456789");
 }
 
+// Findings of fuzz/template_fuzz.cpp.
+TEST(TemplateHostile, FuzzFindings) {
+    // A slice inside a tuple subscript left the slice without its object (null dereference).
+    EXPECT_LIMIT(error_of("{{ 'abcdef'[1,:4] }}"), "slice");
+    EXPECT_EQ(render("{{ 'abcdef'[1:4] }}{{ {(1, 2): 'x'}[1, 2] }}"), "bcdx");
+}
+
 TEST(TemplateHostile, IncludesAreNotSupported) {
     EXPECT_LIMIT(error_of("{% include 'self.j2' %}"), "include");
     EXPECT_LIMIT(error_of("{% extends 'base.j2' %}"), "extends");
