@@ -8,6 +8,7 @@
 
 #include "cli/commands.h"
 #include "core/error.h"
+#include "core/json_parse.h"
 #include "template/chat_template.h"
 
 namespace vega::cli {
@@ -29,13 +30,7 @@ void render(const TemplateOptions& o) {
     std::string source = slurp(o.template_file);
     ChatTemplateOptions opt;
     std::string text = slurp(o.input);
-    check_json_nesting(text, opt.max_value_depth);
-    nlohmann::ordered_json in;
-    try {
-        in = nlohmann::ordered_json::parse(text);
-    } catch (const nlohmann::json::exception& e) {
-        fail("{}: not valid JSON: {}", o.input, e.what());
-    }
+    nlohmann::ordered_json in = parse_json_bounded(text, opt.max_value_depth, o.input);
     if (!in.is_object()) fail("{}: expected a JSON object with 'messages'", o.input);
     if (!in.contains("messages")) fail("{}: no 'messages'", o.input);
     nlohmann::ordered_json ctx = nlohmann::ordered_json::object();

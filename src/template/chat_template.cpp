@@ -72,27 +72,6 @@ std::string ChatTemplate::render(const nlohmann::ordered_json& context, const Ch
     }
 }
 
-void check_json_nesting(const std::string& text, int max_depth) {
-    int depth = 0;
-    bool in_string = false;
-    for (size_t i = 0; i < text.size(); ++i) {
-        char c = text[i];
-        if (in_string) {
-            if (c == '\\')
-                ++i;
-            else if (c == '"')
-                in_string = false;
-        } else if (c == '"') {
-            in_string = true;
-        } else if (c == '[' || c == '{') {
-            if (++depth > max_depth)
-                fail("JSON input is nested more than {} levels deep (max_value_depth)", max_depth);
-        } else if (c == ']' || c == '}') {
-            --depth;
-        }
-    }
-}
-
 std::string render_chat_template(const std::string& source, const nlohmann::ordered_json& context,
                                  const ChatTemplateOptions& opt) {
     return ChatTemplate(source, opt).render(context, opt);

@@ -56,11 +56,5 @@ private:
 std::string render_chat_template(const std::string& source, const nlohmann::ordered_json& context,
                                  const ChatTemplateOptions& opt = {});
 
-// Raises vega::Error if JSON text nests arrays and objects deeper than max_depth (pass
-// ChatTemplateOptions::max_value_depth). For untrusted JSON before nlohmann parses it: its
-// parser is iterative, but ordered_json copies values recursively (also when an object
-// grows while parsing), so a million-deep input overflows the stack before render() can
-// refuse it.
-void check_json_nesting(const std::string& text, int max_depth);
 
 }  // namespace vega

@@ -94,7 +94,7 @@ TEST(TemplateCli, HostileInputIsAnErrorNotACrash) {
     write_file(dir + "/case.json", R"({"messages": [{"role": "user", "content": "hi"}]})");
     struct Case {
         std::string tpl, in, what;
-    } cases[] = {{"ok.jinja", "deep.json", "max_value_depth"}, {"chain.jinja", "case.json", "max_parse_depth"}};
+    } cases[] = {{"ok.jinja", "deep.json", "deeper than 512 levels"}, {"chain.jinja", "case.json", "max_parse_depth"}};
     for (auto& c : cases) {
         auto r = vega::test::run_vega("template -t " + quote(dir + "/" + c.tpl) + " -i " + quote(dir + "/" + c.in));
         EXPECT_EQ(r.exit_code, 1) << r.err;
