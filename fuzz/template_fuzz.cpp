@@ -9,6 +9,7 @@
 #include <string>
 
 #include "core/error.h"
+#include "core/json_parse.h"
 #include "template/chat_template.h"
 
 namespace {
@@ -60,11 +61,10 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
     if (nul != std::string::npos) {
         std::string text = in.substr(nul + 1);
         try {
-            vega::check_json_nesting(text, opt.max_value_depth);
-            json j = json::parse(text, nullptr, /*allow_exceptions=*/false);
+            json j = vega::parse_json_bounded<json>(text, opt.max_value_depth, "the context");
             if (j.is_object()) ctx = std::move(j);
-        } catch (const vega::Error&) {
-            return 0;  // too deep: refused before parsing, as vega template does
+        } catch (const vega::JsonError&) {
+            return 0;  // too deep or not JSON: refused as vega template does
         }
     }
     try {

@@ -1,21 +1,22 @@
 #!/usr/bin/env bash
 # vega serve against llama-server on the same GPU and the same GGUF file, in one run
-# (the server issue's benchmark in docs/PERFORMANCE.md): streamed /v1/completions at 1,
-# 4 and 16 concurrent streams (scripts/serve_bench.py: aggregate generated tokens/s,
+# (the server issues' benchmark in docs/PERFORMANCE.md): streamed /v1/completions at 1,
+# 4, 16 and 32 concurrent streams (scripts/serve_bench.py: aggregate generated tokens/s,
 # per-stream t/s, time to first token), llama2-7b Q4_0 made by `vega synth`.
-#   scripts/serve_peer_bench.sh [BUILD_DIR]   (a CUDA build of vega with VEGA_NET=ON;
-#   default build-h200-net, configured and built here when missing)
+#   scripts/serve_peer_bench.sh [BUILD_DIR]   (a CUDA build of vega; default build-h200,
+#   configured and built here when missing; vega serve needs no network libraries)
 #   PEERS=dir with build-llama.sh and the llama.cpp tarball (default .devdata/peers);
 #   LLAMA_TARGETS: what else to build with llama-server (e.g. for scripts/peer_bench.sh).
-#   STREAMS=1,4,16 MAX_TOKENS=128 PARALLEL=16 CTX=8192 (the whole cache; both servers
-#   split it over their slots); MODEL=a GGUF instead of the synth file, DEVICE=cpu and
+#   STREAMS=1,4,16,32 MAX_TOKENS=128 PARALLEL=32 CTX=1024: each slot's context (vega's -c
+#   is per slot; llama-server's -c is split over its slots, so it gets CTX x PARALLEL);
+#   MODEL=a GGUF instead of the synth file, DEVICE=cpu and
 #   PEER=0 (vega alone) to try the script on a machine without a GPU.
 # Logs and summary.txt go to $OUT (default ./serve_bench_out).
 set -u
-B=${1:-build-h200-net}
+B=${1:-build-h200}
 PEERS=${PEERS:-$PWD/.devdata/peers}
 OUT=${OUT:-$PWD/serve_bench_out}
-STREAMS=${STREAMS:-1,4,16} MAX_TOKENS=${MAX_TOKENS:-128} PARALLEL=${PARALLEL:-16} CTX=${CTX:-8192}
+STREAMS=${STREAMS:-1,4,16,32} MAX_TOKENS=${MAX_TOKENS:-128} PARALLEL=${PARALLEL:-32} CTX=${CTX:-1024}
 DEVICE=${DEVICE:-gpu} PEER=${PEER:-1}
 mkdir -p "$OUT"
 S=$OUT/summary.txt
@@ -39,8 +40,8 @@ bench() {  # bench LABEL PORT
 }
 
 if [ ! -x "$B/vega" ]; then
-  log "build vega (VEGA_NET=ON) in $B"
-  cmake -S . -B "$B" -G Ninja -DCMAKE_BUILD_TYPE=Release -DVEGA_CUDA=ON -DVEGA_NET=ON -DVEGA_TESTS=OFF \
+  log "build vega (CUDA) in $B"
+  cmake -S . -B "$B" -G Ninja -DCMAKE_BUILD_TYPE=Release -DVEGA_CUDA=ON -DVEGA_NET=OFF -DVEGA_TESTS=OFF -DVEGA_ASAN_TESTS=OFF \
     -DCMAKE_CUDA_COMPILER="${NVCC:-$(command -v nvcc || echo /usr/local/cuda/bin/nvcc)}" > "$OUT/vega_configure.log" 2>&1 \
     || { tail -20 "$OUT/vega_configure.log" | tee -a "$S"; exit 1; }
   cmake --build "$B" -j"$(nproc)" --target vega > "$OUT/vega_build.log" 2>&1 \
@@ -67,8 +68,8 @@ grep -c "POST /v1/completions" "$OUT/vega_serve.log" | sed 's/^/vega request log
 
 [ "$PEER" = 1 ] || { log "done"; exit 0; }
 if [ -n "$lb" ]; then log "waiting for llama.cpp"; wait $lb; tail -1 "$OUT/llama_build.log" | tee -a "$S"; fi
-log "llama-server --parallel $PARALLEL -c $CTX"
-"$L/llama-server" -m $m -ngl 99 -fa on --parallel "$PARALLEL" -c "$CTX" --port 8091 > "$OUT/llama_server.log" 2>&1 &
+log "llama-server --parallel $PARALLEL -c $((CTX * PARALLEL))"
+"$L/llama-server" -m $m -ngl 99 -fa on --parallel "$PARALLEL" -c "$((CTX * PARALLEL))" --port 8091 > "$OUT/llama_server.log" 2>&1 &
 lp=$!
 if wait_health 8091 $lp; then bench llama-server 8091; else log "llama-server did not come up"; tail -5 "$OUT/llama_server.log" | tee -a "$S"; fi
 kill $lp 2>/dev/null; wait $lp 2>/dev/null
