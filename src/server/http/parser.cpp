@@ -124,6 +124,15 @@ RequestParser::Outcome RequestParser::fail(int status, std::string msg) {
     return o;
 }
 
+RequestParser::Outcome RequestParser::finished(Request& out, size_t& consumed) {
+    out = std::move(req_);
+    consumed = pos_;
+    reset();
+    Outcome o;
+    o.status = Status::Done;
+    return o;
+}
+
 bool RequestParser::next_line(std::string_view buf, std::string_view& line) {
     const size_t nl = buf.find('\n', pos_);
     if (nl == std::string_view::npos) {
@@ -245,12 +254,7 @@ RequestParser::Outcome RequestParser::feed(std::string_view buf, Request& out, s
             if (buf.size() - pos_ < remaining_) return Outcome{};
             req_.body.assign(buf.substr(pos_, size_t(remaining_)));
             pos_ += size_t(remaining_);
-            out = std::move(req_);
-            consumed = pos_;
-            reset();
-            Outcome o;
-            o.status = Status::Done;
-            return o;
+            return finished(out, consumed);
         }
         case Phase::ChunkSize: {
             std::string_view line;
@@ -299,12 +303,7 @@ RequestParser::Outcome RequestParser::feed(std::string_view buf, Request& out, s
                     return fail(431, "the request trailers are larger than " + std::to_string(lim_.max_header_bytes) + " bytes");
                 break;
             }
-            out = std::move(req_);
-            consumed = pos_;
-            reset();
-            Outcome o;
-            o.status = Status::Done;
-            return o;
+            return finished(out, consumed);
         }
         }
     }

@@ -52,6 +52,7 @@ public:
 private:
     enum class Phase { Start, Headers, Body, ChunkSize, ChunkData, Trailer };
     Outcome fail(int status, std::string msg);
+    Outcome finished(Request& out, size_t& consumed);  // the request is whole: hand it out, reset
     Outcome headers_done(std::string_view buf, Request& out);
     bool next_line(std::string_view buf, std::string_view& line);
 
