@@ -2,6 +2,7 @@
 // decode together (continuous batching); -c is the context of each slot.
 #include <csignal>
 #include <cstdio>
+#include <cstdlib>
 #include <fstream>
 #include <pthread.h>
 #include <string>
@@ -50,15 +51,26 @@ void serve(ServeOptions o) {
     Loaded l = load(o.m, !o.quiet, o.parallel);
     if (o.s.model_id.empty()) o.s.model_id = file_name(l.model_path);
     server::Server srv(*l.model, *l.session, o.s);
-    std::thread waiter([&] {
-        int sig = 0;
-        sigwait(&stop_signals, &sig);
-        if (sig == SIGUSR1) return;  // sent below when the server stopped on its own
-        std::fprintf(stderr, "vega serve: signal %d, stopping\n", sig);
-        srv.stop();
-    });
+    // The first SIGINT/SIGTERM starts the graceful stop (Server::stop: requests in flight
+    // get --shutdown-timeout); a second one ends the process at once. SIGUSR1 comes from
+    // this thread when run() has returned.
     sigaddset(&stop_signals, SIGUSR1);
     pthread_sigmask(SIG_BLOCK, &stop_signals, nullptr);
+    std::thread waiter([&] {
+        std::thread stopper;
+        for (int sig = 0;;) {
+            sigwait(&stop_signals, &sig);
+            if (sig == SIGUSR1) break;
+            if (stopper.joinable()) {
+                std::fprintf(stderr, "vega serve: second signal %d, exiting now\n", sig);
+                std::_Exit(1);
+            }
+            std::fprintf(stderr, "vega serve: signal %d, stopping (requests in flight get %.1f s; a second signal exits now)\n",
+                         sig, o.s.shutdown_timeout_s);
+            stopper = std::thread([&] { srv.stop(); });
+        }
+        if (stopper.joinable()) stopper.join();
+    });
     try {
         srv.run([&](int port) {
             std::fprintf(stderr, "vega serve: %s, %d slots of %d tokens, listening on http://%s:%d\n",
@@ -66,10 +78,11 @@ void serve(ServeOptions o) {
             std::fflush(stderr);
         });
     } catch (...) {
-        pthread_kill(waiter.native_handle(), SIGTERM);
+        pthread_kill(waiter.native_handle(), SIGUSR1);
         waiter.join();
         throw;
     }
+    pthread_kill(waiter.native_handle(), SIGUSR1);
     waiter.join();
 }
 

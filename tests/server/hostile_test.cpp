@@ -451,6 +451,21 @@ TEST(HostileLimits, SigtermDrainsThenEndsTheRestWithAnError) {
         RawConn late(s.port());
         EXPECT_FALSE(late.ok() && late.send(http_get("/health")) && !late.closed_within(1));
     }
+    {  // A second signal during the grace period ends the process at once.
+        ServeProcess s(model_args("--parallel 1 -c 16384 --shutdown-timeout 60"));
+        ASSERT_TRUE(s.ok()) << s.log();
+        RawConn c(s.port());
+        ASSERT_TRUE(c.send(http_post("/v1/completions", completion(16000).dump())));
+        ASSERT_TRUE(wait_slots_busy(s.port(), 1));
+        s.terminate();
+        std::this_thread::sleep_for(std::chrono::milliseconds(300));
+        const auto t0 = clock_type::now();
+        s.terminate();
+        EXPECT_FALSE(s.wait_exit(5));
+        EXPECT_EQ(s.exit_status(), 1) << s.log();
+        EXPECT_LT(seconds_since(t0), 2.0);
+        EXPECT_NE(s.log().find("second signal"), std::string::npos) << s.log();
+    }
 }
 
 }  // namespace

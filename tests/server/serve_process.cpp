@@ -61,7 +61,8 @@ bool ServeProcess::wait_exit(double seconds) {
         int status = 0;
         if (waitpid(pid_, &status, WNOHANG) == pid_) {
             pid_ = -1;
-            return WIFEXITED(status) && WEXITSTATUS(status) == 0;
+            exit_status_ = WIFEXITED(status) ? WEXITSTATUS(status) : -1;
+            return exit_status_ == 0;
         }
         std::this_thread::sleep_for(std::chrono::milliseconds(20));
     }

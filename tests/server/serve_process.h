@@ -22,10 +22,13 @@ public:
     void terminate();
     // True when the process exited with status 0 within `seconds`.
     bool wait_exit(double seconds);
+    // After wait_exit saw the process end: its exit status (-1: killed by a signal).
+    int exit_status() const { return exit_status_; }
 
 private:
     int pid_ = -1;
     int port_ = -1;
+    int exit_status_ = -1;
     std::string log_path_;
 };
 
