@@ -6,6 +6,11 @@
 // closed connection, never a dead server.
 #include <gtest/gtest.h>
 
+#include <arpa/inet.h>
+#include <netinet/in.h>
+#include <sys/socket.h>
+#include <unistd.h>
+
 #include <atomic>
 #include <chrono>
 #include <fstream>
@@ -378,6 +383,33 @@ TEST(HostileLimits, ConnectionCapAnswers503) {
     ASSERT_TRUE(held[0]->send(http_get("/health", "HTTP/1.1", "Connection: close\r\n")));
     ASSERT_TRUE(held[0]->closed_within(5));
     EXPECT_EQ(parse_responses(held[0]->received()).at(0).status, 200);
+}
+
+// A client that stops reading its stream holds its slot only until a write has waited
+// --timeout-write: then the request is cancelled and the slot freed.
+TEST(HostileLimits, AClientThatStopsReadingIsCancelledAfterTheWriteTimeout) {
+    VEGA_REQUIRE_TEST_DATA();
+    ServeProcess s(model_args("--parallel 1 -c 16384 --timeout-write 1 --cors '*'"));
+    ASSERT_TRUE(s.ok()) << s.log();
+    const int fd = ::socket(AF_INET, SOCK_STREAM, 0);
+    int small = 2048;  // a small receive window, so the server's writes block soon
+    setsockopt(fd, SOL_SOCKET, SO_RCVBUF, &small, sizeof small);
+    sockaddr_in a{};
+    a.sin_family = AF_INET;
+    a.sin_port = htons(uint16_t(s.port()));
+    inet_pton(AF_INET, "127.0.0.1", &a.sin_addr);
+    ASSERT_EQ(::connect(fd, reinterpret_cast<sockaddr*>(&a), sizeof a), 0);
+    const std::string req = http_post("/v1/completions", completion(16000, true).dump());
+    ASSERT_EQ(::send(fd, req.data(), req.size(), 0), ssize_t(req.size()));
+    ASSERT_TRUE(wait_slots_busy(s.port(), 1));
+    const auto t0 = clock_type::now();
+    EXPECT_TRUE(wait_slots_busy(s.port(), 0, 30)) << "the slot is still held by a client that reads nothing";
+    EXPECT_LT(seconds_since(t0), 30.0);
+    EXPECT_EQ(metric(s.port(), "vega_requests_cancelled_total"), 1);
+    ::close(fd);
+    // --cors *: any origin gets the header.
+    RawResponse r = roundtrip(s.port(), http_get("/health", "HTTP/1.1", "Origin: http://any.example\r\n"));
+    EXPECT_EQ(r.headers["access-control-allow-origin"], "*");
 }
 
 // A template that fails is reported at start, before listening, and a chat request

@@ -58,6 +58,7 @@ void send_now(int fd, const std::string& data) {
 constexpr double kLingerSeconds = 2.0;       // reading and dropping input after an error answer
 constexpr size_t kLingerMaxBytes = 1u << 20;  // ... or this much of it
 constexpr double kAcceptPauseSeconds = 0.1;  // out of file descriptors: try accept again after this
+constexpr size_t kSendBufferBytes = 256u << 10;  // per connection (the kernel doubles it for its bookkeeping)
 
 }  // namespace
 
@@ -238,6 +239,11 @@ void HttpServer::accept_all() {
         }
         int one = 1;
         setsockopt(fd, IPPROTO_TCP, TCP_NODELAY, &one, sizeof one);  // SSE pieces go out at once
+        // A fixed send buffer instead of the kernel's autotuning (up to 4 MiB): bounds the
+        // kernel memory a client that stops reading pins, and lets --timeout-write see
+        // such a client before its whole answer (about 30k streamed tokens) is queued.
+        int sndbuf = int(kSendBufferBytes);
+        setsockopt(fd, SOL_SOCKET, SO_SNDBUF, &sndbuf, sizeof sndbuf);
         auto c = std::make_unique<Conn>(opt_.limits);
         c->fd = fd;
         c->remote = remote;
