@@ -29,7 +29,6 @@ public:
         }
         if (t->n_dims != 2 || t->ne[0] != n_in || t->ne[1] != n_out)
             fail("{}: tensor '{}' has shape {}, expected [{}, {}]", f_.path(), name, shape_str(*t), n_in, n_out);
-        check_type(*t);
         if (quant::uses_q8_activations(t->type) && n_in % QK_ACT != 0)
             fail("{}: tensor '{}' of type {} has rows of {} values, not a multiple of {}", f_.path(), name,
                  type_traits(t->type).name, n_in, QK_ACT);
@@ -53,13 +52,6 @@ public:
     size_t bytes() const { return bytes_; }
 
 private:
-    void check_type(const gguf::TensorInfo& t) {
-        const TypeTraits tr = type_traits(t.type);
-        if (!tr.supported)
-            fail("{}: tensor '{}' has type {} which vega does not support yet (supported: F32, F16, BF16, "
-                 "Q4_0, Q4_1, Q5_0, Q5_1, Q8_0, Q4_K, Q5_K, Q6_K)",
-                 f_.path(), t.name, tr.name ? tr.name : "unknown");
-    }
     Weight upload(const gguf::TensorInfo& t) {
         bytes_ += t.n_bytes;
         Weight w = be_.upload_weight(t);
@@ -71,6 +63,29 @@ private:
     Backend& be_;
     size_t bytes_ = 0;
 };
+
+// The weight types vega computes with, from the type table: "F32, F16, Q4_0, ...".
+std::string supported_type_names() {
+    std::string out;
+    for (uint32_t id = 0; id < 64; ++id) {
+        const TypeTraits tr = type_traits(GgmlType(id));
+        if (!tr.name || !tr.supported) continue;
+        out += (out.empty() ? "" : ", ") + std::string(tr.name);
+    }
+    return out;
+}
+
+// Every tensor's type, before any weight is read or any memory allocated: a file with a
+// type vega cannot compute with (IQ2_XXS, TQ1_0, MXFP4, ...) anywhere in it is one line
+// naming the first such tensor, its type and what is supported.
+void check_tensor_types(const gguf::File& f) {
+    for (const gguf::TensorInfo& t : f.tensors()) {
+        const TypeTraits tr = type_traits(t.type);
+        if (!tr.supported)
+            fail("{}: tensor '{}' has type {} which vega does not support yet (supported: {})", f.path(), t.name,
+                 tr.name ? tr.name : "unknown", supported_type_names());
+    }
+}
 
 }  // namespace
 
@@ -89,6 +104,7 @@ std::unique_ptr<Model> Model::load(const std::string& path, Backend& backend,
     if (m->tok_->n_vocab() > hp.n_vocab)
         fail("{}: tokenizer has {} tokens but token_embd.weight has {} rows", path, m->tok_->n_vocab(), hp.n_vocab);
 
+    check_tensor_types(f);
     WeightLoader L(f, backend);
     ModelWeights& w = m->w_;
     const int64_t E = hp.n_embd, Dq = int64_t(hp.n_head) * hp.head_dim, Dkv = int64_t(hp.n_head_kv) * hp.head_dim;

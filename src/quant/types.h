@@ -39,6 +39,7 @@ enum class GgmlType : uint32_t {
     BF16 = 30,
     TQ1_0 = 34,
     TQ2_0 = 35,
+    MXFP4 = 39,  // gpt-oss experts: 32 e2m1 values (4 bits) with one e8m0 scale byte
 };
 
 constexpr int QK4_0 = 32, QK4_1 = 32, QK5_0 = 32, QK5_1 = 32, QK8_0 = 32, QK_K = 256;
@@ -107,6 +108,7 @@ constexpr TypeTraits type_traits(GgmlType t) {
         case GgmlType::IQ1_M: return {"IQ1_M", 256, 56, false};
         case GgmlType::TQ1_0: return {"TQ1_0", 256, 54, false};
         case GgmlType::TQ2_0: return {"TQ2_0", 256, 66, false};
+        case GgmlType::MXFP4: return {"MXFP4", 32, 17, false};
     }
     return {nullptr, 0, 0, false};
 }

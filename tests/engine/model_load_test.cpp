@@ -78,6 +78,35 @@ TEST(ModelLoad, UnsupportedTensorTypeNamesTensorAndType) {
     EXPECT_NE(err.find("Q2_K"), std::string::npos) << err;
 }
 
+// Checked before anything is loaded: the type error wins over an earlier tensor's
+// wrong shape, and names the type, the tensor and the supported list. MXFP4 (gpt-oss
+// experts, type 39) parses as a known type and is refused the same way.
+TEST(ModelLoad, UnsupportedTypesAreRefusedBeforeAnyWeightLoads) {
+    for (GgmlType type : {GgmlType::MXFP4, GgmlType::IQ2_XXS, GgmlType::TQ1_0}) {
+        const TypeTraits tt = type_traits(type);
+        Edit e;
+        e.tensor = [&](const gguf::TensorInfo& t, gguf::Writer& w) {
+            if (t.name == "blk.0.attn_q.weight") {  // loaded early; its shape is wrong
+                std::vector<float> v(size_t(t.n_elements() * 2), 0.f);
+                w.add_tensor(t.name, GgmlType::F32, {t.ne[0], t.ne[1] * 2}, v.data(), v.size() * 4);
+                return true;
+            }
+            if (t.name != "blk.1.ffn_down.weight") return false;
+            std::vector<uint8_t> bytes(size_t(t.n_elements() / tt.block_size) * tt.type_size, 0);
+            w.add_tensor(t.name, type, {t.ne[0], t.ne[1]}, bytes.data(), bytes.size());
+            return true;
+        };
+        const std::string err = load_error(edited_model(std::string("type-") + tt.name, e));
+        EXPECT_NE(err.find("tensor 'blk.1.ffn_down.weight' has type " + std::string(tt.name) +
+                           " which vega does not support yet"),
+                  std::string::npos)
+            << err;
+        EXPECT_NE(err.find("(supported: F32, F16, Q4_0, Q4_1, Q5_0, Q5_1, Q8_0, Q4_K, Q5_K, Q6_K, BF16)"), std::string::npos)
+            << err;
+        EXPECT_EQ(err.find('\n'), std::string::npos) << err;
+    }
+}
+
 TEST(ModelLoad, MissingTensorIsNamed) {
     Edit e;
     e.tensor = [](const gguf::TensorInfo& t, gguf::Writer&) { return t.name == "blk.0.attn_k.weight"; };

@@ -184,7 +184,7 @@ TEST(GgufHostile, UnknownTensorTypeIsNamed) {
 TEST(GgufHostile, KnownUnsupportedTypesParse) {
     // Q2_K and the IQ types are known (sizes from type_traits) but not computable:
     // the parser accepts them; the model loader reports them.
-    for (GgmlType t : {GgmlType::Q2_K, GgmlType::IQ2_XXS, GgmlType::IQ4_NL, GgmlType::IQ1_M, GgmlType::TQ2_0}) {
+    for (GgmlType t : {GgmlType::Q2_K, GgmlType::IQ2_XXS, GgmlType::IQ4_NL, GgmlType::IQ1_M, GgmlType::TQ2_0, GgmlType::MXFP4}) {
         const TypeTraits tt = type_traits(t);
         const size_t bytes = size_t(tt.type_size) * 2;
         auto f = parse(one_tensor_file({tt.block_size, 2}, uint32_t(t), 0, (bytes + 31) / 32 * 32).b);
