@@ -34,7 +34,8 @@ const char* error_type(int status) {
     return "invalid_request_error";
 }
 
-void send_json(http::Responder& r, int status, const json& j) { r.send(status, "application/json", dump(j)); }
+// False when the client is gone.
+bool send_json(http::Responder& r, int status, const json& j) { return r.send(status, "application/json", dump(j)); }
 void send_error(http::Responder& r, const ApiError& e) { send_json(r, e.status, error_body(e.status, e.what(), e.type, e.code)); }
 
 // Equal strings in a time that does not depend on where they differ (API keys).
@@ -177,10 +178,11 @@ struct Server::Impl {
         if (req.path == "/v1/completions") return completion(req, r, Endpoint::Completion);
         if (req.path == "/v1/models") {
             json m{{"id", o.model_id}, {"object", "model"}, {"created", unix_time()}, {"owned_by", "vega"}};
-            return send_json(r, 200, json{{"object", "list"}, {"data", json::array({m})}});
+            send_json(r, 200, json{{"object", "list"}, {"data", json::array({m})}});
+            return;
         }
-        if (req.path == "/health") return send_json(r, 200, json{{"status", "ok"}});
-        r.send(200, "text/plain; version=0.0.4", metrics_text());
+        if (req.path == "/health") send_json(r, 200, json{{"status", "ok"}});
+        else r.send(200, "text/plain; version=0.0.4", metrics_text());
     }
 
     void completion(const http::Request& req, http::Responder& r, Endpoint ep) {
@@ -255,7 +257,7 @@ struct Server::Impl {
                 return log(req, e.status, ms_since(t0), job->error);
             }
             const char* reason = job->reason == FinishReason::Length ? "length" : "stop";
-            if (!send_json_ok(r, completion_response(p, id, created, text, reason, usage()))) return client_left("");
+            if (!send_json(r, 200, completion_response(p, id, created, text, reason, usage()))) return client_left("");
             count(name, 200);
             return log(req, 200, ms_since(t0), summary(reason));
         }
@@ -294,8 +296,6 @@ struct Server::Impl {
         count(name, 200);
         log(req, 200, ms_since(t0), "(stream) " + summary(reason));
     }
-
-    static bool send_json_ok(http::Responder& r, const json& j) { return r.send(200, "application/json", dump(j)); }
 
     std::string metrics_text() {
         const EngineStats s = engine.stats();

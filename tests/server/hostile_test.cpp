@@ -34,20 +34,6 @@ using clock_type = std::chrono::steady_clock;
 
 double seconds_since(clock_type::time_point t0) { return std::chrono::duration<double>(clock_type::now() - t0).count(); }
 
-const char* kChatml =
-    "{% for message in messages %}{{ '<|im_start|>' + message['role'] + '\\n' + message['content'] + '<|im_end|>\\n' }}"
-    "{% endfor %}{% if add_generation_prompt %}{{ '<|im_start|>assistant\\n' }}{% endif %}";
-
-std::string write_file(const std::string& name, const std::string& text) {
-    const std::string p = temp_dir() + "/" + name;
-    std::ofstream(p) << text;
-    return p;
-}
-
-std::string model_args(const std::string& extra) {
-    return "-m " + quote(data_file("models/stories260K.gguf")) + " --device cpu -t 2 -q " + extra;
-}
-
 // One request on its own connection; the first response.
 RawResponse roundtrip(int port, const std::string& request, double seconds = 30) {
     RawConn c(port);
@@ -88,9 +74,9 @@ class Hostile : public ::testing::Test {
 protected:
     static void SetUpTestSuite() {
         if (data_dir().empty()) return;
-        srv_ = new ServeProcess(model_args("--parallel 2 -c 2048 --max-connections 400 --timeout-header 2 --timeout-body 2 "
+        srv_ = new ServeProcess(stories_serve_args("--parallel 2 -c 2048 --max-connections 400 --timeout-header 2 --timeout-body 2 "
                                            "--timeout-idle 2 --cors http://app.example --chat-template-file " +
-                                           quote(write_file("chatml.jinja", kChatml))));
+                                           quote(chatml_template_file())));
     }
     static void TearDownTestSuite() {
         delete srv_;
@@ -368,7 +354,7 @@ TEST_F(Hostile, MalformedRequestsGetTheirStatus) {
 // Beyond --max-connections, a connection gets 503 at once; the others still work.
 TEST(HostileLimits, ConnectionCapAnswers503) {
     VEGA_REQUIRE_TEST_DATA();
-    ServeProcess s(model_args("--parallel 1 --max-connections 8"));
+    ServeProcess s(stories_serve_args("--parallel 1 --max-connections 8"));
     ASSERT_TRUE(s.ok()) << s.log();
     std::vector<std::unique_ptr<RawConn>> held;
     for (int i = 0; i < 8; ++i) held.push_back(std::make_unique<RawConn>(s.port()));
@@ -389,7 +375,7 @@ TEST(HostileLimits, ConnectionCapAnswers503) {
 // --timeout-write: then the request is cancelled and the slot freed.
 TEST(HostileLimits, AClientThatStopsReadingIsCancelledAfterTheWriteTimeout) {
     VEGA_REQUIRE_TEST_DATA();
-    ServeProcess s(model_args("--parallel 1 -c 16384 --timeout-write 1 --cors '*'"));
+    ServeProcess s(stories_serve_args("--parallel 1 -c 16384 --timeout-write 1 --cors '*'"));
     ASSERT_TRUE(s.ok()) << s.log();
     const int fd = ::socket(AF_INET, SOCK_STREAM, 0);
     int small = 2048;  // a small receive window, so the server's writes block soon
@@ -424,7 +410,7 @@ TEST(HostileLimits, BadTemplatesAreReportedAtStartAndAnswered400) {
         {"int division", "{{ (-9223372036854775807 - 1) // -1 }}{{ messages[0].content }}"},
     };
     for (const auto& [name, text] : templates) {
-        ServeProcess s(model_args("--parallel 1 --chat-template-file " + quote(write_file("bad.jinja", text))));
+        ServeProcess s(stories_serve_args("--parallel 1 --chat-template-file " + quote(write_temp_file("bad.jinja", text))));
         ASSERT_TRUE(s.ok()) << name << "\n" << s.log();
         const std::string log = s.log();
         EXPECT_NE(log.find("the chat template fails"), std::string::npos) << name << "\n" << log;
@@ -441,7 +427,7 @@ TEST(HostileLimits, BadTemplatesAreReportedAtStartAndAnswered400) {
 TEST(HostileLimits, SigtermDrainsThenEndsTheRestWithAnError) {
     VEGA_REQUIRE_TEST_DATA();
     {
-        ServeProcess s(model_args("--parallel 2 -c 2048 --shutdown-timeout 20"));
+        ServeProcess s(stories_serve_args("--parallel 2 -c 2048 --shutdown-timeout 20"));
         ASSERT_TRUE(s.ok()) << s.log();
         RawConn c(s.port());
         ASSERT_TRUE(c.send(http_post("/v1/completions", completion(300).dump())));
@@ -458,7 +444,7 @@ TEST(HostileLimits, SigtermDrainsThenEndsTheRestWithAnError) {
         EXPECT_TRUE(s.wait_exit(10)) << s.log();
     }
     {
-        ServeProcess s(model_args("--parallel 2 -c 16384 --shutdown-timeout 0.3"));
+        ServeProcess s(stories_serve_args("--parallel 2 -c 16384 --shutdown-timeout 0.3"));
         ASSERT_TRUE(s.ok()) << s.log();
         RawConn whole(s.port()), streamed(s.port());
         ASSERT_TRUE(whole.send(http_post("/v1/completions", completion(16000).dump())));
@@ -484,7 +470,7 @@ TEST(HostileLimits, SigtermDrainsThenEndsTheRestWithAnError) {
         EXPECT_FALSE(late.ok() && late.send(http_get("/health")) && !late.closed_within(1));
     }
     {  // A second signal during the grace period ends the process at once.
-        ServeProcess s(model_args("--parallel 1 -c 16384 --shutdown-timeout 60"));
+        ServeProcess s(stories_serve_args("--parallel 1 -c 16384 --shutdown-timeout 60"));
         ASSERT_TRUE(s.ok()) << s.log();
         RawConn c(s.port());
         ASSERT_TRUE(c.send(http_post("/v1/completions", completion(16000).dump())));

@@ -11,6 +11,7 @@
 #include <thread>
 
 #include "run_vega.h"
+#include "test_data.h"
 
 namespace vega::test {
 
@@ -67,6 +68,23 @@ bool ServeProcess::wait_exit(double seconds) {
         std::this_thread::sleep_for(std::chrono::milliseconds(20));
     }
     return false;  // the destructor kills it
+}
+
+std::string stories_serve_args(const std::string& extra) {
+    return "-m " + quote(data_file("models/stories260K.gguf")) + " --device cpu -t 2 -q " + extra;
+}
+
+std::string write_temp_file(const std::string& name, const std::string& text) {
+    const std::string p = temp_dir() + "/" + name;
+    std::ofstream(p) << text;
+    return p;
+}
+
+std::string chatml_template_file() {
+    return write_temp_file(
+        "chatml.jinja",
+        "{% for message in messages %}{{ '<|im_start|>' + message['role'] + '\\n' + message['content'] + '<|im_end|>\\n' }}"
+        "{% endfor %}{% if add_generation_prompt %}{{ '<|im_start|>assistant\\n' }}{% endif %}");
 }
 
 std::string ServeProcess::log() const {

@@ -32,4 +32,11 @@ private:
     std::string log_path_;
 };
 
+// `vega serve` arguments for stories260K on the CPU (2 threads, no request log), then `extra`.
+std::string stories_serve_args(const std::string& extra);
+// Writes `text` to a file of that name in the test's temporary directory; returns its path.
+std::string write_temp_file(const std::string& name, const std::string& text);
+// A chatml template file (the tests' models have no chat template of their own).
+std::string chatml_template_file();
+
 }  // namespace vega::test

@@ -30,20 +30,6 @@ namespace {
 
 using json = nlohmann::json;
 
-const char* kChatml =
-    "{% for message in messages %}{{ '<|im_start|>' + message['role'] + '\\n' + message['content'] + '<|im_end|>\\n' }}"
-    "{% endfor %}{% if add_generation_prompt %}{{ '<|im_start|>assistant\\n' }}{% endif %}";
-
-std::string chatml_file() {
-    const std::string p = temp_dir() + "/chatml.jinja";
-    std::ofstream(p) << kChatml;
-    return p;
-}
-
-std::string model_args(const std::string& extra) {
-    return "-m " + quote(data_file("models/stories260K.gguf")) + " --device cpu -t 2 -q " + extra;
-}
-
 struct Reply {
     int status = -1;
     std::string body;
@@ -117,7 +103,7 @@ class Serve : public ::testing::Test {
 protected:
     static void SetUpTestSuite() {
         if (data_dir().empty()) return;
-        srv_ = new ServeProcess(model_args("--parallel 4 -c 256 --chat-template-file " + quote(chatml_file())));
+        srv_ = new ServeProcess(stories_serve_args("--parallel 4 -c 256 --chat-template-file " + quote(chatml_template_file())));
     }
     static void TearDownTestSuite() {
         delete srv_;
@@ -275,7 +261,7 @@ TEST_F(Serve, ErrorsUseOpenAiErrorObjects) {
 
 TEST(ServeLimits, ApiKeyBodyLimitAndFullQueue) {
     VEGA_REQUIRE_TEST_DATA();
-    ServeProcess s(model_args("--parallel 1 --max-queue 0 -c 2048 --api-key sekret --max-body 2000"));
+    ServeProcess s(stories_serve_args("--parallel 1 --max-queue 0 -c 2048 --api-key sekret --max-body 2000"));
     ASSERT_TRUE(s.ok()) << s.log();
     const json body{{"prompt", "Once upon a time"}, {"max_tokens", 4}, {"temperature", 0}};
     EXPECT_EQ(post(s.port(), "/v1/completions", body).status, 401);
@@ -308,7 +294,7 @@ TEST(ServeLimits, ApiKeyBodyLimitAndFullQueue) {
 // Reads the first SSE event of a long stream over a raw socket, then hangs up.
 TEST(ServeLimits, ClientHangingUpFreesItsSlot) {
     VEGA_REQUIRE_TEST_DATA();
-    ServeProcess s(model_args("--parallel 1 -c 8192"));
+    ServeProcess s(stories_serve_args("--parallel 1 -c 8192"));
     ASSERT_TRUE(s.ok()) << s.log();
     const std::string body =
         json{{"prompt", "Once upon a time"}, {"max_tokens", 8000}, {"temperature", 0}, {"ignore_eos", true}, {"stream", true}}.dump();
@@ -348,7 +334,7 @@ TEST(ServeLimits, ClientHangingUpFreesItsSlot) {
 // with an error event (no [DONE]: it is not a complete answer) and the server exits.
 TEST(ServeLimits, SigtermDuringAStreamStopsPromptly) {
     VEGA_REQUIRE_TEST_DATA();
-    ServeProcess s(model_args("--parallel 1 -c 16384 --shutdown-timeout 0"));
+    ServeProcess s(stories_serve_args("--parallel 1 -c 16384 --shutdown-timeout 0"));
     ASSERT_TRUE(s.ok()) << s.log();
     Stream got;
     std::atomic<bool> returned{false};
@@ -372,9 +358,9 @@ TEST(ServeLimits, SigtermDuringAStreamStopsPromptly) {
 
 TEST(ServeLimits, APortInUseIsAClearError) {
     VEGA_REQUIRE_TEST_DATA();
-    ServeProcess s(model_args("--parallel 1"));
+    ServeProcess s(stories_serve_args("--parallel 1"));
     ASSERT_TRUE(s.ok()) << s.log();
-    const CmdResult r = run_vega("serve " + model_args("--host 127.0.0.1 --port " + std::to_string(s.port())));
+    const CmdResult r = run_vega("serve " + stories_serve_args("--host 127.0.0.1 --port " + std::to_string(s.port())));
     EXPECT_EQ(r.exit_code, 1);
     EXPECT_NE(r.err.find("cannot listen on 127.0.0.1:" + std::to_string(s.port())), std::string::npos) << r.err;
 }

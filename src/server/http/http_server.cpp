@@ -190,17 +190,23 @@ void HttpServer::close_conn(Conn& c) {
     conns_.erase(fd);  // c is gone
 }
 
+std::string HttpServer::error_response(int status, const std::string& message, const std::string& extra_headers) const {
+    const auto [type, body] = error_body_(status, message);
+    return "HTTP/1.1 " + std::to_string(status) + " " + reason_phrase(status) + "\r\nContent-Type: " + type +
+           "\r\nContent-Length: " + std::to_string(body.size()) + "\r\n" + extra_headers + "Connection: close\r\n\r\n" + body;
+}
+
 void HttpServer::reject(Conn& c, int status, const std::string& message) {
     if (error_log_) error_log_(c.remote, status, message);
-    const auto [type, body] = error_body_(status, message);
-    send_now(c.fd, "HTTP/1.1 " + std::to_string(status) + " " + reason_phrase(status) + "\r\nContent-Type: " + type +
-                       "\r\nContent-Length: " + std::to_string(body.size()) + "\r\nConnection: close\r\n\r\n" + body);
-    if (c.peer_eof) {
-        close_conn(c);
-        return;
-    }
-    // Lingering close: a close() with unread input would reset the connection and
-    // could destroy the answer before the client reads it.
+    send_now(c.fd, error_response(status, message));
+    linger(c);
+}
+
+void HttpServer::linger(Conn& c) {
+    if (c.peer_eof) return close_conn(c);  // nothing more can come: close at once
+    // A close() with unread input (a pipelined request that will not be answered, the
+    // rest of a refused body) would reset the connection and could destroy the answer
+    // before the client reads it: shut our side, read and drop the rest for a moment.
     ::shutdown(c.fd, SHUT_WR);
     buffered_ -= c.buf.size();
     c.buf.clear();
@@ -231,9 +237,7 @@ void HttpServer::accept_all() {
             const std::string msg = "too many open connections (the server's limit is " +
                                     std::to_string(opt_.max_connections) + "); retry later";
             if (error_log_) error_log_(remote, 503, msg);
-            const auto [type, body] = error_body_(503, msg);
-            send_now(fd, "HTTP/1.1 503 Service Unavailable\r\nContent-Type: " + type + "\r\nContent-Length: " +
-                             std::to_string(body.size()) + "\r\nRetry-After: 1\r\nConnection: close\r\n\r\n" + body);
+            send_now(fd, error_response(503, msg, "Retry-After: 1\r\n"));
             ::close(fd);
             continue;
         }
@@ -329,17 +333,7 @@ void HttpServer::dispatch(Conn& c, Request&& req) {
 
 void HttpServer::returned(Conn* cp, bool close) {
     Conn& c = *cp;
-    if (close || drained_) {
-        if (c.peer_eof) return close_conn(c);
-        // Input may still come (pipelined requests that will not be answered): linger,
-        // so that it does not reset the connection under the answer.
-        ::shutdown(c.fd, SHUT_WR);
-        buffered_ -= c.buf.size();
-        c.buf.clear();
-        c.state = Conn::State::Lingering;
-        c.deadline = now_s() + kLingerSeconds;
-        return set_events(c, EPOLLIN | EPOLLRDHUP);
-    }
+    if (close || drained_) return linger(c);
     c.state = Conn::State::Reading;
     c.header_started = c.body_started = false;
     c.deadline = now_s() + opt_.idle_timeout_s;

@@ -90,6 +90,9 @@ private:
     void process(Conn& c);          // parse what c holds: dispatch, wait, or fail
     void dispatch(Conn& c, Request&& req);
     void reject(Conn& c, int status, const std::string& message);  // answer, then linger
+    void linger(Conn& c);  // close after an answer without resetting it (see Lingering)
+    // A whole error answer the loop sends itself (status line, headers, error_body_), closing.
+    std::string error_response(int status, const std::string& message, const std::string& extra_headers = "") const;
     void close_conn(Conn& c);
     void returned(Conn* c, bool close);  // a worker finished with c
     void check_deadlines(double now);

@@ -109,7 +109,7 @@ const char* reason_phrase(int status) {
 
 void RequestParser::reset() {
     phase_ = Phase::Start;
-    pos_ = line_start_ = head_start_ = 0;
+    pos_ = line_start_ = 0;
     header_bytes_ = n_headers_ = 0;
     remaining_ = 0;
     expect_continue_ = false;
@@ -133,6 +133,14 @@ RequestParser::Outcome RequestParser::finished(Request& out, size_t& consumed) {
     return o;
 }
 
+RequestParser::Outcome RequestParser::line_too_long() {
+    return fail(414, "the request line is longer than " + std::to_string(lim_.max_request_line) + " bytes");
+}
+
+RequestParser::Outcome RequestParser::headers_too_large(const char* what) {
+    return fail(431, std::string("the request ") + what + " are larger than " + std::to_string(lim_.max_header_bytes) + " bytes");
+}
+
 bool RequestParser::next_line(std::string_view buf, std::string_view& line) {
     const size_t nl = buf.find('\n', pos_);
     if (nl == std::string_view::npos) {
@@ -145,8 +153,7 @@ bool RequestParser::next_line(std::string_view buf, std::string_view& line) {
     return true;
 }
 
-RequestParser::Outcome RequestParser::headers_done(std::string_view buf, Request& out) {
-    (void)buf;
+RequestParser::Outcome RequestParser::headers_done() {
     const std::string* te = req_.header("Transfer-Encoding");
     uint64_t length = 0;
     bool have_length = false;
@@ -186,7 +193,7 @@ RequestParser::Outcome RequestParser::feed(std::string_view buf, Request& out, s
             while (pos_ < buf.size() && (buf[pos_] == '\r' || buf[pos_] == '\n')) ++pos_;
             if (pos_ > 256) return fail(400, "more than 256 blank bytes before the request line");
             if (pos_ == buf.size()) return Outcome{};
-            head_start_ = line_start_ = pos_;
+            line_start_ = pos_;
             phase_ = Phase::Headers;
             break;
         }
@@ -195,14 +202,14 @@ RequestParser::Outcome RequestParser::feed(std::string_view buf, Request& out, s
             if (!next_line(buf, line)) {
                 const size_t partial = buf.size() - line_start_;
                 if (req_.method.empty() && partial > lim_.max_request_line)
-                    return fail(414, "the request line is longer than " + std::to_string(lim_.max_request_line) + " bytes");
+                    return line_too_long();
                 if (header_bytes_ + partial > lim_.max_header_bytes)
-                    return fail(431, "the request headers are larger than " + std::to_string(lim_.max_header_bytes) + " bytes");
+                    return headers_too_large("headers");
                 return Outcome{};
             }
             if (req_.method.empty()) {  // the request line: METHOD SP target SP HTTP/x.y
                 if (line.size() > lim_.max_request_line)
-                    return fail(414, "the request line is longer than " + std::to_string(lim_.max_request_line) + " bytes");
+                    return line_too_long();
                 const size_t s1 = line.find(' ');
                 const size_t s2 = s1 == std::string_view::npos ? s1 : line.find(' ', s1 + 1);
                 if (s2 == std::string_view::npos || line.find(' ', s2 + 1) != std::string_view::npos)
@@ -231,14 +238,14 @@ RequestParser::Outcome RequestParser::feed(std::string_view buf, Request& out, s
                 break;
             }
             if (line.empty()) {  // the end of the header block
-                if (Outcome o = headers_done(buf, out); o.status == Status::Fail) return o;
+                if (Outcome o = headers_done(); o.status == Status::Fail) return o;
                 break;
             }
             header_bytes_ += line.size() + 2;
             if (++n_headers_ > lim_.max_headers)
                 return fail(431, "more than " + std::to_string(lim_.max_headers) + " header lines");
             if (header_bytes_ > lim_.max_header_bytes)
-                return fail(431, "the request headers are larger than " + std::to_string(lim_.max_header_bytes) + " bytes");
+                return headers_too_large("headers");
             if (line.front() == ' ' || line.front() == '\t') return fail(400, "obsolete header line folding");
             const size_t colon = line.find(':');
             if (colon == std::string_view::npos) return fail(400, "a header line without ':'");
@@ -294,13 +301,13 @@ RequestParser::Outcome RequestParser::feed(std::string_view buf, Request& out, s
             std::string_view line;
             if (!next_line(buf, line)) {
                 if (header_bytes_ + (buf.size() - line_start_) > lim_.max_header_bytes)
-                    return fail(431, "the request trailers are larger than " + std::to_string(lim_.max_header_bytes) + " bytes");
+                    return headers_too_large("trailers");
                 return Outcome{};
             }
             if (!line.empty()) {  // trailer fields are read and dropped
                 header_bytes_ += line.size() + 2;
                 if (header_bytes_ > lim_.max_header_bytes)
-                    return fail(431, "the request trailers are larger than " + std::to_string(lim_.max_header_bytes) + " bytes");
+                    return headers_too_large("trailers");
                 break;
             }
             return finished(out, consumed);

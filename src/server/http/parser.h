@@ -53,14 +53,15 @@ private:
     enum class Phase { Start, Headers, Body, ChunkSize, ChunkData, Trailer };
     Outcome fail(int status, std::string msg);
     Outcome finished(Request& out, size_t& consumed);  // the request is whole: hand it out, reset
-    Outcome headers_done(std::string_view buf, Request& out);
+    Outcome line_too_long();                           // 414
+    Outcome headers_too_large(const char* what);       // 431 ("headers" or "trailers")
+    Outcome headers_done();  // the header block is whole: choose how the body is framed
     bool next_line(std::string_view buf, std::string_view& line);
 
     ParserLimits lim_;
     Phase phase_ = Phase::Start;
     size_t pos_ = 0;         // bytes of buf scanned so far
     size_t line_start_ = 0;  // where the line being scanned begins
-    size_t head_start_ = 0;  // where the request line begins (after leading blank lines)
     size_t header_bytes_ = 0, n_headers_ = 0;
     uint64_t remaining_ = 0;  // body or chunk bytes still to come
     bool expect_continue_ = false;
