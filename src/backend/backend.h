@@ -11,6 +11,7 @@
 #include <string>
 #include <vector>
 
+#include "backend/expert_routing.h"
 #include "backend/kv_layout.h"
 #include "quant/types.h"
 
@@ -19,11 +20,14 @@ namespace vega {
 namespace gguf { struct TensorInfo; }
 
 // A weight tensor resident on a backend. Matrices: W [n_out][n_in] in rows of
-// `type`; vectors (norms, biases): n_out == 1, F32.
+// `type`; vectors (norms, biases): n_out == 1, F32. Stacked matrices (a mixture of
+// experts' 3-D tensors, GGUF ne = [n_in, n_out, n_mat]): n_mat matrices of
+// [n_out][n_in] one after another, matrix e's row o at row e * n_out + o.
 struct Weight {
     GgmlType type = GgmlType::F32;
     int64_t n_in = 0;    // row length (ne[0])
-    int64_t n_out = 0;   // number of rows (ne[1])
+    int64_t n_out = 0;   // rows of one matrix (ne[1])
+    int64_t n_mat = 1;   // stacked matrices (ne[2]; 1 for a plain matrix)
     size_t row_bytes = 0;
     const void* data = nullptr;
     const char* name = "";  // points into the model's tensor table
@@ -91,9 +95,14 @@ struct BlockBuffers {
     float* v = nullptr;    // [rows][n_kv_head * head_dim]
     float* att = nullptr;  // [rows][n_head * head_dim]
     float* tmp = nullptr;  // [rows][n_embd]
-    float* g = nullptr;    // [rows][n_ff]
-    float* u = nullptr;    // [rows][n_ff]
-    float* h = nullptr;    // [rows][n_ff]
+    float* g = nullptr;    // [rows][n_ff], or [rows][n_used][n_ff_exp] with experts
+    float* u = nullptr;    // same
+    float* h = nullptr;    // same
+    // Mixture of experts only (else null):
+    float* router = nullptr;      // [rows][n_expert] router logits
+    int32_t* expert_ids = nullptr;  // [rows][n_used] chosen experts
+    float* expert_w = nullptr;      // [rows][n_used] their weights
+    float* expert_out = nullptr;    // [rows][n_used][n_embd] each chosen expert's output
 };
 
 // x += Wo · attention(rope(Wq·n(x) + bq), rope(Wk·n(x) + bk), Wv·n(x) + bv), with
@@ -126,11 +135,19 @@ struct BlockLink {
     bool next_quantized = false;
 };
 
-// x += Wdown · (silu(Wgate·n(x)) * Wup·n(x)). Where a mixture of experts goes:
-// router + expert tensors here, expert ids chosen on the device inside the block.
+// x += Wdown · (silu(Wgate·n(x)) * Wup·n(x)), or with routed experts (router set):
+// x += sum over the n_used experts e chosen for the row of w_e · down_e(silu(gate_e ·
+// n(x)) * up_e · n(x)), the ids and weights chosen from router · n(x) by `routing`,
+// on the device, inside the block (no host round trip).
 struct FfnBlock {
-    Weight norm, gate, up, down;
+    Weight norm, gate, up, down;   // dense FFN (unset with experts)
+    Weight router;                 // [n_expert][n_embd]
+    Weight gate_exps, up_exps;     // n_expert x [n_ff_exp][n_embd]
+    Weight down_exps;              // n_expert x [n_embd][n_ff_exp]
+    ExpertRouting routing;
     float eps = 1e-5f;
+    bool experts() const { return bool(router); }
+    int64_t n_embd() const { return experts() ? router.n_in : gate.n_in; }
 };
 
 class Backend {
@@ -190,6 +207,24 @@ public:
     virtual void attention(KvCache& c, int layer, const float* q, float* out, int n_head, float scale,
                            const BatchView& b) = 0;
 
+    // ---- mixture of experts ----
+    // ids, w [rows][r.n_used] = the experts chosen from logits [rows][r.n_expert] and
+    // their weights, by the rule of ExpertRouting (chosen best first).
+    virtual void route_experts(const float* logits, int rows, const ExpertRouting& r, int32_t* ids, float* w) = 0;
+    // y [rows][n_used][W.n_out] = input @ W[ids[r][j]]^T for every row r and slot j, W
+    // stacked (n_mat experts). The input is [rows][W.n_in] (every slot of row r reads
+    // row r) or, with per_slot, [rows * n_used][W.n_in] (slot j of row r reads row
+    // r * n_used + j). Each chosen expert's rows are read once for all its rows.
+    virtual void matmul_experts(const Weight& w, const int32_t* ids, int rows, int n_used, bool per_slot,
+                                float* y) = 0;
+    // h [rows][n_used][G.n_out] = silu(input @ G[e]^T) * (input @ U[e]^T), e = ids[r][j],
+    // input [rows][n_in] as matmul_experts without per_slot. Default: two
+    // matmul_experts and swiglu; g_tmp, u_tmp are scratch of h's size.
+    virtual void matmul_experts_swiglu(const Weight& gate, const Weight& up, const int32_t* ids, int rows, int n_used,
+                                       float* g_tmp, float* u_tmp, float* h);
+    // out [rows][n] = sum_j w[r][j] * y[r][j][:], y [rows][n_used][n] (slots summed in order).
+    virtual void combine_experts(const float* y, const float* w, int rows, int n_used, int64_t n, float* out) = 0;
+
     // y[j][:] = x[idx[j]][:] (selects the rows that need logits).
     virtual void gather_rows(const float* x, const int32_t* idx, int n_idx, int64_t n, float* y) = 0;
     // out[r] = argmax_j logits[r][j] (lowest index wins ties).
@@ -247,6 +282,16 @@ inline void Backend::matmul_swiglu(const Weight& gate, const Weight& up, float* 
     matmul(up, u_tmp);
     swiglu(g_tmp, u_tmp, h, int64_t(rows) * gate.n_out);
 }
+
+inline void Backend::matmul_experts_swiglu(const Weight& gate, const Weight& up, const int32_t* ids, int rows,
+                                           int n_used, float* g_tmp, float* u_tmp, float* h) {
+    matmul_experts(gate, ids, rows, n_used, false, g_tmp);
+    matmul_experts(up, ids, rows, n_used, false, u_tmp);
+    swiglu(g_tmp, u_tmp, h, int64_t(rows) * n_used * gate.n_out);
+}
+
+// Host-side reference of route_experts: logits [rows][r.n_expert] -> ids, w [rows][r.n_used].
+void route_experts_host(const float* logits, int rows, const ExpertRouting& r, int32_t* ids, float* w);
 
 // Host-side reference: sorts each row's indices by (value desc, index asc);
 // `scratch` is resized to n (reuse it to avoid allocating per call).

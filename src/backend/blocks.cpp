@@ -39,11 +39,24 @@ void Backend::attention_block(const AttentionBlock& a, KvCache& c, int layer, co
 }
 
 void Backend::ffn_block(const FfnBlock& f, float* x, int rows, const BlockBuffers& buf, const BlockLink& link) {
-    const int64_t E = f.gate.n_in;
+    const int64_t E = f.n_embd();
     if (!link.input_normed) matmul_input_rms_norm(x, f.norm, f.eps, rows, E);
-    matmul_swiglu(f.gate, f.up, buf.g, buf.u, buf.h, rows);
-    matmul_input(buf.h, rows, f.gate.n_out);
-    matmul(f.down, buf.tmp);
+    if (f.experts()) {
+        // Routed experts: router logits, ids + weights, the chosen experts' gate/up +
+        // SwiGLU (input row r for each of its slots), their down projections (slot
+        // (r, j) reads h row r * n_used + j), the weighted sum.
+        const int K = f.routing.n_used;
+        matmul(f.router, buf.router);
+        route_experts(buf.router, rows, f.routing, buf.expert_ids, buf.expert_w);
+        matmul_experts_swiglu(f.gate_exps, f.up_exps, buf.expert_ids, rows, K, buf.g, buf.u, buf.h);
+        matmul_input(buf.h, rows * K, f.gate_exps.n_out);
+        matmul_experts(f.down_exps, buf.expert_ids, rows, K, true, buf.expert_out);
+        combine_experts(buf.expert_out, buf.expert_w, rows, K, E, buf.tmp);
+    } else {
+        matmul_swiglu(f.gate, f.up, buf.g, buf.u, buf.h, rows);
+        matmul_input(buf.h, rows, f.gate.n_out);
+        matmul(f.down, buf.tmp);
+    }
     add(x, buf.tmp, int64_t(rows) * E);
     if (link.next_norm) matmul_input_rms_norm(x, *link.next_norm, link.next_eps, rows, E);
 }

@@ -18,12 +18,24 @@ Forward::Forward(const Model& model, Backend& backend, KvCache& cache, int max_t
     buf_.v = buf(T * Dkv, "activations (v)");
     buf_.att = buf(T * Dq, "activations (attention output)");
     buf_.tmp = buf(T * E, "activations (projection)");
-    buf_.g = buf(T * hp.n_ff, "activations (ffn gate)");
-    buf_.u = buf(T * hp.n_ff, "activations (ffn up)");
-    buf_.h = buf(T * hp.n_ff, "activations (ffn hidden)");
+    // The FFN's hidden rows: [T][n_ff], or [T][n_used][n_ff_exp] with experts.
+    const size_t K = hp.moe() ? size_t(hp.n_expert_used) : 0;
+    const size_t F = hp.moe() ? K * hp.n_ff_exp : size_t(hp.n_ff);
+    buf_.g = buf(T * F, "activations (ffn gate)");
+    buf_.u = buf(T * F, "activations (ffn up)");
+    buf_.h = buf(T * F, "activations (ffn hidden)");
+    if (hp.moe()) {
+        buf_.router = buf(T * hp.n_expert, "activations (router logits)");
+        buf_.expert_ids = static_cast<int32_t*>(be_.alloc(T * K * sizeof(int32_t), "expert ids"));
+        buf_.expert_w = buf(T * K, "expert weights");
+        buf_.expert_out = buf(T * K * E, "activations (expert outputs)");
+    }
     xo_ = buf(T * E, "activations (output rows)");
-    const int64_t max_in = std::max<int64_t>({int64_t(E), int64_t(Dq), int64_t(hp.n_ff)});
-    be_.reserve(max_tokens, max_in);
+    // Matmul inputs: up to T rows of the widest input, and with experts the T * n_used
+    // rows of the down projections' input (n_ff_exp wide).
+    const int64_t ff_in = hp.moe() ? hp.n_ff_exp : hp.n_ff;
+    const int64_t max_in = std::max<int64_t>({int64_t(E), int64_t(Dq), ff_in});
+    be_.reserve(max_tokens * int(std::max<size_t>(K, 1)), max_in);
 
     // The architecture's differences are in these descriptions (optional weights,
     // rope style), not in the pass itself.
@@ -45,6 +57,10 @@ Forward::Forward(const Model& model, Backend& backend, KvCache& cache, int max_t
         attn_.push_back(a);
         FfnBlock f;
         f.norm = L.ffn_norm, f.gate = L.ffn_gate, f.up = L.ffn_up, f.down = L.ffn_down;
+        if (hp.moe()) {
+            f.router = L.ffn_router, f.gate_exps = L.ffn_gate_exps, f.up_exps = L.ffn_up_exps;
+            f.down_exps = L.ffn_down_exps, f.routing = hp.routing;
+        }
         f.eps = hp.rms_eps;
         ffn_.push_back(f);
     }
@@ -62,7 +78,8 @@ Forward::Forward(const Model& model, Backend& backend, KvCache& cache, int max_t
         BlockLink& la = attn_link_[il];
         la.input_normed = il > 0;
         la.next_norm = &ffn_[il].norm, la.next_eps = ffn_[il].eps;
-        la.next_quantized = quantized({&ffn_[il].gate, &ffn_[il].up});
+        const FfnBlock& f = ffn_[il];
+        la.next_quantized = f.experts() ? quantized({&f.router, &f.gate_exps, &f.up_exps}) : quantized({&f.gate, &f.up});
         BlockLink& lf = ffn_link_[il];
         lf.input_normed = true;
         if (il + 1 < n) {
@@ -74,7 +91,9 @@ Forward::Forward(const Model& model, Backend& backend, KvCache& cache, int max_t
 }
 
 Forward::~Forward() {
-    for (float* p : {x_, buf_.q, buf_.k, buf_.v, buf_.att, buf_.tmp, buf_.g, buf_.u, buf_.h, xo_})
+    for (void* p : {(void*)x_, (void*)buf_.q, (void*)buf_.k, (void*)buf_.v, (void*)buf_.att, (void*)buf_.tmp,
+                    (void*)buf_.g, (void*)buf_.u, (void*)buf_.h, (void*)buf_.router, (void*)buf_.expert_ids,
+                    (void*)buf_.expert_w, (void*)buf_.expert_out, (void*)xo_})
         if (p) be_.release(p);
 }
 

@@ -9,11 +9,46 @@ namespace vega {
 
 namespace {
 
-bool is_supported_arch(const std::string& a) { return a == "llama" || a == "qwen2" || a == "qwen3"; }
+bool is_supported_arch(const std::string& a) {
+    return a == "llama" || a == "qwen2" || a == "qwen3" || a == "qwen3moe";
+}
+
+bool arch_has_experts(const std::string& a) { return a == "qwen3moe"; }
 
 int positive_int(const gguf::File& f, const std::string& key, int64_t v) {
     if (v <= 0 || v > (int64_t(1) << 30)) fail("{}: metadata {} = {} is out of range", f.path(), key, v);
     return int(v);
+}
+
+// The keys llama.cpp reads for a qwen3moe FFN: expert_count, expert_used_count,
+// expert_feed_forward_length and the expert groups (DeepSeek-style group-limited
+// routing, which qwen3moe files do not use and vega refuses by name). qwen3moe's
+// gating (softmax, renormalised, no scale) is fixed by the architecture in llama.cpp,
+// not read from the file.
+void read_experts(const gguf::File& f, const std::string& a, HParams& h) {
+    auto need = [&](const std::string& k) { return positive_int(f, a + k, f.get_int(a + k)); };
+    h.n_expert = need("expert_count");
+    h.n_expert_used = need("expert_used_count");
+    if (h.n_expert_used > h.n_expert)
+        fail("{}: metadata {}expert_used_count = {} exceeds {}expert_count = {}", f.path(), a, h.n_expert_used, a,
+             h.n_expert);
+    if (h.n_expert > kMaxExperts || h.n_expert_used > kMaxExpertsUsed)
+        fail("{}: {} experts with {} used per token: vega supports at most {} experts and {} used", f.path(),
+             h.n_expert, h.n_expert_used, kMaxExperts, kMaxExpertsUsed);
+    const int64_t groups = f.get_int(a + "expert_group_count", 0);
+    if (groups > 1)
+        fail("{}: metadata {}expert_group_count = {}: group-limited expert routing is not supported", f.path(), a,
+             groups);
+    if (!f.find(a + "expert_feed_forward_length") && h.n_ff < h.n_expert_used)
+        fail("{}: metadata {}expert_feed_forward_length is missing (and no feed_forward_length to derive it from)",
+             f.path(), a);
+    h.n_ff_exp = positive_int(f, a + "expert_feed_forward_length",
+                              f.get_int(a + "expert_feed_forward_length", h.n_ff / h.n_expert_used));
+    h.routing.n_expert = h.n_expert;
+    h.routing.n_used = h.n_expert_used;
+    h.routing.gating = ExpertGating::Softmax;
+    h.routing.norm_weights = true;
+    h.routing.scale = 1.f;
 }
 
 }  // namespace
@@ -22,7 +57,7 @@ HParams HParams::from_gguf(const gguf::File& f) {
     HParams h;
     h.arch = f.get_string("general.architecture");
     if (!is_supported_arch(h.arch))
-        fail("{}: unsupported architecture '{}' (supported: llama, qwen2, qwen3)", f.path(), h.arch);
+        fail("{}: unsupported architecture '{}' (supported: llama, qwen2, qwen3, qwen3moe)", f.path(), h.arch);
     h.name = f.get_string("general.name", "");
     const std::string a = h.arch + ".";
     auto req = [&](const std::string& k) { return positive_int(f, a + k, f.get_int(a + k)); };
@@ -30,7 +65,8 @@ HParams HParams::from_gguf(const gguf::File& f) {
 
     h.n_embd = req("embedding_length");
     h.n_layer = req("block_count");
-    h.n_ff = req("feed_forward_length");
+    // A mixture of experts may leave the dense length out (its experts have their own).
+    h.n_ff = arch_has_experts(h.arch) && !f.find(a + "feed_forward_length") ? 0 : req("feed_forward_length");
     h.n_head = req("attention.head_count");
     h.n_head_kv = opt("attention.head_count_kv", h.n_head);
     h.n_ctx_train = opt("context_length", 2048);
@@ -54,8 +90,9 @@ HParams HParams::from_gguf(const gguf::File& f) {
     } else if (scaling != "none" && scaling != "linear" && factor > 1.0) {
         fail("{}: rope scaling type '{}' is not supported yet", f.path(), scaling);
     }
-    h.rope_neox = (h.arch == "qwen2" || h.arch == "qwen3");
-    h.qk_norm = (h.arch == "qwen3");
+    h.rope_neox = (h.arch == "qwen2" || h.arch == "qwen3" || h.arch == "qwen3moe");
+    h.qk_norm = (h.arch == "qwen3" || h.arch == "qwen3moe");
+    if (arch_has_experts(h.arch)) read_experts(f, a, h);
     return h;
 }
 

@@ -4,6 +4,8 @@
 #include <cstdint>
 #include <string>
 
+#include "backend/expert_routing.h"
+
 namespace vega {
 
 namespace gguf { class File; }
@@ -27,6 +29,15 @@ struct HParams {
     bool qk_norm = false;     // qwen3: per-head RMS norm on q and k
     bool qkv_bias = false;    // qwen2: biases on q, k, v (detected from tensors)
     bool tied_output = false; // no output.weight: logits use token_embd
+
+    // Mixture of experts (qwen3moe): every layer's FFN is n_expert stacked FFNs of
+    // length n_ff_exp, n_expert_used of them chosen per token by a router. Zero
+    // experts: a dense FFN of length n_ff.
+    int n_expert = 0;
+    int n_expert_used = 0;
+    int n_ff_exp = 0;         // expert_feed_forward_length (n_ff / n_expert_used by default)
+    ExpertRouting routing;    // how the router's logits become expert ids and weights
+    bool moe() const { return n_expert > 0; }
 
     static HParams from_gguf(const gguf::File& f);
 };

@@ -35,6 +35,22 @@ public:
         return upload(*t);
     }
 
+    // n_mat stacked matrices [n_out][n_in] (a mixture of experts' 3-D tensor,
+    // GGUF ne = [n_in, n_out, n_mat]).
+    Weight stacked(const std::string& name, int64_t n_in, int64_t n_out, int64_t n_mat) {
+        const gguf::TensorInfo* t = f_.tensor(name);
+        if (!t) fail("{}: missing tensor '{}'", f_.path(), name);
+        if (t->n_dims != 3 || t->ne[0] != n_in || t->ne[1] != n_out || t->ne[2] != n_mat)
+            fail("{}: tensor '{}' has shape {}, expected [{}, {}, {}]", f_.path(), name, shape_str(*t), n_in, n_out,
+                 n_mat);
+        if (quant::uses_q8_activations(t->type) && n_in % QK_ACT != 0)
+            fail("{}: tensor '{}' of type {} has rows of {} values, not a multiple of {}", f_.path(), name,
+                 type_traits(t->type).name, n_in, QK_ACT);
+        Weight w = upload(*t);
+        w.n_out = n_out, w.n_mat = n_mat;
+        return w;
+    }
+
     // Vector [n] in F32 (norm weights, biases).
     Weight vector(const std::string& name, int64_t n, bool required = true) {
         const gguf::TensorInfo* t = f_.tensor(name);
@@ -132,9 +148,17 @@ std::unique_ptr<Model> Model::load(const std::string& path, Backend& backend,
             l.k_norm = L.vector(p + "attn_k_norm.weight", hp.head_dim);
         }
         l.ffn_norm = L.vector(p + "ffn_norm.weight", E);
-        l.ffn_gate = L.matrix(p + "ffn_gate.weight", E, hp.n_ff);
-        l.ffn_up = L.matrix(p + "ffn_up.weight", E, hp.n_ff);
-        l.ffn_down = L.matrix(p + "ffn_down.weight", hp.n_ff, E);
+        if (hp.moe()) {
+            const int64_t X = hp.n_expert, F = hp.n_ff_exp;
+            l.ffn_router = L.matrix(p + "ffn_gate_inp.weight", E, X);
+            l.ffn_gate_exps = L.stacked(p + "ffn_gate_exps.weight", E, F, X);
+            l.ffn_up_exps = L.stacked(p + "ffn_up_exps.weight", E, F, X);
+            l.ffn_down_exps = L.stacked(p + "ffn_down_exps.weight", F, E, X);
+        } else {
+            l.ffn_gate = L.matrix(p + "ffn_gate.weight", E, hp.n_ff);
+            l.ffn_up = L.matrix(p + "ffn_up.weight", E, hp.n_ff);
+            l.ffn_down = L.matrix(p + "ffn_down.weight", hp.n_ff, E);
+        }
         if (l.bq || l.bk || l.bv) hp.qkv_bias = true;
         w.layers.push_back(l);
         if (progress) progress(float(i + 1) / float(total));
@@ -145,9 +169,13 @@ std::unique_ptr<Model> Model::load(const std::string& path, Backend& backend,
 
 std::string Model::describe() const {
     // The most common matrix type names the model ("Q4_0", "Q4_K", ...).
-    std::string type = type_traits(w_.layers.empty() ? w_.token_embd.type : w_.layers[0].ffn_up.type).name;
-    return fmt::format("{} {}L {}d {}h/{}kv ff{} vocab {} {} ({:.2f} MB)", hp_.arch, hp_.n_layer, hp_.n_embd,
-                       hp_.n_head, hp_.n_head_kv, hp_.n_ff, hp_.n_vocab, type, double(weight_bytes_) / 1e6);
+    const Weight* up = w_.layers.empty() ? &w_.token_embd : hp_.moe() ? &w_.layers[0].ffn_up_exps : &w_.layers[0].ffn_up;
+    const std::string type = type_traits(up->type).name;
+    const std::string ff = hp_.moe() ? fmt::format("{} experts (top {}) ff{}", hp_.n_expert, hp_.n_expert_used,
+                                                   hp_.n_ff_exp)
+                                     : fmt::format("ff{}", hp_.n_ff);
+    return fmt::format("{} {}L {}d {}h/{}kv {} vocab {} {} ({:.2f} MB)", hp_.arch, hp_.n_layer, hp_.n_embd,
+                       hp_.n_head, hp_.n_head_kv, ff, hp_.n_vocab, type, double(weight_bytes_) / 1e6);
 }
 
 }  // namespace vega

@@ -16,6 +16,9 @@ namespace vega {
 struct LayerWeights {
     Weight attn_norm, wq, wk, wv, wo, bq, bk, bv, q_norm, k_norm;
     Weight ffn_norm, ffn_gate, ffn_up, ffn_down;
+    // Mixture of experts (HParams::moe()) instead of ffn_gate/up/down: the router
+    // ffn_gate_inp [n_expert][n_embd] and the stacked experts (Weight::n_mat).
+    Weight ffn_router, ffn_gate_exps, ffn_up_exps, ffn_down_exps;
 };
 
 struct ModelWeights {

@@ -96,6 +96,17 @@ TEST(ParallelRun, SynthModelEqualsEachPromptAlone) {
     check_parallel_equals_alone(m, "--ignore-eos -b 16", 4, 8);
 }
 
+// A mixture of experts (qwen3moe, 8 experts, 2 used per token): with 4 prompts in
+// flight the rows of a step choose different experts, share some, and leave others
+// unused; each prompt's ids must still be those of the prompt alone (on the GPU the
+// prompt ids and 8 generated ids, as above).
+TEST(ParallelRun, MixtureOfExpertsEqualsEachPromptAlone) {
+    VEGA_REQUIRE_TEST_DATA();
+    const std::string m = data_file("moe/synth-qwen3moe-q8_0.gguf");
+    if (test_device() == "cpu") return check_parallel_equals_alone(m, "--ignore-eos -b 16");
+    check_parallel_equals_alone(m, "--ignore-eos -b 16", 4, 8);
+}
+
 TEST(ParallelRun, BadUseGivesOneLineErrors) {
     VEGA_REQUIRE_TEST_DATA();
     const std::string m = quote(data_file("models/stories260K.gguf"));

@@ -73,6 +73,16 @@ public:
         op([=, this] { in_->top_k(logits, rows, n, k, ids, vals); });
     }
 
+    void route_experts(const float* logits, int rows, const ExpertRouting& r, int32_t* ids, float* w) override {
+        op([=, this] { in_->route_experts(logits, rows, r, ids, w); });
+    }
+    void matmul_experts(const Weight& w, const int32_t* ids, int rows, int n_used, bool per_slot, float* y) override {
+        op([=, this] { in_->matmul_experts(w, ids, rows, n_used, per_slot, y); });
+    }
+    void combine_experts(const float* y, const float* w, int rows, int n_used, int64_t n, float* out) override {
+        op([=, this] { in_->combine_experts(y, w, rows, n_used, n, out); });
+    }
+
     bool supports_capture() const override { return true; }
     void capture_begin() override { capturing_ = true, graphs_.emplace_back(); }
     int capture_end() override {

@@ -4,6 +4,7 @@
 // text, and perplexity. The device is $VEGA_TEST_DEVICE (default cpu).
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <cmath>
 #include <cstring>
 #include <filesystem>
@@ -22,20 +23,29 @@ namespace {
 namespace fs = std::filesystem;
 
 struct RefCase {
-    std::string stem;  // reference/<stem>.{json,tokens.txt,logits.f32}
+    std::string stem;       // <ref_dir>/<stem>.{json,tokens.txt,logits.f32}
+    std::string ref_dir;    // "reference", or "moe" (models and references side by side)
+    std::string model_dir;  // where the JSON's `model` lies: "models" or "moe"
+    std::string ref(const std::string& ext) const { return ref_dir + "/" + stem + ext; }
 };
 
+// Every reference in reference/ (models in models/) and in moe/ (models beside them).
 std::vector<RefCase> reference_cases() {
     std::vector<RefCase> cases;
     const std::string dir = data_dir();
-    if (dir.empty() || !fs::exists(dir + "/reference")) return cases;
-    for (const auto& e : fs::directory_iterator(dir + "/reference")) {
-        const std::string name = e.path().filename().string();
-        const std::string suffix = ".tokens.txt";
-        if (name.size() > suffix.size() && name.compare(name.size() - suffix.size(), suffix.size(), suffix) == 0)
-            cases.push_back({name.substr(0, name.size() - suffix.size())});
+    if (dir.empty()) return cases;
+    for (const auto& [ref_dir, model_dir] : {std::pair<std::string, std::string>{"reference", "models"}, {"moe", "moe"}}) {
+        if (!fs::exists(dir + "/" + ref_dir)) continue;
+        std::vector<RefCase> found;
+        for (const auto& e : fs::directory_iterator(dir + "/" + ref_dir)) {
+            const std::string name = e.path().filename().string();
+            const std::string suffix = ".tokens.txt";
+            if (name.size() > suffix.size() && name.compare(name.size() - suffix.size(), suffix.size(), suffix) == 0)
+                found.push_back({name.substr(0, name.size() - suffix.size()), ref_dir, model_dir});
+        }
+        std::sort(found.begin(), found.end(), [](const RefCase& a, const RefCase& b) { return a.stem < b.stem; });
+        cases.insert(cases.end(), found.begin(), found.end());
     }
-    std::sort(cases.begin(), cases.end(), [](const RefCase& a, const RefCase& b) { return a.stem < b.stem; });
     return cases;
 }
 
@@ -88,15 +98,15 @@ class ReferenceTest : public ::testing::TestWithParam<RefCase> {};
 TEST_P(ReferenceTest, EvalLogitsMatchEveryRow) {
     VEGA_REQUIRE_TEST_DATA();
     const RefCase& c = GetParam();
-    const auto meta = load_json(data_file("reference/" + c.stem + ".json"));
+    const auto meta = load_json(data_file(c.ref(".json")));
     const std::string model = meta["model"];
     const Tolerance tol = tolerance_for(c, model);
     const std::string out = temp_dir() + "/" + c.stem + ".logits";
-    const CmdResult r = run_vega("eval -q -m " + quote(data_file("models/" + model)) + " --tokens-file " +
-                                 quote(data_file("reference/" + c.stem + ".tokens.txt")) + " --logits-out " +
+    const CmdResult r = run_vega("eval -q -m " + quote(data_file(c.model_dir + "/" + model)) + " --tokens-file " +
+                                 quote(data_file(c.ref(".tokens.txt"))) + " --logits-out " +
                                  quote(out) + " --kv-type " + tol.kv + " --device " + test_device() + " -t 2");
     ASSERT_EQ(r.exit_code, 0) << r.err;
-    const std::vector<float> ref = read_f32(data_file("reference/" + c.stem + ".logits.f32"));
+    const std::vector<float> ref = read_f32(data_file(c.ref(".logits.f32")));
     const std::vector<float> got = read_f32(out);
     const int n_vocab = meta["n_vocab"];
     const int n_rows = meta["n_rows"];
@@ -124,17 +134,17 @@ TEST_P(ReferenceTest, EvalLogitsMatchEveryRow) {
 TEST_P(ReferenceTest, GreedyRunReproducesTokens) {
     VEGA_REQUIRE_TEST_DATA();
     const RefCase& c = GetParam();
-    const auto meta = load_json(data_file("reference/" + c.stem + ".json"));
+    const auto meta = load_json(data_file(c.ref(".json")));
     const std::string model = meta["model"];
     const Tolerance tol = tolerance_for(c, model);
     const std::string prompt = meta["prompt"];
     const std::string ids = temp_dir() + "/" + c.stem + ".ids";
     const int n = meta["n_generated"];
-    const CmdResult r = run_vega("run -q -m " + quote(data_file("models/" + model)) + " -p " + quote(prompt) + " -n " +
+    const CmdResult r = run_vega("run -q -m " + quote(data_file(c.model_dir + "/" + model)) + " -p " + quote(prompt) + " -n " +
                                  std::to_string(n) + " --temp 0 --ignore-eos --ids-out " + quote(ids) + " --kv-type " +
                                  tol.kv + " --device " + test_device() + " -t 2");
     ASSERT_EQ(r.exit_code, 0) << r.err;
-    const auto ref = read_token_lines(data_file("reference/" + c.stem + ".tokens.txt"));
+    const auto ref = read_token_lines(data_file(c.ref(".tokens.txt")));
     const auto got = read_token_lines(ids);
     ASSERT_EQ(got.size(), 2u);
     ASSERT_EQ(got[0], ref[0]) << "prompt tokenization differs";
@@ -163,7 +173,10 @@ GTEST_ALLOW_UNINSTANTIATED_PARAMETERIZED_TEST(ReferenceTest);
 // Without test data the parameter list is empty; with it, it must not be.
 TEST(ReferenceData, CasesAreFound) {
     VEGA_REQUIRE_TEST_DATA();
-    EXPECT_GE(reference_cases().size(), 17u);
+    const std::vector<RefCase> cases = reference_cases();
+    EXPECT_GE(cases.size(), 20u);
+    EXPECT_EQ(std::count_if(cases.begin(), cases.end(), [](const RefCase& c) { return c.ref_dir == "moe"; }), 3)
+        << "the three qwen3moe references (F32, Q8_0, Q4_K_M) in moe/";
 }
 
 class Stories200Test : public ::testing::TestWithParam<std::string> {};

@@ -75,7 +75,7 @@ public:
         Weight w;
         w.type = t.type;
         w.n_in = t.ne[0];
-        w.n_out = t.n_elements() / std::max<int64_t>(1, t.ne[0]);
+        w.n_out = t.n_elements() / std::max<int64_t>(1, t.ne[0]);  // all rows (the loader splits stacked ones)
         w.row_bytes = quant::row_bytes(t.type, t.ne[0]);
         w.data = t.data;
         return w;
@@ -149,6 +149,61 @@ public:
                 }
             });
         }
+    }
+
+    // ---- mixture of experts ----
+    void route_experts(const float* logits, int rows, const ExpertRouting& r, int32_t* ids, float* w) override {
+        route_experts_host(logits, rows, r, ids, w);
+    }
+
+    // Grouped by expert: the (row, slot) pairs are sorted by their expert (counting
+    // sort, stable), then each chosen expert's weight rows are read once for all of
+    // its pairs. Threads split (expert, 16-row block) tasks.
+    void matmul_experts(const Weight& w, const int32_t* ids, int rows, int n_used, bool per_slot,
+                        float* y) override {
+        if (w.n_in != in_n_) fail("matmul_experts: weight '{}' expects {} inputs, got {}", w.name, w.n_in, in_n_);
+        const int want_rows = per_slot ? rows * n_used : rows;
+        if (in_rows_ != want_rows)
+            fail("matmul_experts: weight '{}': input has {} rows, expected {}", w.name, in_rows_, want_rows);
+        const int X = int(w.n_mat), P = rows * n_used;
+        const int64_t n = in_n_, n_out = w.n_out;
+        group_by_expert(ids, P, X, w.name);
+        constexpr int64_t kBlock = 16;  // output rows per task
+        const int64_t n_blk = (n_out + kBlock - 1) / kBlock;
+        const uint8_t* wd = static_cast<const uint8_t*>(w.data);
+        const bool q8 = quant::uses_q8_activations(w.type);
+        if (q8) quantize_input();
+        const float* xf = q8 ? nullptr : input_rounded_to(w.type);
+        const size_t nb = size_t(n / QK_ACT);
+        pool_.parallel_for(int64_t(active_.size()) * n_blk, 1, [&](int64_t b, int64_t e, int) {
+            for (int64_t task = b; task < e; ++task) {
+                const int ex = active_[size_t(task / n_blk)];
+                const int64_t o0 = task % n_blk * kBlock, o1 = std::min(n_out, o0 + kBlock);
+                for (int64_t o = o0; o < o1; ++o) {
+                    const uint8_t* wr = wd + size_t(int64_t(ex) * n_out + o) * w.row_bytes;
+                    for (int i = pair_begin_[size_t(ex)]; i < pair_begin_[size_t(ex) + 1]; ++i) {
+                        const int p = pairs_[size_t(i)];
+                        const int in_row = per_slot ? p : p / n_used;
+                        y[size_t(p) * n_out + o] = q8 ? quant::dot_q8(w.type, wr, in_q8_.data() + in_row * nb, n)
+                                                      : quant::dot_f32(w.type, wr, xf + size_t(in_row) * n, n);
+                    }
+                }
+            }
+        });
+    }
+
+    void combine_experts(const float* y, const float* w, int rows, int n_used, int64_t n, float* out) override {
+        pool_.parallel_for(rows, 1, [&](int64_t b, int64_t e, int) {
+            for (int64_t r = b; r < e; ++r) {
+                float* o = out + r * n;
+                std::fill(o, o + n, 0.f);
+                for (int j = 0; j < n_used; ++j) {
+                    const float wj = w[r * n_used + j];
+                    const float* yj = y + (r * n_used + j) * n;
+                    for (int64_t i = 0; i < n; ++i) o[i] += wj * yj[i];
+                }
+            }
+        });
     }
 
     void add_bias(float* y, const Weight& b, int rows, int n) override {
@@ -284,6 +339,25 @@ private:
         for (int i = 0; i < n; ++i) y[i] = x[i] * s * w[i];
     }
 
+    // pairs_ = the pair indices 0..P-1 ordered by their expert ids[p] (stable),
+    // pair_begin_[e] .. pair_begin_[e+1] those of expert e; active_ the experts
+    // with any. The vectors only grow: no allocation per token once warm.
+    void group_by_expert(const int32_t* ids, int P, int X, const char* what) {
+        pair_begin_.assign(size_t(X) + 1, 0);
+        for (int p = 0; p < P; ++p) {
+            if (ids[p] < 0 || ids[p] >= X) fail("matmul_experts: '{}': expert id {} outside [0, {})", what, ids[p], X);
+            ++pair_begin_[size_t(ids[p]) + 1];
+        }
+        active_.clear();
+        for (int e = 0; e < X; ++e) {
+            if (pair_begin_[size_t(e) + 1] > 0) active_.push_back(e);
+            pair_begin_[size_t(e) + 1] += pair_begin_[size_t(e)];
+        }
+        pairs_.resize(size_t(P));
+        fill_.assign(pair_begin_.begin(), pair_begin_.end() - 1);
+        for (int p = 0; p < P; ++p) pairs_[size_t(fill_[size_t(ids[p])]++)] = p;
+    }
+
     void check_input(int rows, int64_t n) const {
         if (rows > max_rows_ || n > max_n_in_)
             fail("matmul input [{}][{}] exceeds the reserved scratch [{}][{}]", rows, n, max_rows_, max_n_in_);
@@ -321,6 +395,7 @@ private:
     std::vector<BlockQ8Act> in_q8_;
     std::vector<float> scores_;
     std::vector<int32_t> topk_scratch_;
+    std::vector<int> pair_begin_, pairs_, active_, fill_;  // group_by_expert
     const float* in_ = nullptr;
     int in_rows_ = 0;
     int64_t in_n_ = 0;

@@ -135,7 +135,7 @@ public:
     void reserve(int max_rows, int64_t max_n_in) override {
         if (max_rows <= act_rows_ && max_n_in <= act_n_) return;
         for (void* p : {(void*)act_x_, (void*)act_q_, (void*)act_ds_, (void*)act_h_, (void*)act2_q_, (void*)act2_ds_,
-                        (void*)act2_h_, (void*)ss_})
+                        (void*)act2_h_, (void*)ss_, (void*)plan_buf_})
             release(p);
         act_rows_ = std::max(act_rows_, max_rows);
         act_n_ = std::max(act_n_, max_n_in);
@@ -152,6 +152,13 @@ public:
         }
         // Decode residual + norm epilogue: per-chunk sums of squares of the deferred-norm input.
         ss_ = static_cast<float*>(alloc(size_t(act_n_) / 32 * 4 + 16, "norm partial sums"));
+        // Expert plan (ops::ExpertPlan): up to act_rows_ (row, slot) pairs, kMaxExperts slots.
+        plan_buf_ = static_cast<int32_t*>(alloc((size_t(act_rows_) + 2 * kMaxExperts + 2) * sizeof(int32_t),
+                                                "expert plan"));
+        plan_.pairs = plan_buf_;
+        plan_.slot_expert = plan_buf_ + act_rows_;
+        plan_.slot_begin = plan_.slot_expert + kMaxExperts;
+        plan_.n_active = plan_.slot_begin + kMaxExperts + 1;
         alloc_attention_scratch();
     }
 
@@ -249,6 +256,31 @@ public:
         rt::check("top_k");
     }
 
+    // ---- mixture of experts ----
+    void route_experts(const float* logits, int rows, const ExpertRouting& r, int32_t* ids, float* w) override {
+        ops::route_experts(logits, rows, r, ids, w, nullptr, stream_);
+        rt::check("route_experts");
+    }
+    void matmul_experts(const Weight& w, const int32_t* ids, int rows, int n_used, bool per_slot, float* y) override {
+        check_expert_input(w, rows, n_used, per_slot);
+        ops::group_experts(ids, rows, expert_routing(w, n_used), plan_, stream_);
+        ops::matvec_experts(mat(w), nullptr, w.n_out, int(w.n_mat), plan_, rows, n_used, per_slot, act_, y, stream_);
+        rt::check("matmul_experts");
+    }
+    void matmul_experts_swiglu(const Weight& gate, const Weight& up, const int32_t* ids, int rows, int n_used,
+                               float* g_tmp, float* u_tmp, float* h) override {
+        if (!swiglu_pair(gate, up)) return Backend::matmul_experts_swiglu(gate, up, ids, rows, n_used, g_tmp, u_tmp, h);
+        check_expert_input(gate, rows, n_used, false);
+        ops::group_experts(ids, rows, expert_routing(gate, n_used), plan_, stream_);
+        const GpuMat U = mat(up);
+        ops::matvec_experts(mat(gate), &U, gate.n_out, int(gate.n_mat), plan_, rows, n_used, false, act_, h, stream_);
+        rt::check("matmul_experts_swiglu");
+    }
+    void combine_experts(const float* y, const float* w, int rows, int n_used, int64_t n, float* out) override {
+        ops::combine_experts(y, w, rows, n_used, n, out, stream_);
+        rt::check("combine_experts");
+    }
+
     // ---- block ops: the fused kernels, chosen from the arguments alone ----
     // Decode (one row, quantized): q+k+v with rope and the cache store in its
     // epilogue; attention writing the q8 form of its output; o projection with
@@ -288,6 +320,7 @@ public:
         block_output(a.wo, x, buf.tmp, T, E, link);
     }
     void ffn_block(const FfnBlock& f, float* x, int rows, const BlockBuffers& buf, const BlockLink& link) override {
+        if (f.experts()) return expert_ffn_block(f, x, rows, buf, link);
         const int64_t E = f.gate.n_in, F = f.gate.n_out;
         block_input(x, f.norm, f.eps, rows, E, link);
         bool h_q8 = false;
@@ -308,6 +341,38 @@ public:
         if (h_q8) use_q8(buf.h, act2_q_, act2_ds_, nullptr, rows, F);  // (one row: no f16 form)
         else set_input(buf.h, nullptr, nullptr, 0.f, rows, F);
         block_output(f.down, x, buf.tmp, rows, E, link);
+    }
+
+    // Routed experts: router matvec; routing + the plan in one launch (one block);
+    // the chosen experts' gate/up + SwiGLU, grouped (each expert's rows read once for
+    // all rows that chose it); their down projections, grouped; the weighted sum;
+    // the residual add with the next block's norm and q8 (BlockLink).
+    void expert_ffn_block(const FfnBlock& f, float* x, int rows, const BlockBuffers& buf, const BlockLink& link) {
+        const int K = f.routing.n_used;
+        const int64_t E = f.n_embd(), F = f.gate_exps.n_out;
+        block_input(x, f.norm, f.eps, rows, E, link);
+        check_input(f.router);
+        ops::matvec(mat(f.router), act_, buf.router, stream_);
+        ops::route_experts(buf.router, rows, f.routing, buf.expert_ids, buf.expert_w, &plan_, stream_);
+        rt::check("router + routing");
+        if (swiglu_pair(f.gate_exps, f.up_exps)) {
+            check_expert_input(f.gate_exps, rows, K, false);
+            const GpuMat U = mat(f.up_exps);
+            ops::matvec_experts(mat(f.gate_exps), &U, F, int(f.gate_exps.n_mat), plan_, rows, K, false, act_, buf.h,
+                                stream_);
+            rt::check("experts gate/up + swiglu");
+        } else {
+            Backend::matmul_experts_swiglu(f.gate_exps, f.up_exps, buf.expert_ids, rows, K, buf.g, buf.u, buf.h);
+        }
+        set_input(buf.h, nullptr, nullptr, 0.f, rows * K, F);
+        check_expert_input(f.down_exps, rows, K, true);
+        ops::matvec_experts(mat(f.down_exps), nullptr, E, int(f.down_exps.n_mat), plan_, rows, K, true, act_,
+                            buf.expert_out, stream_);
+        ops::combine_experts(buf.expert_out, buf.expert_w, rows, K, E, buf.tmp, stream_);
+        rt::check("experts down + combine");
+        if (link.next_norm) return set_input(x, buf.tmp, f32(*link.next_norm), link.next_eps, rows, E);  // x += tmp first
+        ops::add(x, buf.tmp, int64_t(rows) * E, stream_);
+        rt::check("add");
     }
 
     // ---- graphs ----
@@ -389,7 +454,22 @@ private:
         rt::check("add");
     }
     static bool swiglu_pair(const Weight& gate, const Weight& up) {
-        return gate.type == up.type && gate.n_in == up.n_in && gate.n_out == up.n_out;
+        return gate.type == up.type && gate.n_in == up.n_in && gate.n_out == up.n_out && gate.n_mat == up.n_mat;
+    }
+    static ExpertRouting expert_routing(const Weight& w, int n_used) {
+        ExpertRouting r;
+        r.n_expert = int(w.n_mat), r.n_used = n_used;
+        return r;
+    }
+    // The current input serves the experts of w: [rows][n_in], or per slot [rows * n_used][n_in];
+    // never a deferred-norm form (the expert kernels do not apply one).
+    void check_expert_input(const Weight& w, int rows, int n_used, bool per_slot) const {
+        check_input(w);
+        const int want = per_slot ? rows * n_used : rows;
+        if (act_.rows != want)
+            fail("matmul_experts '{}': the input has {} rows, expected {}", w.name, act_.rows, want);
+        if (act_.ss) fail("matmul_experts '{}': the input is in the deferred-norm form", w.name);
+        if (w.n_mat > kMaxExperts) fail("matmul_experts '{}': {} experts exceed {}", w.name, w.n_mat, kMaxExperts);
     }
     ops::KvLayer cache_layer(KvCache& c, int layer, int n_kv_head, int head_dim, const RopeParams& p) const {
         const ops::KvLayer L = cache(c).layer(layer);
@@ -471,6 +551,8 @@ private:
     uint16_t* act_h_ = nullptr;   // f16 forms of both (tensor-core targets only)
     uint16_t* act2_h_ = nullptr;
     float* ss_ = nullptr;  // [n/32] sums of squares of the deferred-norm input
+    int32_t* plan_buf_ = nullptr;  // the expert plan's arrays (plan_)
+    ops::ExpertPlan plan_;
     // A/B switches: VEGA_GPU_FUSE=0 turns every decode fusion below off;
     // VEGA_GPU_FUSE_SWIGLU_Q8=0 only the q8 epilogue of the gate/up kernel;
     // VEGA_GPU_ATTN_MERGE=0: the attention splits merged by a second kernel;

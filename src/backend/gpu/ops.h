@@ -3,6 +3,7 @@
 #pragma once
 #include <cstdint>
 
+#include "backend/expert_routing.h"
 #include "backend/gpu/gpu_mat.h"
 #include "backend/kv_layout.h"
 
@@ -161,6 +162,32 @@ void attention(const KvLayer& c, const float* q, float* out, int rows, int n_hea
 // per SM on, else one per split, at most enough to give the device
 // arch::kAttnBlocksPerSm blocks per SM (VEGA_GPU_ATTN_BLOCKS overrides both).
 int attention_parts(int n_kv_max, int rows, int n_head, int n_sm);
+
+// ---- mixture of experts (kernels/moe.cu) ----
+// The (row, slot) pairs p = r * n_used + j of a batch grouped by expert, in device
+// memory: pairs [rows * n_used] ordered by expert; for each active expert (slot s <
+// n_active[0]) its id slot_expert[s] and its pairs pairs[slot_begin[s] ..
+// slot_begin[s + 1]). Capacities: pairs, and kMaxExperts (+1) slots.
+struct ExpertPlan {
+    int32_t* pairs = nullptr;
+    int32_t* slot_expert = nullptr;
+    int32_t* slot_begin = nullptr;
+    int32_t* n_active = nullptr;
+};
+// ids, w [rows][r.n_used] = the experts chosen from logits [rows][r.n_expert] and
+// their weights (ExpertRouting); with plan, also the plan of those ids (one launch).
+void route_experts(const float* logits, int rows, const ExpertRouting& r, int32_t* ids, float* w,
+                   const ExpertPlan* plan, void* s);
+// The plan of ids [rows][r.n_used] alone.
+void group_experts(const int32_t* ids, int rows, const ExpertRouting& r, const ExpertPlan& plan, void* s);
+// y [rows * n_used][n_out] = per pair p (expert e of its slot): act row (per_slot ? p :
+// p / n_used) @ W_e^T, or with U (same type and shape) silu(act @ W_e^T) * (act @ U_e^T).
+// W, U: the n_mat stacked experts of n_out rows each (GpuMat of all n_mat * n_out rows).
+// Quantized weights read the q8 input (no deferred norm), float weights the f32 input.
+void matvec_experts(const GpuMat& W, const GpuMat* U, int64_t n_out, int n_mat, const ExpertPlan& plan, int rows,
+                    int n_used, bool per_slot, const Act& a, float* y, void* s);
+// out [rows][n] = sum_j w[r][j] * y[r][j][:] (y [rows][n_used][n], slots in order).
+void combine_experts(const float* y, const float* w, int rows, int n_used, int64_t n, float* out, void* s);
 
 // y[j][:] = x[idx[j]][:], n floats per row.
 void gather_rows(const float* x, const int32_t* idx, int n_idx, int64_t n, float* y, void* s);

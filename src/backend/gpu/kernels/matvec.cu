@@ -28,6 +28,7 @@
 #include "backend/gpu/ops.h"
 #include "backend/gpu/runtime.h"
 #include "backend/gpu/wave.h"
+#include "backend/gpu/kernels/float_row.h"
 #include "backend/gpu/kernels/quant_chunk.h"
 #include "backend/gpu/kernels/silu.h"
 #include "backend/gpu/kernels/rope.h"
@@ -339,45 +340,6 @@ __global__ void __launch_bounds__(block_waves(EPI, R) * kWave) VEGA_WAVES(arch::
             if (lane == 0) e.ss[c] = ss;
         }
     }
-}
-
-// 8 consecutive weights of a float-type row starting at element i (16-byte aligned).
-template <GgmlType T>
-__device__ __forceinline__ void load8(const uint8_t* row, int64_t i, float* w) {
-    if constexpr (T == GgmlType::F32) {
-        const float4* p = reinterpret_cast<const float4*>(row) + i / 4;
-        const float4 x = p[0], z = p[1];
-        w[0] = x.x, w[1] = x.y, w[2] = x.z, w[3] = x.w, w[4] = z.x, w[5] = z.y, w[6] = z.z, w[7] = z.w;
-    } else {
-        const uint4 v = reinterpret_cast<const uint4*>(row)[i / 8];
-        const uint32_t p[4] = {v.x, v.y, v.z, v.w};
-#pragma unroll
-        for (int k = 0; k < 4; ++k) {
-            if constexpr (T == GgmlType::F16)
-                w[2 * k] = h2f(uint16_t(p[k] & 0xFFFF)), w[2 * k + 1] = h2f(uint16_t(p[k] >> 16));
-            else
-                w[2 * k] = bf2f(uint16_t(p[k] & 0xFFFF)), w[2 * k + 1] = bf2f(uint16_t(p[k] >> 16));
-        }
-    }
-}
-template <GgmlType T>
-__device__ __forceinline__ float load1(const uint8_t* row, int64_t i) {
-    if constexpr (T == GgmlType::F32) return reinterpret_cast<const float*>(row)[i];
-    else if constexpr (T == GgmlType::F16) return h2f(reinterpret_cast<const uint16_t*>(row)[i]);
-    else return bf2f(reinterpret_cast<const uint16_t*>(row)[i]);
-}
-
-// x rounded to the weight's type (f16 / bf16, round to nearest even), as the CPU
-// backend does before its float dot products, so both backends agree.
-template <GgmlType T>
-__device__ __forceinline__ float round_to(float x) {
-    if constexpr (T == GgmlType::F16) return h2f(f2h(x));
-    if constexpr (T == GgmlType::BF16) {
-        const uint32_t u = __float_as_uint(x);
-        if ((u & 0x7fffffffu) > 0x7f800000u) return x;  // NaN stays NaN
-        return bf2f(uint16_t((u + 0x7fffu + ((u >> 16) & 1u)) >> 16));
-    }
-    return x;
 }
 
 // Float weights against the f32 activations; 16-byte loads when n_in % 8 == 0.

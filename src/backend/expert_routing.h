@@ -1,0 +1,25 @@
+// The routing rule of a mixture-of-experts FFN, shared by the model (which reads it
+// from GGUF metadata) and the backends (which apply it on their device).
+#pragma once
+
+namespace vega {
+
+// How a router's logits [n_expert] choose n_used experts and weigh them: the
+// gating function gives each expert a probability, the n_used best (by logit;
+// ties to the lower id) are chosen, their probabilities renormalised to sum 1 when
+// norm_weights (the sum clamped below at 2^-14, as llama.cpp does), then times
+// scale. qwen3moe: softmax over all experts, renormalised, scale 1.
+// Limits of the routing kernels (experts per layer, experts per token).
+constexpr int kMaxExperts = 512;
+constexpr int kMaxExpertsUsed = 16;
+
+enum class ExpertGating : int { Softmax = 0 };  // (gpt-oss adds softmax over the chosen logits)
+struct ExpertRouting {
+    int n_expert = 0;
+    int n_used = 0;
+    ExpertGating gating = ExpertGating::Softmax;
+    bool norm_weights = true;
+    float scale = 1.f;
+};
+
+}  // namespace vega

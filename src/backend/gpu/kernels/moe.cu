@@ -1,0 +1,358 @@
+// Mixture-of-experts kernels: routing (router logits -> expert ids and weights),
+// grouping the (row, slot) pairs by expert (the plan), the grouped expert matvec
+// (each chosen expert's weight rows are read once for all the pairs that chose it:
+// gate/up with SwiGLU, or one matrix), and the weighted sum of the experts' outputs.
+// Expert ids live in device memory from the router on: no host round trip, so a
+// decode step stays one captured graph.
+//
+// Audit specs (keys: tests/gpu/gfx906_audit.cpp). Routing and grouping run in one
+// block of arch::kRowThreads (a few µs, once per layer).
+// @audit kernel=*moe_route_k<* min_waves=4
+// @audit kernel=*expert_combine_k* min_waves=8
+// Grouped expert matvec, one wave per output row, NB pairs at a time: the matvec
+// kernels' chunk loads (16-byte weight loads, dot4 against the q8 activations), one
+// chunk per lane and iteration (not yet the decode matvec's loads in flight; as of
+// 2026-11-25). Floors as compiled: 4 waves, the gate/up pair of the 5-bit and 6-bit
+// K-quants 3, and 4 pairs at a time with gate/up 2. One pair with gate/up waits up to
+// 7 times per iteration (Q6_K; the two matrices' planes come in separately).
+// @audit kernel=*expert_matvec_q<* min_waves=4 expect=v_dot4_i32_i8,global_load_dwordx4,dpp loop_trips=4 loop_cndmask=0 loop_x4 no_flat no_glc
+// @audit kernel=*expert_matvec_q<*,?1,?true>* min_waves=3 expect=v_dot4_i32_i8,global_load_dwordx4,dpp loop_trips=8 loop_cndmask=0 loop_x4 no_flat no_glc
+// @audit kernel=*expert_matvec_q<*,?4,?false>* min_waves=4 expect=v_dot4_i32_i8,global_load_dwordx4,dpp loop_trips=16 loop_cndmask=0 loop_x4 no_flat no_glc
+// @audit kernel=*expert_matvec_q<*,?4,?true>* min_waves=2 expect=v_dot4_i32_i8,global_load_dwordx4,dpp loop_trips=16 loop_cndmask=0 loop_x4 no_flat no_glc
+// Float experts (F32/F16/BF16, tests and F32 models; not tuned).
+// @audit kernel=*expert_matvec_f<* min_waves=4 expect=dpp loop_waits=8 no_flat no_glc
+#include <algorithm>
+
+#include "backend/expert_routing.h"
+#include "backend/gpu/kernels/float_row.h"
+#include "backend/gpu/kernels/quant_chunk.h"
+#include "backend/gpu/kernels/silu.h"
+#include "backend/gpu/launch.h"
+#include "backend/gpu/ops.h"
+#include "backend/gpu/runtime.h"
+#include "backend/gpu/wave.h"
+
+namespace vega::gpu {
+namespace {
+
+constexpr int kRouteThreads = arch::kRowThreads;
+constexpr int kRouteWaves = kRouteThreads / kWave;
+constexpr int kPerLane = kMaxExperts / kWave;  // router logits per lane
+constexpr int kEmWaves = arch::kMatvecWaves;    // expert matvec: output rows (waves) per block
+// Packing of the grouping scan: pair counts in the low 20 bits, active experts above.
+constexpr int kCountBits = 20;
+
+// A unique order key per expert: the logit mapped to an order-preserving uint32
+// (NaN as -inf) in the high half, ~id in the low half: a larger key is a larger
+// logit or, on a tie, a lower id. 0 marks no candidate.
+__device__ __forceinline__ unsigned long long route_key(float v, int e) {
+    unsigned int b = __float_as_uint(v);
+    if (v != v) b = 0xff800000u;
+    b = (b & 0x80000000u) ? ~b : (b | 0x80000000u);
+    return (static_cast<unsigned long long>(b) << 32) | static_cast<unsigned int>(0xffffffffu - unsigned(e));
+}
+__device__ __forceinline__ unsigned long long wave_max_key(unsigned long long k) {
+#pragma unroll
+    for (int m = kWave / 2; m >= 1; m /= 2) {
+        const unsigned hi = unsigned(wave_shuffle_xor(int(k >> 32), m));
+        const unsigned lo = unsigned(wave_shuffle_xor(int(k & 0xffffffffu), m));
+        const unsigned long long o = (static_cast<unsigned long long>(hi) << 32) | lo;
+        k = o > k ? o : k;
+    }
+    return k;
+}
+
+// One wave routes row r: softmax over the n_expert logits, the n_used best keys
+// (K passes of a wave max), their probabilities renormalised and scaled.
+__device__ void route_row(const float* __restrict__ logits, const ExpertRouting r, int row, int32_t* __restrict__ ids,
+                          float* __restrict__ w) {
+    const int lane = lane_id(), X = r.n_expert, K = r.n_used;
+    const float* l = logits + int64_t(row) * X;
+    unsigned long long key[kPerLane];
+    float mx = -INFINITY;
+#pragma unroll
+    for (int i = 0; i < kPerLane; ++i) {
+        const int e = lane + i * kWave;
+        const float v = e < X ? l[e] : -INFINITY;
+        key[i] = e < X ? route_key(v, e) : 0ull;
+        if (e < X && v == v) mx = fmaxf(mx, v);
+    }
+    mx = wave_reduce_max(mx);
+    float sum = 0.f;
+#pragma unroll
+    for (int i = 0; i < kPerLane; ++i) {
+        const int e = lane + i * kWave;
+        const float v = e < X ? l[e] : -INFINITY;
+        if (e < X) sum += expf((v == v ? v : -INFINITY) - mx);
+    }
+    sum = wave_reduce_sum(sum);
+    // Pass j: the wave's best remaining key; lane j keeps its id and probability.
+    float mine_w = 0.f, total = 0.f;
+    int mine_id = 0;
+#pragma unroll 1
+    for (int j = 0; j < K; ++j) {
+        unsigned long long best = 0;
+#pragma unroll
+        for (int i = 0; i < kPerLane; ++i) best = key[i] > best ? key[i] : best;
+        best = wave_max_key(best);
+        const int e = int(0xffffffffu - unsigned(best & 0xffffffffu));
+#pragma unroll
+        for (int i = 0; i < kPerLane; ++i)
+            if (key[i] == best) key[i] = 0;  // taken (on its own lane only: keys are unique)
+        const float v = l[e];
+        const float p = expf((v == v ? v : -INFINITY) - mx) / sum;
+        total += p;
+        if (lane == j) mine_w = p, mine_id = e;
+    }
+    if (lane < K) {
+        const float norm = r.norm_weights ? 1.f / fmaxf(total, 6.103515625e-5f) : 1.f;
+        ids[int64_t(row) * K + lane] = mine_id;
+        w[int64_t(row) * K + lane] = mine_w * norm * r.scale;
+    }
+}
+
+// One block. ROUTE: ids, w [rows][n_used] from the logits (wave per row). GROUP:
+// the plan from ids: pairs p = r * n_used + j ordered by expert, and per active
+// expert (slot) its id and the start of its pairs (ExpertPlan).
+template <bool ROUTE, bool GROUP>
+__global__ void __launch_bounds__(kRouteThreads) moe_route_k(const float* __restrict__ logits, ExpertRouting r, int rows,
+                                                             int32_t* __restrict__ ids, float* __restrict__ w,
+                                                             ops::ExpertPlan plan) {
+    pdl_wait();
+    pdl_trigger();
+    const int wi = int(threadIdx.x) / kWave, tid = int(threadIdx.x);
+    if constexpr (ROUTE) {
+        for (int row = wi; row < rows; row += kRouteWaves) route_row(logits, r, row, ids, w);
+        __syncthreads();  // the ids are read below by other threads
+    }
+    if constexpr (GROUP) {
+        constexpr int kPer = (kMaxExperts + kRouteThreads - 1) / kRouteThreads;  // experts per thread
+        __shared__ int cnt[kMaxExperts];
+        __shared__ int scan[kRouteThreads];
+        const int X = r.n_expert, P = rows * r.n_used;
+        for (int e = tid; e < kMaxExperts; e += kRouteThreads) cnt[e] = 0;
+        __syncthreads();
+        for (int p = tid; p < P; p += kRouteThreads) atomicAdd(&cnt[min(max(ids[p], 0), X - 1)], 1);
+        __syncthreads();
+        // Exclusive scan of (count | active << kCountBits) over the experts: thread t
+        // owns experts [t * kPer, +kPer); Hillis-Steele over the threads' totals.
+        int local[kPer], mine = 0;
+#pragma unroll
+        for (int i = 0; i < kPer; ++i) {
+            const int e = tid * kPer + i;
+            const int c = e < X ? cnt[e] : 0;
+            local[i] = c | ((c > 0 ? 1 : 0) << kCountBits);
+            mine += local[i];
+        }
+        scan[tid] = mine;
+        __syncthreads();
+        for (int off = 1; off < kRouteThreads; off *= 2) {
+            const int v = tid >= off ? scan[tid - off] : 0;
+            __syncthreads();
+            scan[tid] += v;
+            __syncthreads();
+        }
+        int run = scan[tid] - mine;  // exclusive prefix of this thread's first expert
+#pragma unroll
+        for (int i = 0; i < kPer; ++i) {
+            const int e = tid * kPer + i;
+            if (e < X && local[i] != 0) {
+                const int slot = run >> kCountBits, start = run & ((1 << kCountBits) - 1);
+                plan.slot_expert[slot] = e;
+                plan.slot_begin[slot] = start;
+                cnt[e] = start;  // now the fill cursor
+            }
+            run += local[i];
+        }
+        if (tid == kRouteThreads - 1) {
+            const int n_active = scan[tid] >> kCountBits;
+            plan.n_active[0] = n_active;
+            plan.slot_begin[n_active] = P;
+        }
+        __syncthreads();
+        for (int p = tid; p < P; p += kRouteThreads) plan.pairs[atomicAdd(&cnt[min(max(ids[p], 0), X - 1)], 1)] = p;
+    }
+}
+
+// The expert matvec's arguments: W (and U) the stacked matrices (all n_mat *
+// n_out rows), expert e's row o at e * n_out + o; y [pairs][n_out].
+struct ExpertJob {
+    GpuMat W, U;
+    int64_t n_out = 0;
+    int n_used = 0;
+    bool per_slot = false;
+    ops::ExpertPlan plan;
+    float* y = nullptr;
+};
+
+// Block (x, slot): output rows [x * kEmWaves, +kEmWaves) (one per wave) of the
+// slot's expert, for all of the expert's pairs, NB at a time (the weight chunks
+// are loaded once per NB pairs). Pair p reads input row p (per_slot) or
+// p / n_used; writes y[p][o] (SWIGLU: silu(W·x) * (U·x)).
+template <GgmlType T, int NB, bool SWIGLU>
+__global__ void __launch_bounds__(kEmWaves * kWave) expert_matvec_q(ExpertJob j, ops::Act a) {
+    pdl_wait();
+    pdl_trigger();
+    const int slot = int(blockIdx.y);
+    if (slot >= j.plan.n_active[0]) return;
+    const int64_t o = int64_t(blockIdx.x) * kEmWaves + int(threadIdx.x) / kWave;
+    if (o >= j.n_out) return;  // whole waves
+    const int e = j.plan.slot_expert[slot];
+    const int p0 = j.plan.slot_begin[slot], p1 = j.plan.slot_begin[slot + 1];
+    const int64_t row = int64_t(e) * j.n_out + o;
+    const int nc = int(j.W.n_chunk), lane = lane_id();
+    for (int g0 = p0; g0 < p1; g0 += NB) {
+        int pair[NB];
+        int64_t in_row[NB];
+#pragma unroll
+        for (int t = 0; t < NB; ++t) {
+            pair[t] = j.plan.pairs[min(g0 + t, p1 - 1)];  // past the end: re-reads the last, never written
+            in_row[t] = j.per_slot ? pair[t] : pair[t] / j.n_used;
+        }
+        float acc[NB], accu[NB];
+#pragma unroll
+        for (int t = 0; t < NB; ++t) acc[t] = 0.f, accu[t] = 0.f;
+        for (int c = lane; c < nc; c += kWave) {
+            const Chunk w = load_chunk<T>(j.W, row, c);
+            Chunk u;
+            if constexpr (SWIGLU) u = load_chunk<T>(j.U, row, c);
+#pragma unroll
+            for (int t = 0; t < NB; ++t) {
+                const int64_t ai = in_row[t] * nc + c;
+                const int4* aq = reinterpret_cast<const int4*>(a.q) + ai * 2;
+                const int4 a0 = aq[0], a1 = aq[1];
+                const float2 ds = reinterpret_cast<const float2*>(a.ds)[ai];
+                acc[t] += dot_chunk<T>(w, a0, a1, ds);
+                if constexpr (SWIGLU) accu[t] += dot_chunk<T>(u, a0, a1, ds);
+            }
+        }
+#pragma unroll
+        for (int t = 0; t < NB; ++t) {
+            const float s = wave_reduce_sum(acc[t]);
+            float v = s;
+            if constexpr (SWIGLU) v = silu(s) * wave_reduce_sum(accu[t]);
+            if (lane == 0 && g0 + t < p1) j.y[int64_t(pair[t]) * j.n_out + o] = v;
+        }
+    }
+}
+
+// Float experts: one pair at a time, the f32 input rounded to the weight's type.
+template <GgmlType T, bool SWIGLU>
+__global__ void __launch_bounds__(kEmWaves * kWave) expert_matvec_f(ExpertJob j, ops::Act a) {
+    pdl_wait();
+    pdl_trigger();
+    const int slot = int(blockIdx.y);
+    if (slot >= j.plan.n_active[0]) return;
+    const int64_t o = int64_t(blockIdx.x) * kEmWaves + int(threadIdx.x) / kWave;
+    if (o >= j.n_out) return;
+    constexpr int esz = T == GgmlType::F32 ? 4 : 2;
+    const int e = j.plan.slot_expert[slot];
+    const int p0 = j.plan.slot_begin[slot], p1 = j.plan.slot_begin[slot + 1];
+    const int64_t n = j.W.n_in, row = int64_t(e) * j.n_out + o;
+    const uint8_t* wr = j.W.qs + row * n * esz;
+    const uint8_t* ur = SWIGLU ? j.U.qs + row * n * esz : nullptr;
+    const int lane = lane_id();
+    for (int p = p0; p < p1; ++p) {
+        const int pair = j.plan.pairs[p];
+        const float* x = a.x + (j.per_slot ? int64_t(pair) : int64_t(pair / j.n_used)) * n;
+        float acc = 0.f, accu = 0.f;
+        for (int64_t i = lane; i < n; i += kWave) {
+            const float xi = round_to<T>(x[i]);
+            acc += load1<T>(wr, i) * xi;
+            if constexpr (SWIGLU) accu += load1<T>(ur, i) * xi;
+        }
+        const float s = wave_reduce_sum(acc);
+        float v = s;
+        if constexpr (SWIGLU) v = silu(s) * wave_reduce_sum(accu);
+        if (lane == 0) j.y[int64_t(pair) * j.n_out + o] = v;
+    }
+}
+
+// out [rows][n] = sum_j w[r][j] * y[r][j][:], slots in order.
+__global__ void __launch_bounds__(arch::kEltThreads) expert_combine_k(const float* __restrict__ y,
+                                                                      const float* __restrict__ w, int rows, int K,
+                                                                      int64_t n, float* __restrict__ out) {
+    pdl_wait();
+    pdl_trigger();
+    const int64_t i = int64_t(blockIdx.x) * arch::kEltThreads + threadIdx.x;
+    if (i >= int64_t(rows) * n) return;
+    const int64_t r = i / n, c = i % n;
+    float s = 0.f;
+    for (int k = 0; k < K; ++k) s += w[r * K + k] * y[(r * K + k) * n + c];
+    out[i] = s;
+}
+
+// Average pairs per chosen expert from which the NB = 4 kernel serves.
+constexpr int kGroupFrom = 2;
+
+template <GgmlType T, bool SW>
+void launch_expert(const ExpertJob& j, const ops::Act& a, int pairs, int max_slots, void* s) {
+    const dim3 grid(unsigned((j.n_out + kEmWaves - 1) / kEmWaves), unsigned(max_slots));
+    const dim3 block(kEmWaves * kWave);
+    if constexpr (is_float_type(T)) {
+        launch(expert_matvec_f<T, SW>, grid, block, s, j, a);
+    } else {
+        if (pairs >= kGroupFrom * max_slots) launch(expert_matvec_q<T, 4, SW>, grid, block, s, j, a);
+        else launch(expert_matvec_q<T, 1, SW>, grid, block, s, j, a);
+    }
+}
+
+template <bool SW>
+void dispatch_expert(const ExpertJob& j, const ops::Act& a, int pairs, int max_slots, void* s) {
+    switch (j.W.type) {
+#define VEGA_EXPERT_CASE(TT) \
+    case GgmlType::TT: return launch_expert<GgmlType::TT, SW>(j, a, pairs, max_slots, s);
+        VEGA_EXPERT_CASE(F32)
+        VEGA_EXPERT_CASE(F16)
+        VEGA_EXPERT_CASE(BF16)
+        VEGA_EXPERT_CASE(Q4_0)
+        VEGA_EXPERT_CASE(Q4_1)
+        VEGA_EXPERT_CASE(Q5_0)
+        VEGA_EXPERT_CASE(Q5_1)
+        VEGA_EXPERT_CASE(Q8_0)
+        VEGA_EXPERT_CASE(Q4_K)
+        VEGA_EXPERT_CASE(Q5_K)
+        VEGA_EXPERT_CASE(Q6_K)
+#undef VEGA_EXPERT_CASE
+        default: gpu_fail("expert matvec: unsupported weight type");
+    }
+}
+
+}  // namespace
+
+void ops::route_experts(const float* logits, int rows, const ExpertRouting& r, int32_t* ids, float* w,
+                        const ExpertPlan* plan, void* s) {
+    if (rows <= 0) return;
+    if (r.n_expert < 1 || r.n_expert > kMaxExperts || r.n_used < 1 || r.n_used > kMaxExpertsUsed ||
+        r.n_used > r.n_expert || int64_t(rows) * r.n_used >= (int64_t(1) << kCountBits))
+        gpu_fail("route_experts: unsupported expert counts");
+    if (plan) launch(moe_route_k<true, true>, dim3(1), dim3(kRouteThreads), s, logits, r, rows, ids, w, *plan);
+    else launch(moe_route_k<true, false>, dim3(1), dim3(kRouteThreads), s, logits, r, rows, ids, w, ExpertPlan{});
+}
+
+void ops::group_experts(const int32_t* ids, int rows, const ExpertRouting& r, const ExpertPlan& plan, void* s) {
+    if (rows <= 0) return;
+    if (r.n_expert < 1 || r.n_expert > kMaxExperts || int64_t(rows) * r.n_used >= (int64_t(1) << kCountBits))
+        gpu_fail("group_experts: unsupported expert counts");
+    launch(moe_route_k<false, true>, dim3(1), dim3(kRouteThreads), s, nullptr, r, rows, const_cast<int32_t*>(ids),
+           nullptr, plan);
+}
+
+void ops::matvec_experts(const GpuMat& W, const GpuMat* U, int64_t n_out, int n_mat, const ExpertPlan& plan,
+                         int rows, int n_used, bool per_slot, const Act& a, float* y, void* s) {
+    if (rows <= 0) return;
+    ExpertJob j;
+    j.W = W, j.U = U ? *U : W, j.n_out = n_out, j.n_used = n_used, j.per_slot = per_slot, j.plan = plan, j.y = y;
+    const int pairs = rows * n_used, max_slots = std::min(n_mat, pairs);
+    if (U) dispatch_expert<true>(j, a, pairs, max_slots, s);
+    else dispatch_expert<false>(j, a, pairs, max_slots, s);
+}
+
+void ops::combine_experts(const float* y, const float* w, int rows, int n_used, int64_t n, float* out, void* s) {
+    const int64_t total = int64_t(rows) * n;
+    if (total <= 0) return;
+    launch(expert_combine_k, dim3(unsigned((total + arch::kEltThreads - 1) / arch::kEltThreads)),
+           dim3(arch::kEltThreads), s, y, w, rows, n_used, n, out);
+}
+
+}  // namespace vega::gpu
