@@ -5,15 +5,20 @@
 # wrong results that only one shape or type shows (a Q4_0 llama3-8b once read 20 MB
 # past its token embedding). Re-run it for every GPU change.
 #   scripts/gpu_sweep.sh [BUILD_DIR]     (default build-h200; needs a CUDA or HIP build)
-#   SHAPES="1b llama2-7b llama3-8b qwen2-7b" TYPES="Q4_0 Q8_0 Q4_K_M Q6_K" DEVICE=gpu BOUND=5e-3
+#   SHAPES="1b llama2-7b llama3-8b qwen2-7b qwen3moe-tiny qwen3moe-30b-a3b"
+#   TYPES="Q4_0 Q8_0 Q4_K_M Q6_K" DEVICE=gpu BOUND=5e-3
 #   LAYERS=4 (synth --layers: every matrix and the vocabulary at full size, fewer blocks;
-#   0 = the whole model)
+#   0 = the whole model; a shape with fewer blocks keeps its own)
+# The mixtures of experts: qwen3moe-tiny (8 experts, 2 used; its 128-long expert rows
+# take the Q4_K_M fallbacks Q5_0/Q8_0 and llama.cpp's 8-expert Q8_0 attn_k/attn_v) and
+# qwen3moe-30b-a3b (128 experts, 8 used, head_dim 128 != n_embd/n_head; at LAYERS=4,
+# 1.4 GB of Q4_0 experts).
 # One line per case on stdout and in $OUT/sweep.txt; exit 1 when any case failed.
 set -u
 B=${1:-build-h200}
 OUT=${OUT:-$PWD/gpu_sweep_out}
 mkdir -p "$OUT"
-SHAPES=${SHAPES:-1b llama2-7b llama3-8b qwen2-7b}
+SHAPES=${SHAPES:-1b llama2-7b llama3-8b qwen2-7b qwen3moe-tiny qwen3moe-30b-a3b}
 TYPES=${TYPES:-Q4_0 Q8_0 Q4_K_M Q6_K}
 DEVICE=${DEVICE:-gpu}
 BOUND=${BOUND:-5e-3}

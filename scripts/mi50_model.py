@@ -27,9 +27,24 @@ Left out of the model:
 - the attention's real cost at depth (tg128 averages 64 positions: under 1% of the bytes);
 - the CPU side of a step (graph replay assumed).
 
+The same model of a qwen3moe-30b-a3b decode step (B=1, Q4_0; `vega synth --shape
+qwen3moe-30b-a3b`): per layer the attention block (q, k, v, o matvecs and 3 small kernels:
+the q/k head norms, rope + cache store, attention; 7 launches, as qk-norm models do not take
+the fused rope epilogue) and the routed-expert FFN (5 launches: router matvec, route + sort,
+the 8 chosen experts' gate/up grouped, their down grouped, combine + residual + norm). The
+grouped expert matvec is src/backend/gpu/kernels/moe.cu's expert_matvec_q as of 2026-11-25:
+one wave per output row, one 32-weight chunk per lane and iteration, no row sets in turn,
+4 waves/SIMD (its audit floor); GFX906_AUDIT.md has no row for it yet, so its round trips
+per iteration are an assumption (1, as the dense Q4_0 matvecs; --moe-expert-trips). The F32
+router counts as one latency round trip or its bytes. Weights read per token: attention,
+router, 8 of 128 experts' gate/up/down, the output matrix (Q6_K, as llama-quantize leaves it
+in a Q4_0 file).
+
   scripts/mi50_model.py [--audit docs/GFX906_AUDIT.md] [--lat 0.6,0.9,1.2] [--gap 1,3]
                         [--trips N]  (what-if: every decode matvec at N round trips per iteration)
                         [--launches-per-layer N]  (what-if: N kernels per layer instead of 7)
+                        [--moe-attn-launches N] [--moe-ffn-launches N]  (what-if: qwen3moe's 7 + 5)
+                        [--moe-expert-trips N] [--moe-down-rows R]  (what-if: the grouped expert matvec)
 """
 import argparse
 import math
@@ -40,7 +55,7 @@ CUS, SIMDS = 60, 4
 E, F, LAYERS, VOCAB = 4096, 11008, 32, 32000
 # bytes per weight; the llama.cpp mixes: Q4_K_M keeps attn_v and half of ffn_down in Q6_K,
 # the output matrix is Q6_K in all three files.
-BPW = {"Q4_0": 18 / 32, "Q8_0": 34 / 32, "Q4_K": 144 / 256, "Q6_K": 210 / 256}
+BPW = {"Q4_0": 18 / 32, "Q8_0": 34 / 32, "Q4_K": 144 / 256, "Q6_K": 210 / 256, "F32": 4}
 TYPE_ID = {"Q4_0": 2, "Q8_0": 8, "Q4_K": 12, "Q6_K": 14}
 # Decode matvec kernels by epilogue (src/backend/gpu/kernels/matvec.cu, arch/gfx906.h):
 # EPI -> (gate/up pair, rows per wave R, chunks per lane and iteration U, row sets in turn P).
@@ -51,6 +66,16 @@ KERNEL = {0: (False, 1, 2, 1), 1: (False, 1, 2, 4), 2: (True, 1, 1, 4), 3: (Fals
 
 TRIPS_OVERRIDE = None
 SMALL_PER_LAYER = 1  # attention (split + merge in one launch)
+
+# qwen3moe-30b-a3b (src/model/synth.cpp): n_embd 2048, 48 layers, 32 heads of 128 (q is
+# 4096 wide), 4 KV heads, 128 experts of FFN 768, 8 used per token, vocab 151936.
+MOE_E, MOE_LAYERS, MOE_Q, MOE_KV, MOE_VOCAB = 2048, 48, 32 * 128, 4 * 128, 151936
+MOE_EXPERTS, MOE_USED, MOE_FF = 128, 8, 768
+MOE_ATTN_LAUNCHES, MOE_FFN_LAUNCHES = 7, 5
+# The grouped expert matvec (kernels/moe.cu): waves/SIMD, round trips per iteration,
+# output rows per wave of the down projection (1: one wave per row, as compiled).
+EXPERT_WAVES, EXPERT_TRIPS, EXPERT_DOWN_ROWS = 4, 1, 1
+FORK_TG128 = 80.0  # the best gfx906 llama.cpp fork's published Qwen3-30B-A3B Q4_0 tg128, t/s
 
 
 def audit_rows(path):
@@ -118,6 +143,50 @@ def token_time(quant, audit, lat, gap):
     return t, b
 
 
+def expert_bounds(rows, n_in, type_name, swiglu, lat, rows_per_wave=1):
+    """(bandwidth-bound s, latency-bound s, bytes, iterations) of one grouped expert matvec
+    over `rows` output rows (the chosen experts' rows together): one chunk per lane and
+    iteration, `rows_per_wave` rows at once."""
+    bytes_ = rows * n_in * BPW[type_name] * (2 if swiglu else 1)
+    iters = math.ceil(n_in / (32 * 64))
+    lifetime = iters * EXPERT_TRIPS * lat + lat
+    rounds = max(1.0, rows / rows_per_wave / (EXPERT_WAVES * SIMDS * CUS))
+    return bytes_ / BW, rounds * lifetime, bytes_, iters
+
+
+def moe_token_time(audit, lat, gap, quant="Q4_0"):
+    """Seconds and bytes per qwen3moe-30b-a3b decode token (B=1); weights in `quant`, output Q6_K."""
+    t = b = 0.0
+    small = 2 * lat + gap
+    E, L, Q, KV, F, K = MOE_E, MOE_LAYERS, MOE_Q, MOE_KV, MOE_FF, MOE_USED
+
+    def mv(rows, n_in, ty, epi):
+        nonlocal t, b
+        dt, db = matvec_time(rows, n_in, ty, epi, audit, lat, gap)
+        t += dt
+        b += db
+
+    for _ in range(L):
+        # Attention block: q, k, v plain (rope and the q/k head norms in their own
+        # kernels), o with residual + next norm + q8, the rest small.
+        mv(Q, E, quant, 0), mv(KV, E, quant, 0), mv(KV, E, quant, 0)   # q, k, v
+        mv(E, Q, quant, 1)                                              # o
+        t += max(0, MOE_ATTN_LAUNCHES - 4) * small                      # head norms, rope + store, attention
+        # MoE FFN: the F32 router (128 x 2048, 1 MiB), then the chosen experts.
+        router = MOE_EXPERTS * E * BPW["F32"]
+        t += max(router / BW, 2 * lat) + gap
+        b += router
+        for rows, n_in, sw, r in ((K * F, E, True, 1), (K * E, F, False, EXPERT_DOWN_ROWS)):
+            bw_s, lat_s, db, _ = expert_bounds(rows, n_in, quant, sw, lat, r)  # gate/up + SwiGLU; down
+            t += max(bw_s, lat_s) + gap
+            b += db
+        t += max(0, MOE_FFN_LAUNCHES - 3) * small                       # route + sort, combine + norm
+    t += small                            # final norm + q8
+    mv(MOE_VOCAB, E, "Q6_K", 0)           # output
+    t += small                            # argmax
+    return t, b
+
+
 def main():
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--audit", default="docs/GFX906_AUDIT.md")
@@ -125,10 +194,20 @@ def main():
     ap.add_argument("--gap", default="1,3", help="gap per kernel launch in a replayed graph, microseconds")
     ap.add_argument("--trips", type=int, default=0, help="what-if: round trips per matvec iteration")
     ap.add_argument("--launches-per-layer", type=int, default=7, help="what-if: kernels per layer (6 matvecs + small)")
+    ap.add_argument("--moe-attn-launches", type=int, default=7,
+                    help="what-if: qwen3moe attention-block kernels per layer (4 matvecs + small)")
+    ap.add_argument("--moe-ffn-launches", type=int, default=5,
+                    help="what-if: qwen3moe expert-FFN kernels per layer (router, gate/up, down + small)")
+    ap.add_argument("--moe-expert-trips", type=int, default=1,
+                    help="what-if: round trips per iteration of the grouped expert matvec")
+    ap.add_argument("--moe-down-rows", type=int, default=1,
+                    help="what-if: output rows per wave of the grouped expert down projection")
     a = ap.parse_args()
-    global TRIPS_OVERRIDE, SMALL_PER_LAYER
+    global TRIPS_OVERRIDE, SMALL_PER_LAYER, MOE_ATTN_LAUNCHES, MOE_FFN_LAUNCHES, EXPERT_TRIPS, EXPERT_DOWN_ROWS
     TRIPS_OVERRIDE = a.trips or None
     SMALL_PER_LAYER = max(0, a.launches_per_layer - 6)
+    MOE_ATTN_LAUNCHES, MOE_FFN_LAUNCHES = a.moe_attn_launches, a.moe_ffn_launches
+    EXPERT_TRIPS, EXPERT_DOWN_ROWS = a.moe_expert_trips, a.moe_down_rows
     audit = audit_rows(a.audit)
     lats = [float(x) * 1e-6 for x in a.lat.split(",")]
     gaps = [float(x) * 1e-6 for x in a.gap.split(",")]
@@ -150,6 +229,37 @@ def main():
         bw_us, lat_us = bw_s * 1e6, lat_s * 1e6
         print(f"- {name}: {rows} x {n_in} {ty}{' x2' if KERNEL[epi][0] else ''}, {waves} waves/SIMD, {trips} trips x "
               f"{iters} iterations: {bw_us:.1f} us at 860 GB/s, {lat_us:.1f} us latency-bound")
+
+    launches = MOE_LAYERS * (MOE_ATTN_LAUNCHES + MOE_FFN_LAUNCHES) + 3
+    print()
+    print(f"qwen3moe-30b-a3b decode (B=1): {MOE_USED} of {MOE_EXPERTS} experts, "
+          f"{MOE_ATTN_LAUNCHES} + {MOE_FFN_LAUNCHES} kernels per layer, {launches} per token; grouped expert "
+          f"matvec at {EXPERT_TRIPS} round trip(s) per iteration, {EXPERT_DOWN_ROWS} down row(s) per wave")
+    print("| type | bytes/token | LAT us | GAP us | tg128 t/s | % of 860 GB/s | best gfx906 fork t/s |")
+    print("| --- | ---: | ---: | ---: | ---: | ---: | ---: |")
+    for lat in lats:
+        for gap in gaps:
+            t, b = moe_token_time(audit, lat, gap)
+            print(f"| Q4_0 | {b / 1e9:.2f} GB | {lat * 1e6:.1f} | {gap * 1e6:.0f} | {1 / t:.1f} | "
+                  f"{100 * b / t / BW:.0f}% | ~{FORK_TG128:.0f} |")
+    print()
+    print("Per kernel (Q4_0, LAT 0.9 us, GAP 1 us), per layer x 48:")
+    lat, gap = 0.9e-6, 1e-6
+    for name, rows, n_in, ty, epi in (("q", MOE_Q, MOE_E, "Q4_0", 0), ("k, v (each)", MOE_KV, MOE_E, "Q4_0", 0),
+                                       ("o (residual + norm)", MOE_E, MOE_Q, "Q4_0", 1),
+                                       ("output (once)", MOE_VOCAB, MOE_E, "Q6_K", 0)):
+        bw_s, lat_s, _, waves, trips, iters = matvec_bounds(rows, n_in, ty, epi, audit, lat)
+        print(f"- {name}: {rows} x {n_in} {ty}{' x2' if KERNEL[epi][0] else ''}, {waves} waves/SIMD, {trips} trips x "
+              f"{iters} iterations: {bw_s * 1e6:.1f} us at 860 GB/s, {lat_s * 1e6:.1f} us latency-bound")
+    for name, rows, n_in, sw, r in (("8 experts' gate/up", MOE_USED * MOE_FF, MOE_E, True, 1),
+                                    ("8 experts' down", MOE_USED * MOE_E, MOE_FF, False, EXPERT_DOWN_ROWS)):
+        bw_s, lat_s, _, iters = expert_bounds(rows, n_in, "Q4_0", sw, lat, r)
+        print(f"- {name}: {rows} x {n_in} Q4_0{' x2' if sw else ''}, {EXPERT_WAVES} waves/SIMD, {r} row(s) per wave, "
+              f"{EXPERT_TRIPS} trips x {iters} iterations: {bw_s * 1e6:.1f} us at 860 GB/s, "
+              f"{lat_s * 1e6:.1f} us latency-bound")
+    router = MOE_EXPERTS * MOE_E * BPW["F32"]
+    print(f"- router: {MOE_EXPERTS} x {MOE_E} F32 ({router / 2**20:.0f} MiB): {router / BW * 1e6:.1f} us at 860 GB/s, "
+          f"{2 * lat * 1e6:.1f} us latency-bound")
 
 
 if __name__ == "__main__":

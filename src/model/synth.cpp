@@ -19,9 +19,17 @@ namespace {
 
 // ---- shapes -------------------------------------------------------------------
 
+SynthShape moe_shape(SynthShape s, int head_dim, int n_expert, int n_expert_used, int n_ff_exp) {
+    s.head_dim = head_dim;
+    s.n_expert = n_expert;
+    s.n_expert_used = n_expert_used;
+    s.n_ff_exp = n_ff_exp;
+    return s;
+}
+
 std::vector<SynthShape> make_shapes() {
     //        name          arch     embd  L   head kv   n_ff   vocab   ctx    rope     bias   qknorm
-    return {
+    std::vector<SynthShape> v = {
         {"tiny",       "llama", 256,  2,  4,  2,  768,   512,    512,   10000.f,   false, false},
         {"qwen3-tiny", "qwen3", 256,  2,  4,  2,  768,   512,    512,   1000000.f, false, true},
         {"1b",         "llama", 2048, 16, 32, 8,  8192,  32000,  4096,  10000.f,   false, false},
@@ -29,18 +37,38 @@ std::vector<SynthShape> make_shapes() {
         {"llama3-8b",  "llama", 4096, 32, 32, 8,  14336, 128256, 8192,  500000.f,  false, false},
         {"qwen2-7b",   "qwen2", 3584, 28, 28, 4,  18944, 152064, 32768, 1000000.f, true,  false},
     };
+    // Mixtures of experts, columns as above, then head_dim, experts, used per token and
+    // the experts' FFN length. n_ff is only the feed_forward_length key (Qwen3-30B-A3B's
+    // GGUF says 6144 = 8 x 768). qwen3moe-tiny is the shared moe/ test models' shape;
+    // qwen3moe-30b-a3b is Qwen3-30B-A3B (q is 32 x 128 = 4096 wide from n_embd 2048).
+    v.insert(v.begin() + 2,
+             moe_shape({"qwen3moe-tiny", "qwen3moe", 256, 2, 4, 2, 256, 512, 512, 1000000.f, false, true},
+                       64, 8, 2, 128));
+    v.push_back(
+        moe_shape({"qwen3moe-30b-a3b", "qwen3moe", 2048, 48, 32, 4, 6144, 151936, 40960, 1000000.f, false, true},
+                  128, 128, 8, 768));
+    return v;
 }
 
 void check_shape(const SynthShape& s) {
-    if (s.arch != "llama" && s.arch != "qwen2" && s.arch != "qwen3")
-        fail("synth: shape '{}': architecture '{}' is not one of llama, qwen2, qwen3", s.name, s.arch);
-    if (s.n_embd <= 0 || s.n_layer <= 0 || s.n_head <= 0 || s.n_head_kv <= 0 || s.n_ff <= 0 || s.n_ctx <= 0)
+    if (s.arch != "llama" && s.arch != "qwen2" && s.arch != "qwen3" && s.arch != "qwen3moe")
+        fail("synth: shape '{}': architecture '{}' is not one of llama, qwen2, qwen3, qwen3moe", s.name, s.arch);
+    if (s.n_embd <= 0 || s.n_layer <= 0 || s.n_head <= 0 || s.n_head_kv <= 0 || s.n_ff <= 0 || s.n_ctx <= 0 ||
+        s.head_dim < 0)
         fail("synth: shape '{}': every dimension must be positive", s.name);
-    if (s.n_embd % s.n_head != 0 || (s.n_embd / s.n_head) % 2 != 0)
+    if (s.head_dim == 0 && (s.n_embd % s.n_head != 0 || (s.n_embd / s.n_head) % 2 != 0))
         fail("synth: shape '{}': n_embd {} must split into {} heads of even size", s.name, s.n_embd, s.n_head);
+    if (s.head_size() % 2 != 0) fail("synth: shape '{}': head_dim {} must be even", s.name, s.head_size());
     if (s.n_head % s.n_head_kv != 0)
         fail("synth: shape '{}': n_head {} is not a multiple of n_head_kv {}", s.name, s.n_head, s.n_head_kv);
     if (s.n_vocab < 260) fail("synth: shape '{}': n_vocab {} is below the 260 the vocabulary needs", s.name, s.n_vocab);
+    if (s.arch == "qwen3moe") {
+        if (s.n_expert <= 0 || s.n_ff_exp <= 0 || s.n_expert_used <= 0 || s.n_expert_used > s.n_expert)
+            fail("synth: shape '{}': qwen3moe needs experts (n_expert {}, n_expert_used {} of them, n_ff_exp {})",
+                 s.name, s.n_expert, s.n_expert_used, s.n_ff_exp);
+    } else if (s.n_expert != 0 || s.n_expert_used != 0 || s.n_ff_exp != 0) {
+        fail("synth: shape '{}': architecture '{}' has no experts (only qwen3moe does)", s.name, s.arch);
+    }
 }
 
 // ---- the type recipe ------------------------------------------------------------
@@ -187,12 +215,16 @@ std::string synth_format_name(const SynthFormat& f) {
     return std::string(n ? n : "?") + (f.mix_m ? "_M" : "");
 }
 
-GgmlType synth_tensor_type(const SynthFormat& f, const std::string& name, int layer, int n_layer, int64_t ne0) {
+GgmlType synth_tensor_type(const SynthFormat& f, const std::string& name, int layer, int n_layer, int64_t ne0,
+                           int n_expert) {
     GgmlType t = f.type;
     if (f.mix_m) {
+        const bool more = layer >= 0 && use_more_bits(layer, n_layer);
         if (name == "output.weight") t = GgmlType::Q6_K;
-        else if ((ends_with(name, ".attn_v.weight") || ends_with(name, ".ffn_down.weight")) && layer >= 0 &&
-                 use_more_bits(layer, n_layer))
+        else if (ends_with(name, ".attn_v.weight")) t = n_expert == 8 ? GgmlType::Q8_0 : more ? GgmlType::Q6_K : t;
+        else if (ends_with(name, ".attn_k.weight") && n_expert == 8) t = GgmlType::Q8_0;
+        else if (ends_with(name, ".attn_output.weight") && n_expert == 8 && f.type == GgmlType::Q4_K) t = GgmlType::Q5_K;
+        else if ((ends_with(name, ".ffn_down.weight") || ends_with(name, ".ffn_down_exps.weight")) && more)
             t = GgmlType::Q6_K;
     }
     if (ne0 % type_traits(t).block_size != 0) {
@@ -233,10 +265,19 @@ struct TensorSpec {
     Init init;
     float sd;                 // standard deviation of the random part
     GgmlType type;
+
+    int64_t rows() const {
+        int64_t r = 1;
+        for (size_t d = 1; d < ne.size(); ++d) r *= ne[d];
+        return r;
+    }
+    uint64_t n_bytes() const { return uint64_t(quant::row_bytes(type, ne[0])) * uint64_t(rows()); }
 };
 
 // One row of values. Each row has its own stream seeded from (seed, tensor
 // name, row), so the result does not depend on how rows are split over threads.
+// Rows run over every dimension past ne[0] (a 3-D expert tensor's row r is row
+// r % ne[1] of expert r / ne[1]).
 // Normals are Irwin-Hall sums of four 16-bit uniforms scaled to unit variance:
 // cheap (one 64-bit draw per value) and close enough for synthetic weights.
 void gen_row(const TensorSpec& t, uint64_t seed, int64_t row, float* out) {
@@ -254,8 +295,7 @@ void gen_row(const TensorSpec& t, uint64_t seed, int64_t row, float* out) {
 // Generates and converts every row of t into dst (rows * row_bytes bytes), rows
 // split over the hardware threads.
 void fill_tensor(const TensorSpec& t, uint64_t seed, uint8_t* dst) {
-    int64_t rows = 1;
-    for (size_t d = 1; d < t.ne.size(); ++d) rows *= t.ne[d];
+    const int64_t rows = t.rows();
     const size_t rb = quant::row_bytes(t.type, t.ne[0]);
     auto work = [&](int64_t r0, int64_t r1) {
         std::vector<float> buf(size_t(t.ne[0]));
@@ -288,10 +328,16 @@ void fill_tensor(const TensorSpec& t, uint64_t seed, uint8_t* dst) {
 }
 
 std::vector<TensorSpec> tensor_list(const SynthShape& s, const SynthFormat& f) {
-    const int64_t hd = s.n_embd / s.n_head, q_dim = hd * s.n_head, kv_dim = hd * s.n_head_kv;
+    const int64_t hd = s.head_size(), q_dim = hd * s.n_head, kv_dim = hd * s.n_head_kv;
     std::vector<TensorSpec> ts;
     auto matrix = [&](const std::string& name, int64_t n_in, int64_t n_out, int layer, float sd) {
-        ts.push_back({name, {n_in, n_out}, layer, Init::Normal, sd, synth_tensor_type(f, name, layer, s.n_layer, n_in)});
+        ts.push_back({name, {n_in, n_out}, layer, Init::Normal, sd,
+                      synth_tensor_type(f, name, layer, s.n_layer, n_in, s.n_expert)});
+    };
+    // n_expert stacked [n_out][n_in] matrices, one 3-D tensor, typed like a matrix.
+    auto experts = [&](const std::string& name, int64_t n_in, int64_t n_out, int layer, float sd) {
+        ts.push_back({name, {n_in, n_out, s.n_expert}, layer, Init::Normal, sd,
+                      synth_tensor_type(f, name, layer, s.n_layer, n_in, s.n_expert)});
     };
     auto vec = [&](const std::string& name, int64_t n, int layer, Init init) {
         ts.push_back({name, {n}, layer, init, 0.02f, GgmlType::F32});
@@ -316,18 +362,31 @@ std::vector<TensorSpec> tensor_list(const SynthShape& s, const SynthFormat& f) {
         }
         matrix(b + "attn_output.weight", q_dim, s.n_embd, l, w(q_dim));
         vec(b + "ffn_norm.weight", s.n_embd, l, Init::Norm);
-        matrix(b + "ffn_gate.weight", s.n_embd, s.n_ff, l, w(s.n_embd));
-        matrix(b + "ffn_up.weight", s.n_embd, s.n_ff, l, w(s.n_embd));
-        matrix(b + "ffn_down.weight", s.n_ff, s.n_embd, l, w(s.n_ff));
+        if (s.moe()) {
+            // The router stays F32 in every format (llama-quantize skips ffn_gate_inp).
+            ts.push_back({b + "ffn_gate_inp.weight", {s.n_embd, s.n_expert}, l, Init::Normal, 10.f * w(s.n_embd),
+                          GgmlType::F32});
+            experts(b + "ffn_gate_exps.weight", s.n_embd, s.n_ff_exp, l, w(s.n_embd));
+            experts(b + "ffn_up_exps.weight", s.n_embd, s.n_ff_exp, l, w(s.n_embd));
+            experts(b + "ffn_down_exps.weight", s.n_ff_exp, s.n_embd, l, w(s.n_ff_exp));
+        } else {
+            matrix(b + "ffn_gate.weight", s.n_embd, s.n_ff, l, w(s.n_embd));
+            matrix(b + "ffn_up.weight", s.n_embd, s.n_ff, l, w(s.n_embd));
+            matrix(b + "ffn_down.weight", s.n_ff, s.n_embd, l, w(s.n_ff));
+        }
     }
     vec("output_norm.weight", s.n_embd, -1, Init::Norm);
     matrix("output.weight", s.n_embd, s.n_vocab, -1, w(s.n_embd));
     return ts;
 }
 
-void write_metadata(gguf::Writer& w, const SynthShape& s, const SynthFormat& f) {
+}  // namespace
+
+void write_synth_metadata(gguf::Writer& w, const SynthShape& s, SynthFormat f) {
+    check_shape(s);
+    check_format(f);
     const std::string a = s.arch + ".";
-    const int head_dim = s.n_embd / s.n_head;
+    const int head_dim = s.head_size();
     w.set_string("general.architecture", s.arch);
     w.set_string("general.name", "vega-synth-" + s.name);
     w.set_u32("general.file_type", file_type_id(f));
@@ -339,9 +398,18 @@ void write_metadata(gguf::Writer& w, const SynthShape& s, const SynthFormat& f) 
     w.set_u32(a + "feed_forward_length", uint32_t(s.n_ff));
     w.set_u32(a + "attention.head_count", uint32_t(s.n_head));
     w.set_u32(a + "attention.head_count_kv", uint32_t(s.n_head_kv));
+    if (s.head_dim > 0) {
+        w.set_u32(a + "attention.key_length", uint32_t(head_dim));
+        w.set_u32(a + "attention.value_length", uint32_t(head_dim));
+    }
     w.set_f32(a + "attention.layer_norm_rms_epsilon", s.arch == "llama" ? 1e-5f : 1e-6f);
     w.set_f32(a + "rope.freq_base", s.rope_base);
     w.set_u32(a + "rope.dimension_count", uint32_t(head_dim));
+    if (s.moe()) {
+        w.set_u32(a + "expert_count", uint32_t(s.n_expert));
+        w.set_u32(a + "expert_used_count", uint32_t(s.n_expert_used));
+        w.set_u32(a + "expert_feed_forward_length", uint32_t(s.n_ff_exp));
+    }
 
     const SynthVocab v = synth_vocab(s.n_vocab);
     w.set_string("tokenizer.ggml.model", "llama");
@@ -355,21 +423,25 @@ void write_metadata(gguf::Writer& w, const SynthShape& s, const SynthFormat& f) 
     w.set_bool("tokenizer.ggml.add_eos_token", false);
 }
 
-}  // namespace
+std::vector<SynthTensor> synth_tensor_table(const SynthShape& shape, SynthFormat format) {
+    check_shape(shape);
+    check_format(format);
+    std::vector<SynthTensor> out;
+    for (const auto& t : tensor_list(shape, format)) out.push_back({t.name, t.ne, t.layer, t.type, t.n_bytes()});
+    return out;
+}
 
 void write_synth_model(const SynthShape& shape, SynthFormat format, const std::string& path, uint64_t seed,
                        std::function<void(float)> progress) {
-    check_shape(shape);
-    check_format(format);
     gguf::Writer w;
-    write_metadata(w, shape, format);
+    write_synth_metadata(w, shape, format);  // checks the shape and the format
 
     const std::vector<TensorSpec> specs = tensor_list(shape, format);
     uint64_t total = 0;
-    for (const auto& t : specs) total += quant::row_bytes(t.type, t.ne[0]) * uint64_t(t.ne.size() > 1 ? t.ne[1] : 1);
+    for (const auto& t : specs) total += t.n_bytes();
     uint64_t done = 0;
     for (const auto& t : specs) {
-        const size_t n_bytes = quant::row_bytes(t.type, t.ne[0]) * size_t(t.ne.size() > 1 ? t.ne[1] : 1);
+        const size_t n_bytes = size_t(t.n_bytes());
         // The Writer calls fill in insertion order while streaming the file.
         w.add_tensor_lazy(t.name, t.type, t.ne, n_bytes, [&t, &done, &progress, total, seed, n_bytes](uint8_t* dst) {
             fill_tensor(t, seed, dst);
