@@ -4,6 +4,8 @@
 # on the GPU, the kernel probe, and vega bench on llama2-7b-shaped synthetic
 # models. Logs go to $OUT (or ./gpu_check_out).
 #   scripts/gpu_check.sh [all|test|bench|batch|tune|ab]   test data: $VEGA_TEST_DATA or .devdata/testdata
+#   (PARITY_FILTER, E2E_FILTER: gtest filters for the two test binaries, e.g. when the
+#   carried test data is a subset)
 # tune: the probe with every compiled decode matvec shape (VEGA_PROBE_TUNE=1) and
 # tg128 for each shape of the plain (VEGA_GPU_MV), gate/up (VEGA_GPU_SWIGLU) and
 # epilogue (VEGA_GPU_EPI) matvecs. ab: tg128 A/B between env settings (AB=...)
@@ -43,10 +45,10 @@ synth() {  # synth TYPE -> /tmp/synth-7b-TYPE.gguf (kept between calls on a warm
 }
 if [ "$MODE" = all ] || [ "$MODE" = test ]; then
   log "parity tests"
-  timeout 300 $B/tests/gpu/vega_gpu_parity_tests > "$OUT/parity.log" 2>&1; echo "rc=$?" >> "$OUT/parity.log"
+  timeout 300 $B/tests/gpu/vega_gpu_parity_tests ${PARITY_FILTER:+--gtest_filter=$PARITY_FILTER} > "$OUT/parity.log" 2>&1; echo "rc=$?" >> "$OUT/parity.log"
   grep -E "^\[  (PASSED|FAILED|SKIPPED) |Failure|Expected|which is|rc=" "$OUT/parity.log" | head -40 | tee -a "$OUT/summary.txt"
   log "end-to-end reference tests on the GPU"
-  VEGA_TEST_DEVICE=gpu timeout 300 $B/tests/vega_engine_tests > "$OUT/e2e_gpu.log" 2>&1; echo "rc=$?" >> "$OUT/e2e_gpu.log"
+  VEGA_TEST_DEVICE=gpu timeout 300 $B/tests/vega_engine_tests ${E2E_FILTER:+--gtest_filter=$E2E_FILTER} > "$OUT/e2e_gpu.log" 2>&1; echo "rc=$?" >> "$OUT/e2e_gpu.log"
   grep -E "^\[  (PASSED|FAILED|SKIPPED) |^\[  FAILED|rc=" "$OUT/e2e_gpu.log" | head -40 | tee -a "$OUT/summary.txt"
 fi
 

@@ -46,7 +46,7 @@ constexpr int kCountBits = 20;
 // (NaN as -inf) in the high half, ~id in the low half: a larger key is a larger
 // logit or, on a tie, a lower id. 0 marks no candidate.
 __device__ __forceinline__ unsigned long long route_key(float v, int e) {
-    unsigned int b = __float_as_uint(v);
+    unsigned int b = __float_as_uint(v == 0.f ? 0.f : v);  // -0 ties with +0, as on the CPU
     if (v != v) b = 0xff800000u;
     b = (b & 0x80000000u) ? ~b : (b | 0x80000000u);
     return (static_cast<unsigned long long>(b) << 32) | static_cast<unsigned int>(0xffffffffu - unsigned(e));

@@ -23,7 +23,7 @@ constexpr int kTopKThreads = arch::kRowThreads;
 constexpr int kTopKMaxK = 64;  // Backend::kTopKMax
 
 __device__ __forceinline__ unsigned long long topk_key(float v, int64_t i) {
-    unsigned int b = __float_as_uint(v);
+    unsigned int b = __float_as_uint(v == 0.f ? 0.f : v);  // -0 ties with +0 (the CPU's comparison)
     if (v != v) b = 0xff800000u;                  // NaN ranks as -inf
     b = (b & 0x80000000u) ? ~b : (b | 0x80000000u);  // order-preserving map
     return (static_cast<unsigned long long>(b) << 32) | static_cast<unsigned int>(0xffffffffu - unsigned(i));
