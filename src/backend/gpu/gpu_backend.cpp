@@ -153,12 +153,14 @@ public:
         // Decode residual + norm epilogue: per-chunk sums of squares of the deferred-norm input.
         ss_ = static_cast<float*>(alloc(size_t(act_n_) / 32 * 4 + 16, "norm partial sums"));
         // Expert plan (ops::ExpertPlan): up to act_rows_ (row, slot) pairs, kMaxExperts slots.
-        plan_buf_ = static_cast<int32_t*>(alloc((size_t(act_rows_) + 2 * kMaxExperts + 2) * sizeof(int32_t),
-                                                "expert plan"));
+        const size_t plan_ints = size_t(act_rows_) + 2 * kMaxExperts + 3;
+        plan_buf_ = static_cast<int32_t*>(alloc(plan_ints * sizeof(int32_t), "expert plan"));
+        rt::memset(plan_buf_, 0, plan_ints * sizeof(int32_t), stream_);
         plan_.pairs = plan_buf_;
         plan_.slot_expert = plan_buf_ + act_rows_;
         plan_.slot_begin = plan_.slot_expert + kMaxExperts;
         plan_.n_active = plan_.slot_begin + kMaxExperts + 1;
+        route_counter_ = plan_.n_active + 1;  // zero, kept zero by ops::router_route
         alloc_attention_scratch();
     }
 
@@ -352,8 +354,13 @@ public:
         const int64_t E = f.n_embd(), F = f.gate_exps.n_out;
         block_input(x, f.norm, f.eps, rows, E, link);
         check_input(f.router);
-        ops::matvec(mat(f.router), act_, buf.router, stream_);
-        ops::route_experts(buf.router, rows, f.routing, buf.expert_ids, buf.expert_w, &plan_, stream_);
+        if (f.router.type == GgmlType::F32 && act_.x && ops::router_route_ok(E, rows, f.routing.n_expert)) {
+            ops::router_route(f32(f.router), act_, f.routing, buf.router, buf.expert_ids, buf.expert_w, plan_,
+                              route_counter_, stream_);  // decode batches: one launch
+        } else {
+            ops::matvec(mat(f.router), act_, buf.router, stream_);
+            ops::route_experts(buf.router, rows, f.routing, buf.expert_ids, buf.expert_w, &plan_, stream_);
+        }
         rt::check("router + routing");
         if (swiglu_pair(f.gate_exps, f.up_exps)) {
             check_expert_input(f.gate_exps, rows, K, false);
@@ -368,8 +375,20 @@ public:
         check_expert_input(f.down_exps, rows, K, true);
         ops::matvec_experts(mat(f.down_exps), nullptr, E, int(f.down_exps.n_mat), plan_, rows, K, true, act_,
                             buf.expert_out, stream_);
+        rt::check("experts down");
+        // x += the weighted sum, the next norm and its q8 form: one kernel where it fits.
+        if (link.next_norm && E <= act_n_) {
+            uint16_t* h = want_h(rows) ? act_h_ : nullptr;
+            if (ops::prepare_act_experts(x, buf.expert_out, buf.expert_w, K, f32(*link.next_norm), link.next_eps, rows,
+                                         E, act_x_, act_q_, act_ds_, h, stream_)) {
+                rt::check("experts combine + residual + norm");
+                act_ = {};
+                act_.x = act_x_, act_.q = act_q_, act_.ds = act_ds_, act_.h = h, act_.rows = rows, act_.n = E;
+                return;
+            }
+        }
         ops::combine_experts(buf.expert_out, buf.expert_w, rows, K, E, buf.tmp, stream_);
-        rt::check("experts down + combine");
+        rt::check("experts combine");
         if (link.next_norm) return set_input(x, buf.tmp, f32(*link.next_norm), link.next_eps, rows, E);  // x += tmp first
         ops::add(x, buf.tmp, int64_t(rows) * E, stream_);
         rt::check("add");
@@ -551,7 +570,8 @@ private:
     uint16_t* act_h_ = nullptr;   // f16 forms of both (tensor-core targets only)
     uint16_t* act2_h_ = nullptr;
     float* ss_ = nullptr;  // [n/32] sums of squares of the deferred-norm input
-    int32_t* plan_buf_ = nullptr;  // the expert plan's arrays (plan_)
+    int32_t* plan_buf_ = nullptr;  // the expert plan's arrays (plan_) and route_counter_
+    int* route_counter_ = nullptr;
     ops::ExpertPlan plan_;
     // A/B switches: VEGA_GPU_FUSE=0 turns every decode fusion below off;
     // VEGA_GPU_FUSE_SWIGLU_Q8=0 only the q8 epilogue of the gate/up kernel;

@@ -76,6 +76,12 @@ void rms_norm(const float* x, const float* w, float* y, int rows, int n, float e
 // (with h, also as f16: Act::h). With res (fused residual add): x += res first, written back to x.
 void prepare_act(float* x, const float* res, const float* w, float eps, int rows, int64_t n, float* xo, int8_t* q,
                  float* ds, uint16_t* h, void* s);
+// prepare_act with the residual a weighted sum of k slices (a mixture of experts' outputs):
+// x += sum_j yw[r][j] * y[r][j][:] (y [rows][k][n], slices in order from zero, as
+// combine_experts), then the norm by w and the q8 (and f16) form. Returns false, having
+// launched nothing, unless n % 32 == 0, w and q are given and a row fits one block.
+bool prepare_act_experts(float* x, const float* y, const float* yw, int k, const float* w, float eps, int rows,
+                         int64_t n, float* xo, int8_t* q, float* ds, uint16_t* h, void* s);
 // y [rows][W.n_out] = act @ W^T.
 void matvec(const GpuMat& W, const Act& a, float* y, void* s);
 // y[m] [rows][W[m].n_out] = act @ W[m]^T for n_mat (<= 3) matrices of one type and width,
@@ -178,6 +184,12 @@ struct ExpertPlan {
 // their weights (ExpertRouting); with plan, also the plan of those ids (one launch).
 void route_experts(const float* logits, int rows, const ExpertRouting& r, int32_t* ids, float* w,
                    const ExpertPlan* plan, void* s);
+// Decode batches (ops::router_route_ok): logits [rows][r.n_expert] = act.x @ W^T (W the
+// F32 router [n_expert][act.n]), then routing and the plan as route_experts, in one
+// launch (the last block routes; counter: one int, zero, left zero).
+bool router_route_ok(int64_t n, int rows, int n_expert);
+void router_route(const float* W, const Act& a, const ExpertRouting& r, float* logits, int32_t* ids, float* w,
+                  const ExpertPlan& plan, int* counter, void* s);
 // The plan of ids [rows][r.n_used] alone.
 void group_experts(const int32_t* ids, int rows, const ExpertRouting& r, const ExpertPlan& plan, void* s);
 // y [rows * n_used][n_out] = per pair p (expert e of its slot): act row (per_slot ? p :

@@ -8,6 +8,9 @@
 // Audit specs (keys: tests/gpu/gfx906_audit.cpp). Routing and grouping run in one
 // block of arch::kRowThreads (a few µs, once per layer).
 // @audit kernel=*moe_route_k<* min_waves=4
+// Router logits + routing (decode batches): the router row's 16 float4 a lane and the
+// activation row's in registers (kV float4 a lane each), so 2 waves (one block per 4 experts on NVIDIA, 2 on gfx906).
+// @audit kernel=*router_route_k* min_waves=2
 // @audit kernel=*expert_combine_k* min_waves=8
 // Grouped expert matvec, one wave per output row, NB pairs at a time: the matvec
 // kernels' chunk loads (16-byte weight loads, dot4 against the q8 activations), one
@@ -73,7 +76,7 @@ __device__ void route_row(const float* __restrict__ logits, const ExpertRouting 
 #pragma unroll
     for (int i = 0; i < kPerLane; ++i) {
         const int e = lane + i * kWave;
-        const float v = e < X ? l[e] : -INFINITY;
+        const float v = e < X ? load_l2(l + e) : -INFINITY;
         key[i] = e < X ? route_key(v, e) : 0ull;
         if (e < X && v == v) mx = fmaxf(mx, v);
     }
@@ -82,7 +85,7 @@ __device__ void route_row(const float* __restrict__ logits, const ExpertRouting 
 #pragma unroll
     for (int i = 0; i < kPerLane; ++i) {
         const int e = lane + i * kWave;
-        const float v = e < X ? l[e] : -INFINITY;
+        const float v = e < X ? load_l2(l + e) : -INFINITY;
         if (e < X) sum += expf((v == v ? v : -INFINITY) - mx);
     }
     sum = wave_reduce_sum(sum);
@@ -99,7 +102,7 @@ __device__ void route_row(const float* __restrict__ logits, const ExpertRouting 
 #pragma unroll
         for (int i = 0; i < kPerLane; ++i)
             if (key[i] == best) key[i] = 0;  // taken (on its own lane only: keys are unique)
-        const float v = l[e];
+        const float v = load_l2(l + e);
         const float p = expf((v == v ? v : -INFINITY) - mx) / sum;
         total += p;
         if (lane == j) mine_w = p, mine_id = e;
@@ -111,67 +114,130 @@ __device__ void route_row(const float* __restrict__ logits, const ExpertRouting 
     }
 }
 
+// The plan of ids [rows][r.n_used] (ops::ExpertPlan), by one block of NT threads:
+// pair counts per expert (LDS atomics), an exclusive scan of (count | active <<
+// kCountBits) over the experts (thread t owns experts [t * kPer, +kPer);
+// Hillis-Steele over the threads' totals), then each pair placed at its expert's
+// cursor (the order inside an expert varies; every pair's result does not depend
+// on it).
+template <int NT>
+__device__ void build_plan(const int32_t* __restrict__ ids, const ExpertRouting r, int rows, ops::ExpertPlan plan) {
+    constexpr int kPer = (kMaxExperts + NT - 1) / NT;
+    __shared__ int cnt[kMaxExperts];
+    __shared__ int scan[NT];
+    const int tid = int(threadIdx.x), X = r.n_expert, P = rows * r.n_used;
+    for (int e = tid; e < kMaxExperts; e += NT) cnt[e] = 0;
+    __syncthreads();
+    for (int p = tid; p < P; p += NT) atomicAdd(&cnt[min(max(ids[p], 0), X - 1)], 1);
+    __syncthreads();
+    int local[kPer], mine = 0;
+#pragma unroll
+    for (int i = 0; i < kPer; ++i) {
+        const int e = tid * kPer + i;
+        const int c = e < X ? cnt[e] : 0;
+        local[i] = c | ((c > 0 ? 1 : 0) << kCountBits);
+        mine += local[i];
+    }
+    scan[tid] = mine;
+    __syncthreads();
+    for (int off = 1; off < NT; off *= 2) {
+        const int v = tid >= off ? scan[tid - off] : 0;
+        __syncthreads();
+        scan[tid] += v;
+        __syncthreads();
+    }
+    int run = scan[tid] - mine;  // exclusive prefix of this thread's first expert
+#pragma unroll
+    for (int i = 0; i < kPer; ++i) {
+        const int e = tid * kPer + i;
+        if (e < X && local[i] != 0) {
+            const int slot = run >> kCountBits, start = run & ((1 << kCountBits) - 1);
+            plan.slot_expert[slot] = e;
+            plan.slot_begin[slot] = start;
+            cnt[e] = start;  // now the fill cursor
+        }
+        run += local[i];
+    }
+    if (tid == NT - 1) {
+        const int n_active = scan[tid] >> kCountBits;
+        plan.n_active[0] = n_active;
+        plan.slot_begin[n_active] = P;
+    }
+    __syncthreads();
+    for (int p = tid; p < P; p += NT) plan.pairs[atomicAdd(&cnt[min(max(ids[p], 0), X - 1)], 1)] = p;
+}
+
 // One block. ROUTE: ids, w [rows][n_used] from the logits (wave per row). GROUP:
-// the plan from ids: pairs p = r * n_used + j ordered by expert, and per active
-// expert (slot) its id and the start of its pairs (ExpertPlan).
+// the plan of those ids.
 template <bool ROUTE, bool GROUP>
 __global__ void __launch_bounds__(kRouteThreads) moe_route_k(const float* __restrict__ logits, ExpertRouting r, int rows,
                                                              int32_t* __restrict__ ids, float* __restrict__ w,
                                                              ops::ExpertPlan plan) {
     pdl_wait();
     pdl_trigger();
-    const int wi = int(threadIdx.x) / kWave, tid = int(threadIdx.x);
     if constexpr (ROUTE) {
-        for (int row = wi; row < rows; row += kRouteWaves) route_row(logits, r, row, ids, w);
+        for (int row = int(threadIdx.x) / kWave; row < rows; row += kRouteWaves) route_row(logits, r, row, ids, w);
         __syncthreads();  // the ids are read below by other threads
     }
-    if constexpr (GROUP) {
-        constexpr int kPer = (kMaxExperts + kRouteThreads - 1) / kRouteThreads;  // experts per thread
-        __shared__ int cnt[kMaxExperts];
-        __shared__ int scan[kRouteThreads];
-        const int X = r.n_expert, P = rows * r.n_used;
-        for (int e = tid; e < kMaxExperts; e += kRouteThreads) cnt[e] = 0;
-        __syncthreads();
-        for (int p = tid; p < P; p += kRouteThreads) atomicAdd(&cnt[min(max(ids[p], 0), X - 1)], 1);
-        __syncthreads();
-        // Exclusive scan of (count | active << kCountBits) over the experts: thread t
-        // owns experts [t * kPer, +kPer); Hillis-Steele over the threads' totals.
-        int local[kPer], mine = 0;
+    if constexpr (GROUP) build_plan<kRouteThreads>(ids, r, rows, plan);
+}
+
+// Router logits and routing in one launch (decode batches, F32 router): wave e %
+// waves of block e / waves computes router row e for every activation row (the
+// row's loads in flight, then one reduction per activation row), writes the
+// logits; the last block to finish (a device-scope counter, as split attention)
+// routes every row and builds the plan. x [rows][n] f32, W [X][n] f32.
+constexpr int kRouterWaves = kEmWaves;
+constexpr int kRouterRows = 8;  // activation rows up to which the fused kernel serves (ops::router_route_ok)
+__global__ void __launch_bounds__(kRouterWaves * kWave) router_route_k(const float* __restrict__ W,
+                                                                         const float* __restrict__ x, int64_t n, int rows,
+                                                                         float* __restrict__ logits, ExpertRouting r,
+                                                                         int32_t* __restrict__ ids,
+                                                                         float* __restrict__ w, ops::ExpertPlan plan,
+                                                                         int* __restrict__ counter) {
+    constexpr int NT = kRouterWaves * kWave;
+    const int e = int(blockIdx.x) * kRouterWaves + int(threadIdx.x) / kWave, lane = lane_id();
+    const int X = r.n_expert;
+    // The weight row first (it depends on no earlier kernel), kV float4 a lane.
+    constexpr int kV = 512 / kWave;  // n_embd 2048 in registers (NVIDIA 16, gfx906 8 float4 a lane)
+    const int64_t n4 = n / 4;
+    float4 wv[kV];
+    const float4* wr = reinterpret_cast<const float4*>(W + int64_t(min(e, X - 1)) * n);
 #pragma unroll
-        for (int i = 0; i < kPer; ++i) {
-            const int e = tid * kPer + i;
-            const int c = e < X ? cnt[e] : 0;
-            local[i] = c | ((c > 0 ? 1 : 0) << kCountBits);
-            mine += local[i];
-        }
-        scan[tid] = mine;
-        __syncthreads();
-        for (int off = 1; off < kRouteThreads; off *= 2) {
-            const int v = tid >= off ? scan[tid - off] : 0;
-            __syncthreads();
-            scan[tid] += v;
-            __syncthreads();
-        }
-        int run = scan[tid] - mine;  // exclusive prefix of this thread's first expert
-#pragma unroll
-        for (int i = 0; i < kPer; ++i) {
-            const int e = tid * kPer + i;
-            if (e < X && local[i] != 0) {
-                const int slot = run >> kCountBits, start = run & ((1 << kCountBits) - 1);
-                plan.slot_expert[slot] = e;
-                plan.slot_begin[slot] = start;
-                cnt[e] = start;  // now the fill cursor
-            }
-            run += local[i];
-        }
-        if (tid == kRouteThreads - 1) {
-            const int n_active = scan[tid] >> kCountBits;
-            plan.n_active[0] = n_active;
-            plan.slot_begin[n_active] = P;
-        }
-        __syncthreads();
-        for (int p = tid; p < P; p += kRouteThreads) plan.pairs[atomicAdd(&cnt[min(max(ids[p], 0), X - 1)], 1)] = p;
+    for (int k = 0; k < kV; ++k) {
+        const int64_t i = lane + int64_t(k) * kWave;
+        wv[k] = i < n4 ? wr[i] : make_float4(0.f, 0.f, 0.f, 0.f);
     }
+    pdl_wait();
+    pdl_trigger();
+    for (int t = 0; t < rows; ++t) {
+        const float4* xr = reinterpret_cast<const float4*>(x + int64_t(t) * n);
+        float acc = 0.f;
+        float4 xv[kV];  // every load issued before the first use (past the row: re-read, weight 0)
+#pragma unroll
+        for (int k = 0; k < kV; ++k) xv[k] = xr[min(lane + int64_t(k) * kWave, n4 - 1)];
+#pragma unroll
+        for (int k = 0; k < kV; ++k) acc += wv[k].x * xv[k].x + wv[k].y * xv[k].y + wv[k].z * xv[k].z + wv[k].w * xv[k].w;
+        for (int64_t i = lane + int64_t(kV) * kWave; i < n4; i += kWave) {  // rows longer than 16 float4 a lane
+            const float4 a = wr[i], xv = xr[i];
+            acc += a.x * xv.x + a.y * xv.y + a.z * xv.z + a.w * xv.w;
+        }
+        acc = wave_reduce_sum(acc);
+        if (lane == 0 && e < X) logits[int64_t(t) * X + e] = acc;
+    }
+    __shared__ int s_last;
+    __threadfence();  // this block's logits, visible before the count says so
+    __syncthreads();
+    if (threadIdx.x == 0) {
+        s_last = atomicAdd(counter, 1) == int(gridDim.x) - 1;
+        if (s_last) *counter = 0;  // every block has counted: ready for the next launch
+    }
+    __syncthreads();
+    if (!s_last) return;
+    acquire_fence();
+    for (int row = int(threadIdx.x) / kWave; row < rows; row += kRouterWaves) route_row(logits, r, row, ids, w);
+    __syncthreads();
+    build_plan<NT>(ids, r, rows, plan);
 }
 
 // The expert matvec's arguments: W (and U) the stacked matrices (all n_mat *
@@ -328,6 +394,19 @@ void ops::route_experts(const float* logits, int rows, const ExpertRouting& r, i
         gpu_fail("route_experts: unsupported expert counts");
     if (plan) launch(moe_route_k<true, true>, dim3(1), dim3(kRouteThreads), s, logits, r, rows, ids, w, *plan);
     else launch(moe_route_k<true, false>, dim3(1), dim3(kRouteThreads), s, logits, r, rows, ids, w, ExpertPlan{});
+}
+
+bool ops::router_route_ok(int64_t n, int rows, int n_expert) {
+    return rows >= 1 && rows <= kRouterRows && n % 4 == 0 && n_expert >= 1 && n_expert <= kMaxExperts;
+}
+
+void ops::router_route(const float* W, const Act& a, const ExpertRouting& r, float* logits, int32_t* ids, float* w,
+                       const ExpertPlan& plan, int* counter, void* s) {
+    if (!router_route_ok(a.n, a.rows, r.n_expert) || !a.x || r.n_used < 1 || r.n_used > kMaxExpertsUsed ||
+        r.n_used > r.n_expert)
+        gpu_fail("router_route: unsupported shape");
+    launch(router_route_k, dim3(unsigned((r.n_expert + kRouterWaves - 1) / kRouterWaves)), dim3(kRouterWaves * kWave), s, W,
+           a.x, a.n, a.rows, logits, r, ids, w, plan, counter);
 }
 
 void ops::group_experts(const int32_t* ids, int rows, const ExpertRouting& r, const ExpertPlan& plan, void* s) {

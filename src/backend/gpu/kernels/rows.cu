@@ -149,11 +149,15 @@ __global__ void __launch_bounds__(kRowThreads) prepare_act_k(float* x, const flo
 // (grid (1, rows)), kPrepThreads * V * 4 >= n, block-wide sum of squares. Without:
 // grid (ceil(n / (4 * kPrepThreads)), rows), V == 1, chunk-local quantization only.
 // The q8 blocks are computed exactly as in prepare_act_k.
+// With res_k > 0 the residual is the weighted sum of res_k slices, res [rows][res_k][n]
+// with weights res_w [rows][res_k], summed in slice order from zero (ops::combine_experts'
+// order), then added to x.
 template <int V>
 __global__ void __launch_bounds__(kPrepThreads) prep_fast_k(float* x, const float* __restrict__ res,
                                                           const float* __restrict__ w, float eps, int64_t n,
                                                           float* __restrict__ xo, int8_t* __restrict__ q,
-                                                          float* __restrict__ ds, uint16_t* __restrict__ h) {
+                                                          float* __restrict__ ds, uint16_t* __restrict__ h,
+                                                          const float* __restrict__ res_w, int res_k) {
     __shared__ double lds[kPrepThreads / kWave];
     pdl_wait();
     pdl_trigger();
@@ -170,7 +174,17 @@ __global__ void __launch_bounds__(kPrepThreads) prep_fast_k(float* x, const floa
         if (i4 < n4) {
             v[k] = reinterpret_cast<const float4*>(xr)[i4];
             if (res) {
-                const float4 rr = reinterpret_cast<const float4*>(res + r * n)[i4];
+                float4 rr;
+                if (res_k == 0) {
+                    rr = reinterpret_cast<const float4*>(res + r * n)[i4];
+                } else {
+                    rr = make_float4(0.f, 0.f, 0.f, 0.f);
+                    for (int j = 0; j < res_k; ++j) {
+                        const float wj = res_w[r * res_k + j];
+                        const float4 y = reinterpret_cast<const float4*>(res + (r * res_k + j) * n)[i4];
+                        rr.x += wj * y.x, rr.y += wj * y.y, rr.z += wj * y.z, rr.w += wj * y.w;
+                    }
+                }
                 v[k].x += rr.x, v[k].y += rr.y, v[k].z += rr.z, v[k].w += rr.w;
                 reinterpret_cast<float4*>(xr)[i4] = v[k];
             }
@@ -283,10 +297,21 @@ void ops::embed(const GpuMat& table, const int32_t* tokens, int n, float* out, v
 namespace {
 template <int V>
 void prep_fast(float* x, const float* res, const float* w, float eps, int rows, int64_t n, float* xo, int8_t* q,
-               float* ds, uint16_t* h, unsigned bx, void* s) {
-    launch(prep_fast_k<V>, dim3(bx, unsigned(rows)), dim3(kPrepThreads), s, x, res, w, eps, n, xo, q, ds, h);
+               float* ds, uint16_t* h, unsigned bx, void* s, const float* res_w = nullptr, int res_k = 0) {
+    launch(prep_fast_k<V>, dim3(bx, unsigned(rows)), dim3(kPrepThreads), s, x, res, w, eps, n, xo, q, ds, h, res_w,
+           res_k);
 }
 }  // namespace
+
+bool ops::prepare_act_experts(float* x, const float* y, const float* yw, int k, const float* w, float eps, int rows,
+                              int64_t n, float* xo, int8_t* q, float* ds, uint16_t* h, void* s) {
+    if (rows <= 0 || !q || !w || n % 32 != 0 || k < 1) return false;
+    const int64_t v = (n / 4 + kPrepThreads - 1) / kPrepThreads;
+    if (v <= 1) return prep_fast<1>(x, y, w, eps, rows, n, xo, q, ds, h, 1, s, yw, k), true;
+    if (v <= 2) return prep_fast<2>(x, y, w, eps, rows, n, xo, q, ds, h, 1, s, yw, k), true;
+    if (v <= 4) return prep_fast<4>(x, y, w, eps, rows, n, xo, q, ds, h, 1, s, yw, k), true;
+    return false;
+}
 
 void ops::prepare_act(float* x, const float* res, const float* w, float eps, int rows, int64_t n, float* xo, int8_t* q,
                       float* ds, uint16_t* h, void* s) {
