@@ -153,7 +153,8 @@ public:
         // Decode residual + norm epilogue: per-chunk sums of squares of the deferred-norm input.
         ss_ = static_cast<float*>(alloc(size_t(act_n_) / 32 * 4 + 16, "norm partial sums"));
         // Expert plan (ops::ExpertPlan): up to act_rows_ (row, slot) pairs, kMaxExperts slots.
-        const size_t plan_ints = size_t(act_rows_) + 2 * kMaxExperts + 3;
+        const size_t items = size_t(act_rows_) / 16 + kMaxExperts + 1;  // ExpertPlan::items capacity
+        const size_t plan_ints = size_t(act_rows_) + 2 * kMaxExperts + 3 + items + 1;
         plan_buf_ = static_cast<int32_t*>(alloc(plan_ints * sizeof(int32_t), "expert plan"));
         rt::memset(plan_buf_, 0, plan_ints * sizeof(int32_t), stream_);
         plan_.pairs = plan_buf_;
@@ -161,6 +162,8 @@ public:
         plan_.slot_begin = plan_.slot_expert + kMaxExperts;
         plan_.n_active = plan_.slot_begin + kMaxExperts + 1;
         route_counter_ = plan_.n_active + 1;  // zero, kept zero by ops::router_route
+        plan_.n_items = route_counter_ + 1;
+        plan_.items = plan_.n_items + 1;
         alloc_attention_scratch();
     }
 

@@ -179,6 +179,11 @@ struct ExpertPlan {
     int32_t* slot_expert = nullptr;
     int32_t* slot_begin = nullptr;
     int32_t* n_active = nullptr;
+    // Work items of the grouped tensor-core matmul (plan_items): slot << 16 | g for
+    // each group g of `cols` pairs of each active slot; n_items [1]. Capacity: pairs / 16
+    // + kMaxExperts.
+    int32_t* items = nullptr;
+    int32_t* n_items = nullptr;
 };
 // ids, w [rows][r.n_used] = the experts chosen from logits [rows][r.n_expert] and
 // their weights (ExpertRouting); with plan, also the plan of those ids (one launch).
@@ -198,6 +203,14 @@ void group_experts(const int32_t* ids, int rows, const ExpertRouting& r, const E
 // Quantized weights read the q8 input (no deferred norm), float weights the f32 input.
 void matvec_experts(const GpuMat& W, const GpuMat* U, int64_t n_out, int n_mat, const ExpertPlan& plan, int rows,
                     int n_used, bool per_slot, const Act& a, float* y, void* s);
+// The plan's work items for column groups of `cols` pairs (one block, after the plan).
+void plan_items(const ExpertPlan& plan, int cols, void* s);
+// matvec_experts through the tensor cores (NVIDIA; input with Act::h, at least
+// arch::kMmaExpertPairs pairs per active expert on average): plan_items, then one
+// grouped launch. False, having launched nothing, when it cannot serve the call
+// (matvec_experts calls it first).
+bool matmul_mma_experts(const GpuMat& W, const GpuMat* U, int64_t n_out, int n_mat, const ExpertPlan& plan, int rows,
+                        int n_used, bool per_slot, const Act& a, float* y, void* s);
 // out [rows][n] = sum_j w[r][j] * y[r][j][:] (y [rows][n_used][n], slots in order).
 void combine_experts(const float* y, const float* w, int rows, int n_used, int64_t n, float* out, void* s);
 

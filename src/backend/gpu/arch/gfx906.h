@@ -37,6 +37,7 @@ constexpr bool kMultiMatLaunch = false;  // one matrix per launch: selecting amo
 constexpr const char* kName = "gfx906";
 constexpr const char* kDeviceArch = "gfx906";  // device arch names this table serves (prefix of gcnArchName)
 constexpr int kMmaMinRows = 0;        // no tensor-core matmul: the matvec kernels serve every batch
+constexpr int kMmaExpertPairs = 0;    // (nor the grouped expert matmul)
 
 // Matvec shapes (rows per wave, loads in flight per row and matrix): decode by
 // role, and the batch kernels. Not measured on a gfx906 card yet: the unrolls that

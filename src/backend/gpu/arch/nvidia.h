@@ -35,6 +35,10 @@ constexpr const char* kDeviceArch = "sm_";  // any NVIDIA device (sm_61+: dp4a; 
 // 64 bytes per chunk and row, so 32 and 64 columns take 16 and 8 (4 stages; 32
 // and 16 with 2 stages lose 7% and 12%; 5 stages in 224 KB gain nothing).
 constexpr int kMmaMinRows = 8;
+// Grouped expert matmuls (kernels/matmul_mma.cu, grouped): from this many (row, slot)
+// pairs per active expert on average (a 16-column group a third full at worst); fewer
+// (batched decode) stay on the expert matvec. Not tuned.
+constexpr int kMmaExpertPairs = 8;
 constexpr int mma_warps(int /*cols*/) { return 8; }
 // (row_groups 2: 64 weight rows a block, so fewer chunks fill a slot.)
 constexpr int mma_stage_chunks(int cols, int row_groups) {

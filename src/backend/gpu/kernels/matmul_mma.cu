@@ -226,6 +226,18 @@ struct MmaMats {
     float* y[3] = {nullptr, nullptr, nullptr};
     int n_mat = 0;
     int first[4] = {0, 0, 0, 0};
+    // Grouped experts (ops::matmul_mma_experts; n_mat 1): w[0] (and w[1], SWIGLU) are the
+    // stacked experts, expert e's row o at e * n_out + o with n_out = rows per expert
+    // (w[0].n_out here). Block x takes work item x of the plan (ops::ExpertPlan::items:
+    // slot << 16 | column group g, the slot's pairs g * kCols ..); blocks past n_items
+    // exit. Column j of a group reads act row pairs[j] (per_slot) or pairs[j] / n_used
+    // and writes y row pairs[j].
+    bool grouped = false;
+    ops::ExpertPlan plan;
+    int n_used = 1;
+    bool per_slot = false;
+    int plan_slots = 0;    // active experts at most (grid sizing)
+    int grouped_cols = 0;  // the plan's column-group width: 16, 32 or 64 (picks NT)
 };
 
 // This thread's copy items and the planes they read. Shared weight row r is row
@@ -260,12 +272,17 @@ struct Copies {
         n_out = pick3([](const GpuMat& x) { return x.n_out; });
         if constexpr (SW) vqs = P.w[1].qs, vsc = P.w[1].sc, vqh = P.w[1].qh, vsb = P.w[1].sb;
     }
-    __device__ Copies(const MmaMats& P, const ops::Act& a, int col0) {
+    // gpairs (grouped): the group's gcnt pairs, column r reading act row in_row(pairs[r]).
+    __device__ Copies(const MmaMats& P, const ops::Act& a, int col0, const int32_t* gpairs = nullptr, int gcnt = 0) {
         constexpr PlaneSizes ps = L::kPs;
         vqs = vsc = vqh = vsb = nullptr;
         set_matrix(P, 0);
         xh = a.h, nc = P.w[0].n_chunk;
-        auto arow = [&](int r) { return int64_t(min(col0 + r, a.rows - 1)); };
+        auto arow = [&](int r) {
+            if (!gpairs) return int64_t(min(col0 + r, a.rows - 1));
+            const int p = gpairs[min(r, gcnt - 1)];  // past the group: re-reads its last (not stored)
+            return int64_t(P.per_slot ? p : p / P.n_used);
+        };
         qs.init([&](int i) { return uint32_t(tile_row(i / L::kQsP) * nc * ps.qs + (i % L::kQsP) * 16); });
         sc.init([&](int i) { return uint32_t(tile_row(i / L::kScP) * nc * ps.sc + (i % L::kScP) * 8); });
         if constexpr (ps.qh != 0) qh.init([&](int i) { return uint32_t(tile_row(i / L::kQhP) * nc * ps.qh + (i % L::kQhP) * 16); });
@@ -481,9 +498,13 @@ __device__ __forceinline__ void compute_stage(const unsigned char* slot, SmemAdd
 // The block's outputs of one tile (rows row0.., activation rows col0..): the warps'
 // partial sums reduced (Reduce, in its own shared region) and stored, SWIGLU's as
 // silu(gate) * up.
+// col_map (grouped experts): output column col is y row col_map[col] (col0 0, rows the
+// group's pair count).
 template <GgmlType T, int MT, int NT, int WM, bool SWIGLU>
 __device__ __forceinline__ void store_tile(float* part_mem, const float (&acc)[MT][NT][4], int64_t row0, int col0,
-                                           int64_t n_out, int rows, float* __restrict__ y) {
+                                           int64_t n_out, int rows, float* __restrict__ y,
+                                           const int32_t* __restrict__ col_map = nullptr) {
+    auto out_row = [&](int col) { return int64_t(col_map ? col_map[col] : col); };
     using L = Ring<T, MT, NT, WM>;
     using R = typename L::R;
     auto* part = reinterpret_cast<float(*)[kMmaM * R::kStride]>(part_mem);
@@ -499,7 +520,7 @@ __device__ __forceinline__ void store_tile(float* part_mem, const float (&acc)[M
                 const int e = int(threadIdx.x) + k * L::kThreads;
                 const int64_t r = row0 + rg * kMmaM + e % kMmaM;
                 const int col = col0 + e / kMmaM;
-                if (e < R::kOut && r < n_out && col < rows) y[int64_t(col) * n_out + r] = silu(out[k]) * up[k];
+                if (e < R::kOut && r < n_out && col < rows) y[out_row(col) * n_out + r] = silu(out[k]) * up[k];
             }
         } else {
 #pragma unroll
@@ -511,7 +532,7 @@ __device__ __forceinline__ void store_tile(float* part_mem, const float (&acc)[M
                     const int e = int(threadIdx.x) + k * L::kThreads;
                     const int64_t r = row0 + (rg * MT + mt) * kMmaM + e % kMmaM;
                     const int col = col0 + e / kMmaM;
-                    if (e < R::kOut && r < n_out && col < rows) y[int64_t(col) * n_out + r] = out[k];
+                    if (e < R::kOut && r < n_out && col < rows) y[out_row(col) * n_out + r] = out[k];
                 }
             }
         }
@@ -535,7 +556,23 @@ __global__ void __launch_bounds__(Ring<T, MT, NT, WM>::kThreads, 1) matmul_mma_k
     const SmemAddr smem_s = SmemAddr(__cvta_generic_to_shared(smem));
     const int lane = int(threadIdx.x) % 32, g = lane >> 2;
     const int rb = L::group_row0();
-    const int col0 = int(blockIdx.x) * L::kCols;
+    int col0 = int(blockIdx.x) * L::kCols;
+    // Grouped experts: this block's work item (read after the wait: the plan is an
+    // earlier kernel's), its expert's first row and its pairs.
+    int64_t e_row0 = 0;
+    const int32_t* gpairs = nullptr;
+    int gcnt = 0;
+    if (P.grouped) {
+        pdl_wait();
+        pdl_trigger();
+        if (int(blockIdx.x) >= P.plan.n_items[0]) return;
+        const int item = P.plan.items[blockIdx.x], slot = item >> 16, grp = item & 0xFFFF;
+        const int b0 = P.plan.slot_begin[slot] + grp * L::kCols;
+        gcnt = min(L::kCols, P.plan.slot_begin[slot + 1] - b0);
+        gpairs = P.plan.pairs + b0;
+        e_row0 = int64_t(P.plan.slot_expert[slot]) * P.w[0].n_out;
+        col0 = 0;
+    }
     const int64_t nc = P.w[0].n_chunk;
     const int n_st = int((nc + L::kChunks - 1) / L::kChunks);  // stages per tile
     const int n_tiles = P.first[P.n_mat];
@@ -550,7 +587,8 @@ __global__ void __launch_bounds__(Ring<T, MT, NT, WM>::kThreads, 1) matmul_mma_k
     auto tile_row0 = [&](int k, int m) {
         return int64_t(int(blockIdx.y) + k * int(gridDim.y) - (m == 0 ? 0 : m == 1 ? P.first[1] : P.first[2])) * kRowsPerTile;
     };
-    Copies<T, MT, NT, WM, SWIGLU> cp(P, a, col0);
+    Copies<T, MT, NT, WM, SWIGLU> cp(P, a, col0, gpairs, gcnt);
+    if (P.grouped) cp.n_out = e_row0 + P.w[0].n_out;  // rows of the stack up to this expert's end
     // The issue position (tile ki, stage si) runs kStages - 1 ahead of the compute position.
     int ki = 0, si = 0;
     auto issue = [&](bool with_weights, bool with_acts) {
@@ -558,7 +596,7 @@ __global__ void __launch_bounds__(Ring<T, MT, NT, WM>::kThreads, 1) matmul_mma_k
         if (with_weights) {
             const int m = tile_mat(ki);
             if (m != cp.mat) cp.set_matrix(P, m);
-            cp.weights(slot, tile_row0(ki, m), si * L::kChunks, n_chunks(si));
+            cp.weights(slot, e_row0 + tile_row0(ki, m), si * L::kChunks, n_chunks(si));
         }
         if (with_acts) cp.acts(slot, si * L::kChunks, n_chunks(si));
     };
@@ -583,13 +621,15 @@ __global__ void __launch_bounds__(Ring<T, MT, NT, WM>::kThreads, 1) matmul_mma_k
     };
     clear();
     int cm = tile_mat(0);  // the compute position's matrix
-    set_par(tile_row0(0, cm));
+    set_par(e_row0 + tile_row0(0, cm));
 
     // Prologue: the first stages' weights go out before pdl_wait (they depend on no
     // earlier kernel, launch.h), then their activations; group j completes stage j.
     for (int j = 0; j < S - 1 && j < n_seq; ++j) issue(true, false), advance();
-    pdl_wait();
-    pdl_trigger();
+    if (!P.grouped) {  // (grouped: waited above)
+        pdl_wait();
+        pdl_trigger();
+    }
     ki = 0, si = 0;  // the same positions again, for their activations
     for (int j = 0; j < S - 1; ++j) {
         if (j < n_seq) issue(false, true), advance();
@@ -606,11 +646,11 @@ __global__ void __launch_bounds__(Ring<T, MT, NT, WM>::kThreads, 1) matmul_mma_k
             float* y = cm == 0 ? P.y[0] : cm == 1 ? P.y[1] : P.y[2];
             const int64_t n_out = cm == 0 ? P.w[0].n_out : cm == 1 ? P.w[1].n_out : P.w[2].n_out;
             store_tile<T, MT, NT, WM, SWIGLU>(reinterpret_cast<float*>(smem + S * L::kSlot), acc, tile_row0(k, cm), col0, n_out,
-                                          a.rows, y);
+                                          P.grouped ? gcnt : a.rows, y, gpairs);
             clear();
             st = 0, ++k;
             cm = tile_mat(k);
-            set_par(tile_row0(k, cm));
+            set_par(e_row0 + tile_row0(k, cm));
         }
     }
     cp_async_wait<0>();
@@ -657,9 +697,14 @@ bool launch_nt(const MmaMats& P, const ops::Act& a, void* s) {
     MmaMats Q = P;
     for (int m = 0; m < 3; ++m)
         Q.first[m + 1] = Q.first[m] + (m < Q.n_mat ? int((Q.w[m].n_out + rows_per_tile - 1) / rows_per_tile) : 0);
-    const int cols = (a.rows + L::kCols - 1) / L::kCols;
     const int64_t tiles = Q.first[3];
-    const int64_t per_col = mma_persistent() ? std::min(tiles, int64_t(std::max(1, device_sms() / cols))) : tiles;
+    // Grouped: x = the plan's work items at most (column groups of kCols pairs per active
+    // expert: ceil(pairs / kCols) + active experts); each block one row tile.
+    const int cols = Q.grouped ? int((int64_t(a.rows) * (Q.per_slot ? 1 : Q.n_used) + L::kCols - 1) / L::kCols +
+                                     std::min<int64_t>(Q.plan_slots, int64_t(a.rows) * (Q.per_slot ? 1 : Q.n_used)))
+                               : (a.rows + L::kCols - 1) / L::kCols;
+    const int64_t per_col =
+        !Q.grouped && mma_persistent() ? std::min(tiles, int64_t(std::max(1, device_sms() / cols))) : tiles;
     const dim3 grid{unsigned(cols), unsigned(per_col)};
     launch_smem(matmul_mma_k<T, MT, NT, WM, SW>, grid, dim3(L::kThreads), size_t(L::kBytes), s, Q, a);
     return true;
@@ -691,8 +736,9 @@ bool launch_g(const MmaMats& P, const ops::Act& a, void* s) {
 
 template <GgmlType T, bool SW>
 bool launch_t(const MmaMats& P, const ops::Act& a, void* s) {
-    if (a.rows <= 16) return launch_g<T, 2, SW>(P, a, s);
-    if (a.rows <= 32) return launch_g<T, 4, SW>(P, a, s);
+    const int cols = P.grouped ? P.grouped_cols : a.rows;
+    if (cols <= 16) return launch_g<T, 2, SW>(P, a, s);
+    if (cols <= 32) return launch_g<T, 4, SW>(P, a, s);
     return launch_g<T, 8, SW>(P, a, s);
 }
 
@@ -732,6 +778,13 @@ int ops::mma_min_rows() {
 }
 
 namespace {
+// Grouped expert matmuls through the tensor cores; VEGA_GPU_MOE_MMA=0 keeps the expert
+// matvec (A/B), read once.
+bool expert_mma_enabled() {
+    static const bool on = env_int("VEGA_GPU_MOE_MMA", 1) != 0;
+    return on;
+}
+
 // Whether the kernel can take W with this input: the shared checks of both entries.
 bool mma_ok(const GpuMat& W, const ops::Act& a) {
     const int min_rows = ops::mma_min_rows();
@@ -747,6 +800,22 @@ bool ops::matmul_mma(const GpuMat& W, const GpuMat* U, const Act& a, float* y, v
     if (U && (U->type != W.type || U->n_in != W.n_in || U->n_out != W.n_out)) return false;
     MmaMats P;
     P.w[0] = W, P.w[1] = U ? *U : W, P.y[0] = y, P.n_mat = 1;
+    return U ? dispatch<true>(P, a, s) : dispatch<false>(P, a, s);
+}
+
+bool ops::matmul_mma_experts(const GpuMat& W, const GpuMat* U, int64_t n_out, int n_mat, const ExpertPlan& plan,
+                             int rows, int n_used, bool per_slot, const Act& a, float* y, void* s) {
+    if (!mma_ok(W, a) || !plan.items || !expert_mma_enabled()) return false;
+    if (U && (U->type != W.type || U->n_in != W.n_in || U->n_out != W.n_out)) return false;
+    const int pairs = rows * n_used, slots = std::min(n_mat, pairs);
+    if (pairs < arch::kMmaExpertPairs * slots) return false;  // too few pairs per expert to fill a tile
+    const int avg = pairs / std::max(1, slots);
+    MmaMats P;
+    P.w[0] = W, P.w[1] = U ? *U : W, P.y[0] = y, P.n_mat = 1;
+    P.w[0].n_out = P.w[1].n_out = n_out;  // rows per expert (the planes hold all n_mat)
+    P.grouped = true, P.plan = plan, P.n_used = n_used, P.per_slot = per_slot, P.plan_slots = slots;
+    P.grouped_cols = avg <= 16 ? 16 : avg <= 32 ? 32 : 64;
+    plan_items(plan, P.grouped_cols, s);
     return U ? dispatch<true>(P, a, s) : dispatch<false>(P, a, s);
 }
 
@@ -767,6 +836,10 @@ int ops::mma_min_rows() { return 0; }
 bool ops::mma_serves(const GpuMat&) { return false; }
 bool ops::matmul_mma(const GpuMat&, const GpuMat*, const Act&, float*, void*) { return false; }
 bool ops::matmul_mma3(const GpuMat*, float* const*, int, const Act&, void*) { return false; }
+bool ops::matmul_mma_experts(const GpuMat&, const GpuMat*, int64_t, int, const ExpertPlan&, int, int, bool, const Act&,
+                             float*, void*) {
+    return false;
+}
 
 #endif
 

@@ -8,6 +8,7 @@
 // Audit specs (keys: tests/gpu/gfx906_audit.cpp). Routing and grouping run in one
 // block of arch::kRowThreads (a few µs, once per layer).
 // @audit kernel=*moe_route_k<* min_waves=4
+// @audit kernel=*plan_items_k* min_waves=4
 // Router logits + routing (decode batches): the router row's 16 float4 a lane and the
 // activation row's in registers (kV float4 a lane each), so 2 waves (one block per 4 experts on NVIDIA, 2 on gfx906).
 // @audit kernel=*router_route_k* min_waves=2
@@ -180,6 +181,39 @@ __global__ void __launch_bounds__(kRouteThreads) moe_route_k(const float* __rest
         __syncthreads();  // the ids are read below by other threads
     }
     if constexpr (GROUP) build_plan<kRouteThreads>(ids, r, rows, plan);
+}
+
+// The plan's work items for the grouped tensor-core matmul: slot s's pairs in groups
+// of `cols`, items slot << 16 | g in slot order; n_items their count. One block.
+__global__ void __launch_bounds__(kRouteThreads) plan_items_k(ops::ExpertPlan plan, int cols) {
+    pdl_wait();
+    pdl_trigger();
+    constexpr int NT = kRouteThreads, kPer = (kMaxExperts + NT - 1) / NT;
+    __shared__ int scan[NT];
+    const int tid = int(threadIdx.x), n = plan.n_active[0];
+    int groups[kPer], mine = 0;
+#pragma unroll
+    for (int i = 0; i < kPer; ++i) {
+        const int sl = tid * kPer + i;
+        groups[i] = sl < n ? (plan.slot_begin[sl + 1] - plan.slot_begin[sl] + cols - 1) / cols : 0;
+        mine += groups[i];
+    }
+    scan[tid] = mine;
+    __syncthreads();
+    for (int off = 1; off < NT; off *= 2) {
+        const int v = tid >= off ? scan[tid - off] : 0;
+        __syncthreads();
+        scan[tid] += v;
+        __syncthreads();
+    }
+    int run = scan[tid] - mine;
+#pragma unroll
+    for (int i = 0; i < kPer; ++i) {
+        const int sl = tid * kPer + i;
+        for (int g = 0; g < groups[i]; ++g) plan.items[run + g] = (sl << 16) | g;
+        run += groups[i];
+    }
+    if (tid == NT - 1) plan.n_items[0] = scan[tid];
 }
 
 // Router logits and routing in one launch (decode batches, F32 router): wave e %
@@ -417,9 +451,15 @@ void ops::group_experts(const int32_t* ids, int rows, const ExpertRouting& r, co
            nullptr, plan);
 }
 
+void ops::plan_items(const ExpertPlan& plan, int cols, void* s) {
+    if (cols < 16) gpu_fail("plan_items: column groups under 16 pairs overflow the item list");
+    launch(plan_items_k, dim3(1), dim3(kRouteThreads), s, plan, cols);
+}
+
 void ops::matvec_experts(const GpuMat& W, const GpuMat* U, int64_t n_out, int n_mat, const ExpertPlan& plan,
                          int rows, int n_used, bool per_slot, const Act& a, float* y, void* s) {
     if (rows <= 0) return;
+    if (matmul_mma_experts(W, U, n_out, n_mat, plan, rows, n_used, per_slot, a, y, s)) return;
     ExpertJob j;
     j.W = W, j.U = U ? *U : W, j.n_out = n_out, j.n_used = n_used, j.per_slot = per_slot, j.plan = plan, j.y = y;
     const int pairs = rows * n_used, max_slots = std::min(n_mat, pairs);
