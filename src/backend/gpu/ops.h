@@ -146,8 +146,11 @@ void head_rms_norm(float* x, const float* w, int rows, int n_head, int hd, float
 void rope(float* x, int rows, int n_head, int hd, const RopeArgs& r, const int32_t* pos, void* s);
 
 // rope(q), rope(k) in place, then k, v into the cache at (seq[i], pos[i]): one launch.
+// With q_norm / k_norm ([hd], qwen3): each head RMS-normed by them first (eps), as
+// head_rms_norm would.
 void rope_store(const KvLayer& c, float* q, float* k, const float* v, int rows, int n_head, const RopeArgs& r,
-                const int32_t* pos, const int32_t* seq, void* s);
+                const int32_t* pos, const int32_t* seq, void* s, const float* q_norm = nullptr,
+                const float* k_norm = nullptr, float eps = 0.f);
 // Writes k, v [rows][n_kv_head*hd] at (seq[i], pos[i]).
 void kv_store(const KvLayer& c, const float* k, const float* v, int rows, const int32_t* pos, const int32_t* seq,
               void* s);

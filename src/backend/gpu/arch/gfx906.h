@@ -56,4 +56,7 @@ constexpr MatvecShape decode_shape(GgmlType, Role role) {
     return {1, kMatvecUnroll};
 }
 constexpr MatvecShape batch_shape(GgmlType, bool swiglu) { return {1, swiglu ? 1 : kMatvecUnroll}; }
+// Expert matvec, about one pair per expert (decode): one row per wave and chunk per lane
+// (the audited shape; not measured on a card).
+constexpr MatvecShape expert_shape(bool) { return {1, 1}; }
 }  // namespace vega::gpu::arch

@@ -71,6 +71,11 @@ constexpr MatvecShape decode_shape(GgmlType t, Role role) {
     }
     return {1, kMatvecUnroll};
 }
+// Expert matvec with about one pair per expert (decode; kernels/moe.cu): rows per wave
+// and chunks in flight per row and matrix. Gate/up (2048-long rows of Qwen3-30B-A3B:
+// 2 chunks a lane) 1 row x 2 chunks; down (768-long rows: under one chunk a lane) 4 rows
+// per wave, so a wave's loads are in flight together and 4x fewer blocks. Not A/B-tuned.
+constexpr MatvecShape expert_shape(bool swiglu) { return swiglu ? MatvecShape{1, 2} : MatvecShape{4, 1}; }
 // Batch kernels (2..8 activation rows per block): one row per wave.
 constexpr MatvecShape batch_shape(GgmlType, bool swiglu) { return {1, swiglu ? 2 : kMatvecUnroll}; }
 }  // namespace vega::gpu::arch

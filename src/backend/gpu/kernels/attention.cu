@@ -23,6 +23,7 @@
 // @audit kernel=*attn_split<*,?false,?8,?2>* min_waves=4 expect=dpp loop_inflight=2 loop_trips=3 loop_vmcnt0=2 loop_cndmask=6 loop_x4 no_flat no_glc
 // @audit kernel=*attn_combine* min_waves=4 loop_inflight=8 loop_trips=1 loop_vmcnt0=0 loop_cndmask=0 no_flat no_glc
 // @audit kernel=* min_waves=4
+#include "backend/gpu/kernels/norm.h"
 #include "backend/gpu/launch.h"
 #include "backend/gpu/ops.h"
 #include "backend/gpu/runtime.h"
@@ -92,12 +93,15 @@ __global__ void kv_store_k(ops::KvLayer c, const float* __restrict__ k, const fl
 
 // rope(q), rope(k) and the K/V cache write of one layer in one launch.
 // grid (n_head + n_kv_head, rows): block y = token, block x < n_head a q head,
-// else kv head x - n_head (rotated k, and v, into the cache).
+// else kv head x - n_head (rotated k, and v, into the cache). qn / kn (qwen3, may be
+// null): the per-head RMS norm of q / k, applied first (head_rms_norm's arithmetic).
 template <bool F16>
 __global__ void __launch_bounds__(kRopeThreads) rope_store_k(ops::KvLayer c, float* __restrict__ q, float* __restrict__ k,
                                                              const float* __restrict__ v, int n_head, ops::RopeArgs r,
                                                              const int32_t* __restrict__ pos,
-                                                             const int32_t* __restrict__ seq) {
+                                                             const int32_t* __restrict__ seq,
+                                                             const float* __restrict__ qn,
+                                                             const float* __restrict__ kn, float eps) {
     pdl_wait();
     pdl_trigger();
     const int t = blockIdx.y, hd = c.hd;
@@ -105,6 +109,15 @@ __global__ void __launch_bounds__(kRopeThreads) rope_store_k(ops::KvLayer c, flo
     const int h = is_k ? int(blockIdx.x) - n_head : int(blockIdx.x);
     const int p = pos[t];
     float* x = is_k ? k + (int64_t(t) * c.n_kv_head + h) * hd : q + (int64_t(t) * n_head + h) * hd;
+    const float* nw = is_k ? kn : qn;
+    if (nw) {  // block-uniform
+        __shared__ double lds[kRopeThreads / kWave];
+        double ss = 0.0;
+        for (int d = threadIdx.x; d < hd; d += kRopeThreads) ss += double(x[d]) * x[d];
+        const float sc = norm_scale(block_reduce_sum_f64<kRopeThreads>(ss, lds), hd, eps);
+        for (int d = threadIdx.x; d < hd; d += kRopeThreads) x[d] = x[d] * sc * nw[d];
+        __syncthreads();  // the rotation below reads other threads' elements
+    }
     const int64_t dst = c.row(seq[t], h, p);
     auto put = [&](void* base, int d, float val) {
         if constexpr (F16) static_cast<uint16_t*>(base)[dst + d] = f2h(val);
@@ -519,11 +532,14 @@ void ops::kv_store(const KvLayer& c, const float* k, const float* v, int rows, c
 }
 
 void ops::rope_store(const KvLayer& c, float* q, float* k, const float* v, int rows, int n_head, const RopeArgs& r,
-                     const int32_t* pos, const int32_t* seq, void* s) {
+                     const int32_t* pos, const int32_t* seq, void* s, const float* q_norm, const float* k_norm,
+                     float eps) {
     if (rows <= 0) return;
     const dim3 grid{unsigned(n_head + c.n_kv_head), unsigned(rows)};
-    if (c.f16) launch(rope_store_k<true>, grid, dim3(kRopeThreads), s, c, q, k, v, n_head, r, pos, seq);
-    else launch(rope_store_k<false>, grid, dim3(kRopeThreads), s, c, q, k, v, n_head, r, pos, seq);
+    if (c.f16)
+        launch(rope_store_k<true>, grid, dim3(kRopeThreads), s, c, q, k, v, n_head, r, pos, seq, q_norm, k_norm, eps);
+    else
+        launch(rope_store_k<false>, grid, dim3(kRopeThreads), s, c, q, k, v, n_head, r, pos, seq, q_norm, k_norm, eps);
 }
 
 int ops::attention_parts(int n_kv_max, int rows, int n_head, int n_sm) {

@@ -699,12 +699,14 @@ bool launch_nt(const MmaMats& P, const ops::Act& a, void* s) {
         Q.first[m + 1] = Q.first[m] + (m < Q.n_mat ? int((Q.w[m].n_out + rows_per_tile - 1) / rows_per_tile) : 0);
     const int64_t tiles = Q.first[3];
     // Grouped: x = the plan's work items at most (column groups of kCols pairs per active
-    // expert: ceil(pairs / kCols) + active experts); each block one row tile.
-    const int cols = Q.grouped ? int((int64_t(a.rows) * (Q.per_slot ? 1 : Q.n_used) + L::kCols - 1) / L::kCols +
-                                     std::min<int64_t>(Q.plan_slots, int64_t(a.rows) * (Q.per_slot ? 1 : Q.n_used)))
+    // expert: ceil(pairs / kCols) + active experts); blocks walk row tiles as below (a
+    // prompt's few hundred items: each block all of its expert's tiles, about two blocks
+    // per SM in all).
+    const int64_t pairs = int64_t(a.rows) * (Q.per_slot ? 1 : Q.n_used);
+    const int cols = Q.grouped ? int((pairs + L::kCols - 1) / L::kCols + std::min<int64_t>(Q.plan_slots, pairs))
                                : (a.rows + L::kCols - 1) / L::kCols;
-    const int64_t per_col =
-        !Q.grouped && mma_persistent() ? std::min(tiles, int64_t(std::max(1, device_sms() / cols))) : tiles;
+    const int64_t per_col = mma_persistent() ? std::min(tiles, int64_t(std::max(1, (Q.grouped ? 2 : 1) * device_sms() / cols)))
+                                             : tiles;
     const dim3 grid{unsigned(cols), unsigned(per_col)};
     launch_smem(matmul_mma_k<T, MT, NT, WM, SW>, grid, dim3(L::kThreads), size_t(L::kBytes), s, Q, a);
     return true;

@@ -13,16 +13,18 @@
 // activation row's in registers (kV float4 a lane each), so 2 waves (one block per 4 experts on NVIDIA, 2 on gfx906).
 // @audit kernel=*router_route_k* min_waves=2
 // @audit kernel=*expert_combine_k* min_waves=8
-// Grouped expert matvec, one wave per output row, NB pairs at a time: the matvec
-// kernels' chunk loads (16-byte weight loads, dot4 against the q8 activations), one
-// chunk per lane and iteration (not yet the decode matvec's loads in flight; as of
-// 2026-11-25). Floors as compiled: 4 waves, the gate/up pair of the 5-bit and 6-bit
-// K-quants 3, and 4 pairs at a time with gate/up 2. One pair with gate/up waits up to
-// 7 times per iteration (Q6_K; the two matrices' planes come in separately).
-// @audit kernel=*expert_matvec_q<* min_waves=4 expect=v_dot4_i32_i8,global_load_dwordx4,dpp loop_trips=4 loop_cndmask=0 loop_x4 no_flat no_glc
-// @audit kernel=*expert_matvec_q<*,?1,?true>* min_waves=3 expect=v_dot4_i32_i8,global_load_dwordx4,dpp loop_trips=8 loop_cndmask=0 loop_x4 no_flat no_glc
-// @audit kernel=*expert_matvec_q<*,?4,?false>* min_waves=4 expect=v_dot4_i32_i8,global_load_dwordx4,dpp loop_trips=16 loop_cndmask=0 loop_x4 no_flat no_glc
-// @audit kernel=*expert_matvec_q<*,?4,?true>* min_waves=2 expect=v_dot4_i32_i8,global_load_dwordx4,dpp loop_trips=16 loop_cndmask=0 loop_x4 no_flat no_glc
+// Grouped expert matvec, NB pairs at a time, R rows per wave, U chunks a lane in flight
+// (gfx906: R = U = 1, arch::expert_shape): the matvec kernels' chunk loads (16-byte
+// weight loads, dot4 against the q8 activations), branch-free (one v_cndmask: the
+// zeroed scales of chunks past the row). Floors as compiled (2026-11-25): 4 waves; 4
+// pairs at a time with gate/up 2 (the K-quants' 3). Round trips per iteration: one
+// pair 4 (gate/up 8: the two matrices' planes come in separately, Q6_K 7); 4 pairs
+// 16 (an activation chunk per pair, one at a time: the prompt path on gfx906 until its
+// GEMM issue lands).
+// @audit kernel=*expert_matvec_q<* min_waves=4 expect=v_dot4_i32_i8,global_load_dwordx4,dpp loop_trips=4 loop_cndmask=1 loop_x4 no_flat no_glc
+// @audit kernel=*expert_matvec_q<*,?1,?true,* min_waves=4 expect=v_dot4_i32_i8,global_load_dwordx4,dpp loop_trips=8 loop_cndmask=1 loop_x4 no_flat no_glc
+// @audit kernel=*expert_matvec_q<*,?4,?false,* min_waves=4 expect=v_dot4_i32_i8,global_load_dwordx4,dpp loop_trips=16 loop_cndmask=1 loop_x4 no_flat no_glc
+// @audit kernel=*expert_matvec_q<*,?4,?true,* min_waves=2 expect=v_dot4_i32_i8,global_load_dwordx4,dpp loop_trips=16 loop_cndmask=1 loop_x4 no_flat no_glc
 // Float experts (F32/F16/BF16, tests and F32 models; not tuned).
 // @audit kernel=*expert_matvec_f<* min_waves=4 expect=dpp loop_waits=8 no_flat no_glc
 #include <algorithm>
@@ -121,8 +123,17 @@ __device__ void route_row(const float* __restrict__ logits, const ExpertRouting 
 // Hillis-Steele over the threads' totals), then each pair placed at its expert's
 // cursor (the order inside an expert varies; every pair's result does not depend
 // on it).
+// routed: the ids are route_row's, so one row's experts are distinct, and a single
+// row's plan is its ids as they are (slot j = pair j): no counting, no scan.
 template <int NT>
-__device__ void build_plan(const int32_t* __restrict__ ids, const ExpertRouting r, int rows, ops::ExpertPlan plan) {
+__device__ void build_plan(const int32_t* __restrict__ ids, const ExpertRouting r, int rows, ops::ExpertPlan plan,
+                           bool routed) {
+    if (routed && rows == 1) {
+        const int K = r.n_used, tid = int(threadIdx.x);
+        if (tid < K) plan.slot_expert[tid] = ids[tid], plan.slot_begin[tid] = tid, plan.pairs[tid] = tid;
+        if (tid == 0) plan.n_active[0] = K, plan.slot_begin[K] = K;
+        return;
+    }
     constexpr int kPer = (kMaxExperts + NT - 1) / NT;
     __shared__ int cnt[kMaxExperts];
     __shared__ int scan[NT];
@@ -180,7 +191,7 @@ __global__ void __launch_bounds__(kRouteThreads) moe_route_k(const float* __rest
         for (int row = int(threadIdx.x) / kWave; row < rows; row += kRouteWaves) route_row(logits, r, row, ids, w);
         __syncthreads();  // the ids are read below by other threads
     }
-    if constexpr (GROUP) build_plan<kRouteThreads>(ids, r, rows, plan);
+    if constexpr (GROUP) build_plan<kRouteThreads>(ids, r, rows, plan, ROUTE);
 }
 
 // The plan's work items for the grouped tensor-core matmul: slot s's pairs in groups
@@ -271,7 +282,7 @@ __global__ void __launch_bounds__(kRouterWaves * kWave) router_route_k(const flo
     acquire_fence();
     for (int row = int(threadIdx.x) / kWave; row < rows; row += kRouterWaves) route_row(logits, r, row, ids, w);
     __syncthreads();
-    build_plan<NT>(ids, r, rows, plan);
+    build_plan<NT>(ids, r, rows, plan, true);
 }
 
 // The expert matvec's arguments: W (and U) the stacked matrices (all n_mat *
@@ -285,21 +296,26 @@ struct ExpertJob {
     float* y = nullptr;
 };
 
-// Block (x, slot): output rows [x * kEmWaves, +kEmWaves) (one per wave) of the
-// slot's expert, for all of the expert's pairs, NB at a time (the weight chunks
-// are loaded once per NB pairs). Pair p reads input row p (per_slot) or
-// p / n_used; writes y[p][o] (SWIGLU: silu(W·x) * (U·x)).
-template <GgmlType T, int NB, bool SWIGLU>
+// Block (x, slot): output rows [x * kEmWaves * R, +kEmWaves * R) (R consecutive per
+// wave) of the slot's expert, for all of the expert's pairs, NB at a time (the weight
+// chunks are loaded once per NB pairs). Pair p reads input row p (per_slot) or
+// p / n_used; writes y[p][o] (SWIGLU: silu(W·x) * (U·x)). Each iteration loads U
+// chunks of each of the R rows (and of V) before the first dot, branch-free: a chunk
+// past the row's end re-reads the last one with its activation scales zeroed (as the
+// matvec kernels); rows past n_out re-read the last row and are not written.
+template <GgmlType T, int NB, bool SWIGLU, int R, int U>
 __global__ void __launch_bounds__(kEmWaves * kWave) expert_matvec_q(ExpertJob j, ops::Act a) {
     pdl_wait();
     pdl_trigger();
     const int slot = int(blockIdx.y);
     if (slot >= j.plan.n_active[0]) return;
-    const int64_t o = int64_t(blockIdx.x) * kEmWaves + int(threadIdx.x) / kWave;
-    if (o >= j.n_out) return;  // whole waves
+    const int64_t o0 = (int64_t(blockIdx.x) * kEmWaves + int(threadIdx.x) / kWave) * R;
+    if (o0 >= j.n_out) return;  // whole waves
     const int e = j.plan.slot_expert[slot];
     const int p0 = j.plan.slot_begin[slot], p1 = j.plan.slot_begin[slot + 1];
-    const int64_t row = int64_t(e) * j.n_out + o;
+    int64_t row[R];
+#pragma unroll
+    for (int r = 0; r < R; ++r) row[r] = int64_t(e) * j.n_out + min(o0 + r, j.n_out - 1);
     const int nc = int(j.W.n_chunk), lane = lane_id();
     for (int g0 = p0; g0 < p1; g0 += NB) {
         int pair[NB];
@@ -309,30 +325,47 @@ __global__ void __launch_bounds__(kEmWaves * kWave) expert_matvec_q(ExpertJob j,
             pair[t] = j.plan.pairs[min(g0 + t, p1 - 1)];  // past the end: re-reads the last, never written
             in_row[t] = j.per_slot ? pair[t] : pair[t] / j.n_used;
         }
-        float acc[NB], accu[NB];
+        float acc[R * NB], accu[R * NB];
 #pragma unroll
-        for (int t = 0; t < NB; ++t) acc[t] = 0.f, accu[t] = 0.f;
-        for (int c = lane; c < nc; c += kWave) {
-            const Chunk w = load_chunk<T>(j.W, row, c);
-            Chunk u;
-            if constexpr (SWIGLU) u = load_chunk<T>(j.U, row, c);
+        for (int i = 0; i < R * NB; ++i) acc[i] = 0.f, accu[i] = 0.f;
+        for (int base = 0; base < nc; base += kWave * U) {  // the same trips on every lane
+            const int c0 = base + lane;
+            Chunk w[U * R], v[U * R];
+#pragma unroll
+            for (int k = 0; k < U; ++k)
+#pragma unroll
+                for (int r = 0; r < R; ++r) {
+                    const int c = min(c0 + k * kWave, nc - 1);
+                    w[k * R + r] = load_chunk<T>(j.W, row[r], c);
+                    if constexpr (SWIGLU) v[k * R + r] = load_chunk<T>(j.U, row[r], c);
+                }
+#pragma unroll
+            for (int t = 0; t < NB; ++t)
+#pragma unroll
+                for (int k = 0; k < U; ++k) {
+                    const int ck = c0 + k * kWave, c = min(ck, nc - 1);
+                    const int64_t ai = in_row[t] * nc + c;
+                    const int4* aq = reinterpret_cast<const int4*>(a.q) + ai * 2;
+                    const int4 a0 = aq[0], a1 = aq[1];
+                    float2 ds = reinterpret_cast<const float2*>(a.ds)[ai];
+                    const float live = ck < nc ? 1.f : 0.f;
+                    ds.x *= live, ds.y *= live;
+#pragma unroll
+                    for (int r = 0; r < R; ++r) {
+                        acc[r * NB + t] += dot_chunk<T>(w[k * R + r], a0, a1, ds);
+                        if constexpr (SWIGLU) accu[r * NB + t] += dot_chunk<T>(v[k * R + r], a0, a1, ds);
+                    }
+                }
+        }
+#pragma unroll
+        for (int r = 0; r < R; ++r)
 #pragma unroll
             for (int t = 0; t < NB; ++t) {
-                const int64_t ai = in_row[t] * nc + c;
-                const int4* aq = reinterpret_cast<const int4*>(a.q) + ai * 2;
-                const int4 a0 = aq[0], a1 = aq[1];
-                const float2 ds = reinterpret_cast<const float2*>(a.ds)[ai];
-                acc[t] += dot_chunk<T>(w, a0, a1, ds);
-                if constexpr (SWIGLU) accu[t] += dot_chunk<T>(u, a0, a1, ds);
+                const float sv = wave_reduce_sum(acc[r * NB + t]);
+                float val = sv;
+                if constexpr (SWIGLU) val = silu(sv) * wave_reduce_sum(accu[r * NB + t]);
+                if (lane == 0 && g0 + t < p1 && o0 + r < j.n_out) j.y[int64_t(pair[t]) * j.n_out + o0 + r] = val;
             }
-        }
-#pragma unroll
-        for (int t = 0; t < NB; ++t) {
-            const float s = wave_reduce_sum(acc[t]);
-            float v = s;
-            if constexpr (SWIGLU) v = silu(s) * wave_reduce_sum(accu[t]);
-            if (lane == 0 && g0 + t < p1) j.y[int64_t(pair[t]) * j.n_out + o] = v;
-        }
     }
 }
 
@@ -387,13 +420,17 @@ constexpr int kGroupFrom = 2;
 
 template <GgmlType T, bool SW>
 void launch_expert(const ExpertJob& j, const ops::Act& a, int pairs, int max_slots, void* s) {
-    const dim3 grid(unsigned((j.n_out + kEmWaves - 1) / kEmWaves), unsigned(max_slots));
     const dim3 block(kEmWaves * kWave);
+    auto grid = [&](int rows_per_wave) {
+        return dim3(unsigned((j.n_out + kEmWaves * rows_per_wave - 1) / (kEmWaves * rows_per_wave)), unsigned(max_slots));
+    };
     if constexpr (is_float_type(T)) {
-        launch(expert_matvec_f<T, SW>, grid, block, s, j, a);
-    } else {
-        if (pairs >= kGroupFrom * max_slots) launch(expert_matvec_q<T, 4, SW>, grid, block, s, j, a);
-        else launch(expert_matvec_q<T, 1, SW>, grid, block, s, j, a);
+        launch(expert_matvec_f<T, SW>, grid(1), block, s, j, a);
+    } else if (pairs >= kGroupFrom * max_slots) {  // several pairs per expert: 4 at a time, a row per wave
+        launch(expert_matvec_q<T, 4, SW, 1, 1>, grid(1), block, s, j, a);
+    } else {  // about one pair per expert (decode): the target's shape (rows per wave, chunks in flight)
+        constexpr arch::MatvecShape sh = arch::expert_shape(SW);
+        launch(expert_matvec_q<T, 1, SW, sh.rows, sh.unroll>, grid(sh.rows), block, s, j, a);
     }
 }
 

@@ -10,6 +10,7 @@
 #include "backend/gpu/ops.h"
 #include "backend/gpu/runtime.h"
 #include "backend/gpu/wave.h"
+#include "backend/gpu/kernels/norm.h"
 #include "backend/gpu/kernels/silu.h"
 
 namespace vega::gpu {
@@ -26,12 +27,6 @@ __device__ __forceinline__ void store_f16x4(uint16_t* h, float d, int q0, int q1
     const uint32_t lo = uint32_t(f2h(float(q0) * d)) | uint32_t(f2h(float(q1) * d)) << 16;
     const uint32_t hi = uint32_t(f2h(float(q2) * d)) | uint32_t(f2h(float(q3) * d)) << 16;
     *reinterpret_cast<uint2*>(h) = make_uint2(lo, hi);
-}
-
-// 1/rms as the CPU backend computes it: double sum of squares, float(1 / sqrt(mean + eps)),
-// then y = x * scale * w in that order, so both backends round the norm alike.
-__device__ __forceinline__ float norm_scale(double ss, int64_t n, float eps) {
-    return float(1.0 / sqrt(ss / double(n) + double(eps)));
 }
 
 // Element i of row `row` of a weight in the GPU layout (scalar; for lookups).
