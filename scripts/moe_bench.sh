@@ -3,7 +3,7 @@
 # GGUF files, one run: `vega synth --shape qwen3moe-30b-a3b` in each of $TYPES, then
 #   vega bench -p 512 -n 128            against  llama-bench -p 512 -n 128 -fa 1
 #   vega bench -p 0 -n 128 -d 128 -B 16 against  llama-batched-bench -npp 128 -ntg 128 -npl 16 -fa 1
-# and the dense llama2-7b Q4_0 tg128 / B=16 rows that must not regress.
+# and, first, the dense llama2-7b Q4_0 tg128 / B=16 rows that must not regress.
 #   scripts/moe_bench.sh [BUILD_DIR]     (default build-h200, a CUDA build of vega)
 # The 30B files are 16-32 GB each: one type at a time, deleted after its rows (the
 # device disk is 64 GB). llama.cpp builds in the background while the first file is
@@ -28,6 +28,14 @@ if [ ! -x $L/llama-batched-bench ]; then
 else
   lb=
 fi
+if [ "${DENSE:-1}" = 1 ] && [ ! -f "$OUT/done.dense" ]; then
+  q40=/tmp/peer-llama2-7b-Q4_0.gguf
+  [ -f $q40 ] || timeout 300 "$B/vega" synth --shape llama2-7b --type Q4_0 -o $q40 > "$OUT/synth-dense.log" 2>&1
+  log "dense regression: vega llama2-7b Q4_0 tg128, B=16"
+  vbench -m $q40 -r 2 -p 0 -n 128
+  vbench -m $q40 -r 2 -p 0 -n 128 -d 128 -B 16
+  touch "$OUT/done.dense"
+fi
 for t in $TYPES; do
   [ -f "$OUT/done.$t" ] && continue
   m=/tmp/moe-30b-$t.gguf
@@ -48,12 +56,4 @@ for t in $TYPES; do
   touch "$OUT/done.$t"
   rm -f $m
 done
-if [ "${DENSE:-1}" = 1 ] && [ ! -f "$OUT/done.dense" ]; then
-  q40=/tmp/peer-llama2-7b-Q4_0.gguf
-  [ -f $q40 ] || timeout 300 "$B/vega" synth --shape llama2-7b --type Q4_0 -o $q40 > "$OUT/synth-dense.log" 2>&1
-  log "dense regression: vega llama2-7b Q4_0 tg128, B=16"
-  vbench -m $q40 -r 2 -p 0 -n 128
-  vbench -m $q40 -r 2 -p 0 -n 128 -d 128 -B 16
-  touch "$OUT/done.dense"
-fi
 log "done"
