@@ -6,7 +6,7 @@
 set(VEGA_SAN_COMPILE -fsanitize=address,undefined -fno-sanitize-recover=undefined -fno-omit-frame-pointer -O1 -g1)
 set(VEGA_SAN_LINK -fsanitize=address,undefined)
 
-set(_san_dirs gguf quant tokenizer template backend backend/cpu model engine server server/http)
+set(_san_dirs gguf quant tokenizer template grammar backend backend/cpu model engine server server/http)
 set(_san_src)
 foreach(d ${_san_dirs})
   file(GLOB _s CONFIGURE_DEPENDS ${CMAKE_SOURCE_DIR}/src/${d}/*.cpp)

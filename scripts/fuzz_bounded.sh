@@ -31,7 +31,7 @@ if ! grep -q "VEGA_FUZZ:BOOL=ON" "$BUILD/CMakeCache.txt" 2>/dev/null; then
         -DCMAKE_CXX_COMPILER="$CXX" -DCMAKE_C_COMPILER="$CC" > "$WORK/configure.log" 2>&1 \
     || { tail -20 "$WORK/configure.log"; exit 1; }
 fi
-cmake --build "$BUILD" --target vega_gguf_fuzz vega_gguf_fuzz_seeds vega_template_fuzz vega_http_fuzz > "$BUILD/fuzz-build.log" 2>&1 \
+cmake --build "$BUILD" --target vega_gguf_fuzz vega_gguf_fuzz_seeds vega_template_fuzz vega_http_fuzz vega_grammar_fuzz > "$BUILD/fuzz-build.log" 2>&1 \
   || { grep -E "error|FAILED" "$BUILD/fuzz-build.log" | head -20; exit 1; }
 
 rc=0
@@ -58,4 +58,5 @@ mkdir -p "$WORK/gguf-seeds"
 run vega_gguf_fuzz 16384 "$WORK/gguf-seeds"
 run vega_template_fuzz 8192 "$PWD/fuzz/seeds/template"
 run vega_http_fuzz 8192 "$PWD/fuzz/seeds/http"
+run vega_grammar_fuzz 4096 "$PWD/fuzz/seeds/grammar"
 exit $rc

@@ -3,6 +3,8 @@
 // are in flight at once (continuous batching through the Scheduler).
 #include <cstdio>
 #include <fstream>
+#include <iterator>
+#include <memory>
 #include <string>
 #include <vector>
 
@@ -12,6 +14,7 @@
 #include "core/error.h"
 #include "engine/sampler.h"
 #include "engine/scheduler.h"
+#include "grammar/grammar.h"
 
 namespace vega::cli {
 
@@ -29,7 +32,26 @@ struct RunOptions {
     bool quiet = false;
     std::string prompts_file;
     int parallel = 1;
+    std::string grammar, grammar_file;  // GBNF text, or a file of it
 };
+
+// The --grammar / --grammar-file grammar (null without one); parse errors name the
+// source and the line and column.
+std::shared_ptr<const grammar::Grammar> load_grammar(const RunOptions& o) {
+    if (o.grammar.empty() && o.grammar_file.empty()) return nullptr;
+    std::string text = o.grammar, where = "--grammar";
+    if (!o.grammar_file.empty()) {
+        std::ifstream f(o.grammar_file, std::ios::binary);
+        if (!f) fail("cannot read grammar file '{}'", o.grammar_file);
+        text.assign(std::istreambuf_iterator<char>(f), std::istreambuf_iterator<char>());
+        where = o.grammar_file;
+    }
+    try {
+        return std::make_shared<const grammar::Grammar>(grammar::Grammar::parse(text));
+    } catch (const grammar::GrammarError& e) {
+        fail("{}: {}", where, e.what());
+    }
+}
 
 // Tokens a prompt of n_prompt tokens may generate: -n, or with -n -1 what the context
 // leaves after it (the Scheduler also stops at the context's end). Fails when the prompt
@@ -72,6 +94,7 @@ void run(const RunOptions& o) {
     req.sampling = o.sp;
     req.n_predict = n_predict;
     req.ignore_eos = o.ignore_eos;
+    req.grammar = load_grammar(o);
     sched.submit(std::move(req));
 
     std::vector<int32_t> generated;
@@ -130,6 +153,7 @@ void run_many(const RunOptions& o) {
     Session& s = *l.session;
     const int n_ctx = s.params().n_ctx;
     Scheduler sched(s, tok);
+    const std::shared_ptr<const grammar::Grammar> grammar = load_grammar(o);
     std::vector<std::vector<int32_t>> prompt_ids(prompts.size()), generated(prompts.size());
     for (size_t i = 0; i < prompts.size(); ++i) {
         prompt_ids[i] = tok.encode(prompts[i], /*add_special=*/true, o.special);
@@ -141,6 +165,7 @@ void run_many(const RunOptions& o) {
         // Same --seed for every prompt: each line samples as it would when run alone.
         r.n_predict = n_predict;
         r.ignore_eos = o.ignore_eos;
+        r.grammar = grammar;
         const int id = sched.submit(std::move(r));
         if (id != int(i)) fail("internal: request ids out of order");
     }
@@ -197,6 +222,9 @@ void register_run(CLI::App& app) {
     add_sampling_options(*cmd, o->sp);
     cmd->add_flag("--ignore-eos", o->ignore_eos, "keep generating after end-of-generation tokens");
     cmd->add_flag("--special", o->special, "parse special-token text in the prompt");
+    auto* g = cmd->add_option("--grammar", o->grammar,
+                              "constrain the output to this GBNF grammar (llama.cpp's format; rule 'root')");
+    cmd->add_option("--grammar-file", o->grammar_file, "the same, from a .gbnf file")->excludes(g);
     cmd->add_option("--ids-out", o->ids_out,
                     "write prompt ids and generated ids to this file (two lines; with --prompts-file one line per "
                     "prompt: prompt ids, a tab, generated ids)");

@@ -101,7 +101,8 @@ int32_t Sampler::argmax(const float* x) const {
 
 double Sampler::uniform01() { return double(rng_() >> 11) * 0x1.0p-53; }
 
-int32_t Sampler::sample(const float* logits) {
+int32_t Sampler::sample(const float* logits, const TokenConstraint* constraint) {
+    if (constraint) return sample_constrained(logits, *constraint);
     if (is_greedy() && !penalties_active()) return argmax(logits);  // no copy needed
     const size_t n = size_t(n_vocab_);
     float* w = work_.data();
@@ -125,6 +126,38 @@ int32_t Sampler::sample(const float* logits) {
         sorted = true;
     }
     return truncate_and_draw(w, ids, n_kept, sorted);
+}
+
+// The allowed tokens in the chain's order (descending penalised logit, ascending id),
+// found window by window (256, then 8x more each round) so that the usual case, where
+// the best tokens are allowed, sorts and asks little: the first one (greedy) or the
+// first top_k (all of them without top-k); then the rest of the chain over them.
+int32_t Sampler::sample_constrained(const float* logits, const TokenConstraint& c) {
+    const size_t n = size_t(n_vocab_);
+    float* w = work_.data();
+    for (size_t i = 0; i < n; ++i) w[i] = std::isnan(logits[i]) ? kNegInf : logits[i];
+    apply_penalties(w);
+    int32_t* ids = ids_.data();
+    std::iota(ids, ids + n, 0);
+    auto before = [w](int32_t a, int32_t b) { return w[a] > w[b] || (w[a] == w[b] && a < b); };
+    const size_t want = is_greedy() ? 1 : params_.top_k > 0 && size_t(params_.top_k) < n ? size_t(params_.top_k) : n;
+    size_t n_allowed = 0, done = 0, win = 256;
+    bool exhausted = false;  // only -inf logits are left
+    while (n_allowed < want && done < n && !exhausted) {
+        const size_t end = std::min(n, done + win);
+        std::partial_sort(ids + done, ids + end, ids + n, before);
+        for (size_t i = done; i < end && n_allowed < want; ++i) {
+            if (w[ids[i]] == kNegInf) {
+                exhausted = true;
+                break;
+            }
+            if (c.allows(ids[i])) ids[n_allowed++] = ids[i];  // n_allowed <= i: compacts in place
+        }
+        done = end, win *= 8;
+    }
+    if (n_allowed == 0) return -1;
+    if (is_greedy()) return ids[0];
+    return truncate_and_draw(w, ids, n_allowed, true);
 }
 
 int32_t Sampler::sample_candidates(const int32_t* cand_ids, const float* cand_logits, int k) {

@@ -25,6 +25,14 @@ struct SamplerParams {
     uint64_t seed = 0;              // 0 = random from std::random_device
 };
 
+// Which tokens may come next (a grammar, engine/grammar_constraint.h): sample() with
+// one draws only among the allowed tokens.
+class TokenConstraint {
+public:
+    virtual ~TokenConstraint() = default;
+    virtual bool allows(int32_t token) const = 0;
+};
+
 class Sampler {
 public:
     // Throws vega::Error on n_vocab <= 0 or non-finite / non-positive parameters
@@ -33,7 +41,11 @@ public:
 
     // logits: [n_vocab] floats; not modified. Returns a token in [0, n_vocab).
     // Does not record the token: call accept() with whatever token is kept.
-    int32_t sample(const float* logits);
+    // With a constraint: the same chain over the allowed tokens only (the best ones are
+    // asked first, so a constraint that allows the likely tokens costs a few checks;
+    // without top-k and at temperature > 0 every finite token is asked). Returns -1
+    // when the constraint allows no token with a finite logit.
+    int32_t sample(const float* logits, const TokenConstraint* constraint = nullptr);
 
     // Samples from the top-k candidates of a row computed elsewhere (e.g. on the GPU),
     // best first with ties by lowest id, k == the top-k the params ask for. Gives the
@@ -65,6 +77,7 @@ public:
 private:
     // top-p, min-p, temperature and the draw over ids[0..n_kept) (sorted: by `before`).
     int32_t truncate_and_draw(const float* w, int32_t* ids, size_t n_kept, bool sorted);
+    int32_t sample_constrained(const float* logits, const TokenConstraint& c);
     int32_t argmax(const float* x) const;
     double uniform01();  // [0, 1) with 53 random bits
 

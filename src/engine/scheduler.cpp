@@ -3,6 +3,7 @@
 #include <algorithm>
 
 #include "core/error.h"
+#include "engine/grammar_constraint.h"
 #include "tokenizer/tokenizer.h"
 
 namespace vega {
@@ -23,6 +24,7 @@ struct Slot {
     int id = -1;  // request in this slot, -1: free
     GenRequest req;
     std::unique_ptr<Sampler> sampler;
+    std::unique_ptr<GrammarConstraint> grammar;  // req.grammar's state, null without one
     std::vector<int32_t> cells;  // the tokens in this sequence's cache cells 0..size-1
     size_t prompt_done = 0;      // prompt tokens in the cache (reused or evaluated)
     int n_generated = 0;
@@ -73,6 +75,7 @@ struct Scheduler::Impl {
         sl.generating = false;
         sl.cancel = false;
         sl.sampler.reset();
+        sl.grammar.reset();
         if (on_done) on_done(id, r);
     }
 
@@ -100,6 +103,7 @@ struct Scheduler::Impl {
             sl.id = q.id;
             sl.req = std::move(q.req);
             sl.sampler = std::make_unique<Sampler>(sl.req.sampling, s.n_vocab());
+            if (sl.req.grammar) sl.grammar = std::make_unique<GrammarConstraint>(sl.req.grammar, tok);
             for (int32_t t : sl.req.prompt) sl.sampler->accept(t);
             sl.n_generated = 0;
             sl.next = -1;
@@ -117,7 +121,7 @@ struct Scheduler::Impl {
         k = 1;
         for (int si : row_slot) {
             const Sampler& sp = *slots[size_t(si)].sampler;
-            if (sp.penalties_active()) return Mode::Logits;
+            if (sp.penalties_active() || slots[size_t(si)].grammar) return Mode::Logits;
             if (sp.is_greedy()) continue;
             if (!sp.can_sample_candidates() || sp.params().top_k > Backend::kTopKMax) return Mode::Logits;
             m = Mode::TopK;
@@ -239,7 +243,12 @@ bool Scheduler::step(const TokenFn& on_token, const DoneFn& on_done) {
             const size_t off = r * size_t(k);
             t = sp.is_greedy() ? cand->ids[off]
                                : sp.sample_candidates(cand->ids.data() + off, cand->logits.data() + off, sp.params().top_k);
-        } else t = sp.sample(logits->data() + r * size_t(I.s.n_vocab()));
+        } else t = sp.sample(logits->data() + r * size_t(I.s.n_vocab()), sl.grammar.get());
+        if (t < 0) {  // the grammar allows no token: the text ends here
+            I.finish(sl, FinishReason::Stop, on_done);
+            continue;
+        }
+        if (sl.grammar) sl.grammar->accept(t);
         sp.accept(t);
         ++sl.n_generated;
         ++I.stats.generated;

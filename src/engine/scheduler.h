@@ -17,6 +17,7 @@
 
 namespace vega {
 
+namespace grammar { struct Grammar; }
 class Tokenizer;
 
 struct GenRequest {
@@ -24,6 +25,10 @@ struct GenRequest {
     SamplerParams sampling;
     int n_predict = 128;          // most tokens to generate; generation also stops at the context end
     bool ignore_eos = false;      // keep going past end-of-generation tokens
+    // Constrained generation (vega run --grammar, the server's grammar field): only text the
+    // grammar allows. Such a request's rows leave the device as whole logits; it ends
+    // (Stop) when no token can continue the grammar.
+    std::shared_ptr<const grammar::Grammar> grammar;
 };
 
 enum class FinishReason { Stop, Length, Cancelled };

@@ -1,6 +1,7 @@
 #include "server/api.h"
 
 #include "engine/option_limits.h"
+#include "grammar/grammar.h"
 
 namespace vega::server {
 
@@ -13,6 +14,8 @@ json error_body(int status, const std::string& message, const std::string& type,
 }
 
 namespace {
+
+constexpr size_t kMaxGrammarBytes = 256 * 1024;  // a request's GBNF text
 
 [[noreturn]] void bad(const std::string& msg, const std::string& code = "invalid_value") { throw ApiError(400, msg, "invalid_request_error", code); }
 
@@ -138,6 +141,19 @@ CompletionParams parse_completion_request(const json& body, Endpoint ep) {
     }
     p.stream = boolean(body, "stream", false);
     p.ignore_eos = boolean(body, "ignore_eos", false);
+    if (const json* g = field(body, "grammar")) {
+        if (!g->is_string()) bad("'grammar' must be a string (GBNF)", "invalid_type");
+        const std::string& text = g->get_ref<const std::string&>();
+        if (text.size() > kMaxGrammarBytes)
+            bad("'grammar' is " + std::to_string(text.size()) + " bytes; at most " + std::to_string(kMaxGrammarBytes));
+        if (!text.empty()) {
+            try {
+                p.grammar = std::make_shared<const grammar::Grammar>(grammar::Grammar::parse(text));
+            } catch (const grammar::GrammarError& e) {
+                bad(std::string("'grammar': ") + e.what());
+            }
+        }
+    }
     if (const json* so = field(body, "stream_options")) {
         if (!so->is_object()) bad("'stream_options' must be an object", "invalid_type");
         p.include_usage = boolean(*so, "include_usage", false);

@@ -4,11 +4,14 @@
 #pragma once
 #include <nlohmann/json.hpp>
 
+#include <memory>
 #include <stdexcept>
 #include <string>
 #include <vector>
 
 #include "engine/sampler.h"
+
+namespace vega::grammar { struct Grammar; }
 
 namespace vega::server {
 
@@ -37,6 +40,8 @@ struct CompletionParams {
     bool stream = false;
     bool include_usage = false;    // stream_options.include_usage
     bool ignore_eos = false;       // extension (as llama.cpp's server): keep going past end-of-generation tokens
+    // Extension (llama.cpp's server field `grammar`): GBNF text the output must follow.
+    std::shared_ptr<const grammar::Grammar> grammar;
 };
 
 // Throws ApiError(400) naming the field for missing, ill-typed or out-of-range values.

@@ -210,6 +210,7 @@ struct Server::Impl {
         g.sampling = p.sampling;
         g.n_predict = p.max_tokens < 0 ? session.params().n_ctx : p.max_tokens;
         g.ignore_eos = p.ignore_eos;
+        g.grammar = p.grammar;
         auto job = engine.submit(std::move(g), p.stop);
         if (!job) {
             r.add_header("Retry-After", "1");

@@ -353,5 +353,55 @@ TEST(Sampler, RejectsBadInput) {
     EXPECT_THROW(s.sample(all_masked.data()), Error);
 }
 
+
+// A constraint (a grammar) that allows a fixed set of ids.
+struct AllowSet : TokenConstraint {
+    std::set<int32_t> ok;
+    mutable int asked = 0;
+    bool allows(int32_t t) const override { return ++asked, ok.count(t) > 0; }
+};
+
+TEST(SamplerConstraint, GreedyTakesTheBestAllowedAndAsksLittle) {
+    const int n = 5000;
+    std::vector<float> l(n);
+    for (int i = 0; i < n; ++i) l[size_t(i)] = float(n - i) * 0.01f;  // id 0 best
+    SamplerParams p;
+    p.temperature = 0.f;
+    Sampler s(p, n);
+    AllowSet c;
+    c.ok = {7, 3000, 4000};
+    EXPECT_EQ(s.sample(l.data(), &c), 7);
+    EXPECT_LE(c.asked, 256);  // the first window only
+    c.ok = {4999};
+    c.asked = 0;
+    EXPECT_EQ(s.sample(l.data(), &c), 4999);  // found in a later window
+    c.ok = {};
+    EXPECT_EQ(s.sample(l.data(), &c), -1);  // nothing allowed
+}
+
+TEST(SamplerConstraint, DrawsOnlyAllowedTokensWithTheChainsOddsAmongThem) {
+    const int n = 300;
+    std::vector<float> l(n, -5.f);
+    l[10] = 2.f, l[20] = 2.f, l[30] = 3.f;  // 30 is the best but not allowed
+    SamplerParams p;
+    p.temperature = 1.f, p.top_k = 0, p.top_p = 1.f, p.min_p = 0.f, p.seed = 9;
+    Sampler s(p, n);
+    AllowSet c;
+    c.ok = {10, 20, 250};
+    std::map<int32_t, int> seen;
+    for (int k = 0; k < 2000; ++k) seen[s.sample(l.data(), &c)]++;
+    EXPECT_EQ(seen.count(30), 0u);
+    for (const auto& [t, cnt] : seen) EXPECT_TRUE(c.ok.count(t)) << t;
+    // 10 and 20 equally likely (same logit), 250 about e^-7 as likely as each.
+    EXPECT_NEAR(double(seen[10]) / 2000, 0.5, 0.05);
+    EXPECT_NEAR(double(seen[20]) / 2000, 0.5, 0.05);
+    EXPECT_LT(seen[250], 10);
+    // With top-k 1 only the best allowed token remains (10: the lower id of the tie).
+    SamplerParams q = p;
+    q.top_k = 1;
+    Sampler t(q, n);
+    for (int k = 0; k < 20; ++k) EXPECT_EQ(t.sample(l.data(), &c), 10);
+}
+
 }  // namespace
 }  // namespace vega

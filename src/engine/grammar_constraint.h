@@ -1,0 +1,30 @@
+// A grammar as a sampling constraint (engine/sampler.h): a token is allowed when its
+// bytes can continue the text generated so far under the grammar; an end-of-generation
+// token when the text may end there. Control, unknown and unused tokens never are.
+// One per request (it holds the matcher's state); the grammar is shared.
+#pragma once
+#include <memory>
+
+#include "engine/sampler.h"
+#include "grammar/grammar.h"
+
+namespace vega {
+
+class Tokenizer;
+
+class GrammarConstraint final : public TokenConstraint {
+public:
+    GrammarConstraint(std::shared_ptr<const grammar::Grammar> g, const Tokenizer& tok);
+    bool allows(int32_t token) const override;
+    // Records a sampled token (it must be allowed: throws vega::Error otherwise).
+    void accept(int32_t token);
+    // The text so far is complete under the grammar.
+    bool can_end() const { return m_.can_end(); }
+
+private:
+    std::shared_ptr<const grammar::Grammar> g_;
+    const Tokenizer& tok_;
+    grammar::Matcher m_;
+};
+
+}  // namespace vega
