@@ -684,6 +684,9 @@ Value Renderer::binary(const std::string& op, const Value& a, const Value& b) {
             return unsupported();
         }
         int64_t n = std::max<int64_t>(0, as_int(*cnt));
+        // An empty sequence repeated is empty however large n is (without this, '' * 10**12
+        // looped 10**12 times under the output bound: a fuzzer's timeout).
+        if (seq->kind == Kind::String ? seq->s.empty() : seq->items().empty()) n = 0;
         if (seq->kind == Kind::String) {
             if (n > 0 && seq->s.size() > 0) check_string_size((size_t)std::min<int64_t>(n, INT64_MAX / (int64_t)seq->s.size() / 2) * seq->s.size());
             std::string r;
