@@ -13,6 +13,8 @@ packages=(
   libcurl4-openssl-dev libssl-dev libcpp-httplib-dev
   # AMD GPU code: compiled for gfx906 and audited even without a GPU.
   hipcc libamdhip64-dev rocm-device-libs
+  # The JSON Schema compiler is checked against the language-agnostic test suite.
+  json-schema-test-suite
 )
 
 # The server test drives vega serve with the official openai npm client (Node.js).

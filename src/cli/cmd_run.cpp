@@ -5,6 +5,7 @@
 #include <fstream>
 #include <iterator>
 #include <memory>
+#include <nlohmann/json.hpp>
 #include <string>
 #include <vector>
 
@@ -15,6 +16,7 @@
 #include "engine/sampler.h"
 #include "engine/scheduler.h"
 #include "grammar/grammar.h"
+#include "grammar/json_schema.h"
 
 namespace vega::cli {
 
@@ -33,11 +35,21 @@ struct RunOptions {
     std::string prompts_file;
     int parallel = 1;
     std::string grammar, grammar_file;  // GBNF text, or a file of it
+    std::string json_schema;            // a JSON Schema the output must satisfy
 };
 
-// The --grammar / --grammar-file grammar (null without one); parse errors name the
-// source and the line and column.
+// The --grammar / --grammar-file / --json-schema grammar (null without one); errors
+// name the source (and the line and column, or the schema keyword).
 std::shared_ptr<const grammar::Grammar> load_grammar(const RunOptions& o) {
+    if (!o.json_schema.empty()) {
+        const auto schema = nlohmann::ordered_json::parse(o.json_schema, nullptr, false);
+        if (schema.is_discarded()) fail("--json-schema: not valid JSON");
+        try {
+            return std::make_shared<const grammar::Grammar>(grammar::Grammar::parse(grammar::json_schema_to_gbnf(schema)));
+        } catch (const grammar::GrammarError& e) {
+            fail("--json-schema: {}", e.what());
+        }
+    }
     if (o.grammar.empty() && o.grammar_file.empty()) return nullptr;
     std::string text = o.grammar, where = "--grammar";
     if (!o.grammar_file.empty()) {
@@ -224,7 +236,11 @@ void register_run(CLI::App& app) {
     cmd->add_flag("--special", o->special, "parse special-token text in the prompt");
     auto* g = cmd->add_option("--grammar", o->grammar,
                               "constrain the output to this GBNF grammar (llama.cpp's format; rule 'root')");
-    cmd->add_option("--grammar-file", o->grammar_file, "the same, from a .gbnf file")->excludes(g);
+    auto* gf = cmd->add_option("--grammar-file", o->grammar_file, "the same, from a .gbnf file")->excludes(g);
+    cmd->add_option("--json-schema", o->json_schema,
+                    "constrain the output to JSON valid under this JSON Schema (text; see docs for the keywords)")
+        ->excludes(g)
+        ->excludes(gf);
     cmd->add_option("--ids-out", o->ids_out,
                     "write prompt ids and generated ids to this file (two lines; with --prompts-file one line per "
                     "prompt: prompt ids, a tab, generated ids)");

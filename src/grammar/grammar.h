@@ -38,7 +38,7 @@ struct Element {
 };
 
 struct Rule {
-    std::string name;               // generated rules (groups, repetitions): "<parent>-<n>"
+    std::string name;               // generated rules (groups, repetitions): "<parent>.<n>"
     std::vector<uint32_t> alts;     // where each alternative starts in Grammar::elements
 };
 
@@ -54,7 +54,8 @@ struct Grammar {
     static Grammar parse(std::string_view text, std::string_view root = "root");
     // Index of a rule by name; -1 when absent.
     int find_rule(std::string_view name) const;
-    // GBNF text for the grammar (generated rules included): a debugging aid.
+    // GBNF-like text for the grammar, generated rules included (their names hold a '.',
+    // so it does not parse back): a debugging aid.
     std::string to_string() const;
 };
 

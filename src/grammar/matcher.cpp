@@ -150,6 +150,25 @@ bool Matcher::accept(std::string_view bytes) {
 }
 
 bool Matcher::allows(std::string_view bytes) const {
+    // Most tokens fail at their first character: test it against the stack tops before
+    // copying the matcher (a sampler asks this for many tokens per step).
+    if (!bytes.empty() && partial_need_ == 0) {
+        const uint8_t b = static_cast<uint8_t>(bytes[0]);
+        char32_t lo = b, hi = b;
+        if (b >= 0x80) {
+            const int need = (b >> 5) == 6 ? 2 : (b >> 4) == 14 ? 3 : (b >> 3) == 30 ? 4 : 0;
+            if (need == 0) return false;
+            lo = char32_t(need == 2 ? (b & 0x1F) : need == 3 ? (b & 0x0F) : (b & 0x07)) << (6 * (need - 1));
+            hi = lo | ((char32_t(1) << (6 * (need - 1))) - 1);
+        }
+        bool any = false;
+        for (const Stack& s : stacks_)
+            if (!s.empty() && g_->sets[g_->elements[s.back()].index].intersects(lo, hi)) {
+                any = true;
+                break;
+            }
+        if (!any) return false;
+    }
     Matcher m = *this;
     return m.accept(bytes);
 }

@@ -98,9 +98,11 @@ private:
         first_use_.push_back(use_pos);
         return id;
     }
+    // Generated rules are named "<parent>.<n>": '.' is not a name character, so they never
+    // meet a rule of the text (defined or referenced, before or after).
     uint32_t new_rule(const std::string& parent) {
         std::string n;
-        do n = parent + "-" + std::to_string(++generated_); while (ids_.count(n));
+        do n = parent + "." + std::to_string(++generated_); while (ids_.count(n));
         const uint32_t id = rule_id(n, i_);
         defined_[id] = true;
         return id;

@@ -2,6 +2,7 @@
 
 #include "engine/option_limits.h"
 #include "grammar/grammar.h"
+#include "grammar/json_schema.h"
 
 namespace vega::server {
 
@@ -141,7 +142,31 @@ CompletionParams parse_completion_request(const json& body, Endpoint ep) {
     }
     p.stream = boolean(body, "stream", false);
     p.ignore_eos = boolean(body, "ignore_eos", false);
+    if (const json* rf = field(body, "response_format")) {
+        // OpenAI's structured output: json_object (any object) or json_schema (its schema,
+        // compiled to a grammar; a keyword the compiler cannot honour is a 400 naming it).
+        if (!rf->is_object() || !rf->contains("type") || !(*rf)["type"].is_string())
+            bad("'response_format' must be an object with a string 'type'", "invalid_type");
+        const std::string type = (*rf)["type"];
+        std::string gbnf;
+        if (type == "json_object") {
+            gbnf = grammar::json_object_gbnf();
+        } else if (type == "json_schema") {
+            const json* js = field(*rf, "json_schema");
+            if (!js || !js->is_object() || !js->contains("schema"))
+                bad("'response_format.json_schema.schema' is required for type json_schema", "missing_field");
+            try {
+                gbnf = grammar::json_schema_to_gbnf((*js)["schema"]);
+            } catch (const grammar::SchemaError& e) {
+                bad(std::string("'response_format.json_schema.schema': ") + e.what(), "unsupported_value");
+            }
+        } else if (type != "text") {
+            bad("'response_format.type' must be text, json_object or json_schema", "invalid_value");
+        }
+        if (!gbnf.empty()) p.grammar = std::make_shared<const grammar::Grammar>(grammar::Grammar::parse(gbnf));
+    }
     if (const json* g = field(body, "grammar")) {
+        if (p.grammar) bad("'grammar' and a JSON 'response_format' together: use one", "invalid_value");
         if (!g->is_string()) bad("'grammar' must be a string (GBNF)", "invalid_type");
         const std::string& text = g->get_ref<const std::string&>();
         if (text.size() > kMaxGrammarBytes)

@@ -78,6 +78,24 @@ TEST(GrammarRun, EveryPromptInFlightFollowsTheGrammar) {
     EXPECT_EQ(n, 5) << r.out;
 }
 
+TEST(GrammarRun, JsonSchemaOption) {
+    VEGA_REQUIRE_TEST_DATA();
+    const std::string schema = R"({"type":"object","properties":{"a":{"type":"integer","minimum":1,"maximum":9},"b":{"enum":["x","y"]}},"required":["a","b"],"additionalProperties":false})";
+    for (int seed = 1; seed <= 4; ++seed) {
+        const CmdResult r = run_vega("run -q -m " + model() + " -p Lily -n 80 --temp 1 --seed " + std::to_string(seed) +
+                                     " --json-schema '" + schema + "'");
+        ASSERT_EQ(r.exit_code, 0) << r.err;
+        const nlohmann::json j = nlohmann::json::parse(generated(r, "Lily"), nullptr, false);
+        ASSERT_TRUE(j.is_object()) << r.out;
+        EXPECT_TRUE(j["a"].is_number_integer() && j["a"] >= 1 && j["a"] <= 9) << r.out;
+        EXPECT_TRUE(j["b"] == "x" || j["b"] == "y") << r.out;
+        EXPECT_EQ(j.size(), 2u) << r.out;
+    }
+    const CmdResult bad = run_vega("run -q -m " + model() + " -p x -n 4 --json-schema '{\"type\":\"string\",\"pattern\":\"a\"}'");
+    EXPECT_EQ(bad.exit_code, 1);
+    EXPECT_NE(bad.err.find("--json-schema: json schema: 'pattern' at #: not supported"), std::string::npos) << bad.err;
+}
+
 TEST(GrammarRun, BadGrammarsAreOneLineErrors) {
     VEGA_REQUIRE_TEST_DATA();
     CmdResult r = run_vega("run -q -m " + model() + " -p x -n 4 --grammar 'root ::= \"a\" b'");

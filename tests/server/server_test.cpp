@@ -266,6 +266,48 @@ TEST_F(Serve, GrammarFieldConstrainsTheText) {
     EXPECT_EQ(post(port(), "/v1/chat/completions", bad).status, 400);
 }
 
+// response_format: json_schema answers parse and follow the schema at temperature 1 (a
+// random-weight model writes such JSON only through the grammar); json_object answers
+// are objects; a schema keyword the compiler refuses is a 400 naming it.
+TEST_F(Serve, ResponseFormatJsonSchemaAndJsonObject) {
+    const json schema = json::parse(R"({"type": "object", "properties": {
+        "name": {"type": "string", "maxLength": 10}, "n": {"type": "integer", "minimum": 0, "maximum": 50},
+        "ok": {"type": "boolean"}, "tags": {"type": "array", "items": {"enum": ["a", "b"]}, "maxItems": 3}},
+        "required": ["name", "n", "ok"], "additionalProperties": false})");
+    for (int seed = 1; seed <= 12; ++seed) {
+        json body = chat_body("Describe a cat", 120);
+        body["temperature"] = 1, body["seed"] = seed;
+        body["response_format"] = {{"type", "json_schema"}, {"json_schema", {{"name", "cat"}, {"strict", true}, {"schema", schema}}}};
+        const Reply r = post(port(), "/v1/chat/completions", body);
+        ASSERT_EQ(r.status, 200) << r.body;
+        const std::string text = chat_text(r);
+        const json j = json::parse(text, nullptr, false);
+        ASSERT_TRUE(j.is_object()) << "seed " << seed << ": '" << text << "'";
+        EXPECT_TRUE(j["name"].is_string() && j["name"].get<std::string>().size() <= 10) << text;
+        EXPECT_TRUE(j["n"].is_number_integer() && j["n"] >= 0 && j["n"] <= 50) << text;
+        EXPECT_TRUE(j["ok"].is_boolean()) << text;
+        for (const auto& [k, v] : j.items()) EXPECT_TRUE(k == "name" || k == "n" || k == "ok" || k == "tags") << text;
+        if (j.contains("tags")) {
+            EXPECT_LE(j["tags"].size(), 3u) << text;
+            for (const json& t : j["tags"]) EXPECT_TRUE(t == "a" || t == "b") << text;
+        }
+    }
+    json obj = chat_body("Say something", 60);
+    obj["temperature"] = 1, obj["seed"] = 5;
+    obj["response_format"] = {{"type", "json_object"}};
+    const Reply o = post(port(), "/v1/chat/completions", obj);
+    ASSERT_EQ(o.status, 200) << o.body;
+    if (o.j["choices"][0]["finish_reason"] == "stop")  // (a long object may end at max_tokens)
+        EXPECT_TRUE(json::parse(chat_text(o), nullptr, false).is_object()) << chat_text(o);
+    json bad = chat_body("x", 3);
+    bad["response_format"] = {{"type", "json_schema"}, {"json_schema", {{"schema", {{"type", "string"}, {"pattern", "^a"}}}}}};
+    const Reply e = post(port(), "/v1/chat/completions", bad);
+    EXPECT_EQ(e.status, 400) << e.body;
+    EXPECT_NE(e.body.find("'pattern' at #: not supported"), std::string::npos) << e.body;
+    bad["response_format"] = {{"type", "yaml"}};
+    EXPECT_EQ(post(port(), "/v1/chat/completions", bad).status, 400);
+}
+
 TEST_F(Serve, ErrorsUseOpenAiErrorObjects) {
     auto expect_error = [](const Reply& r, int status, const std::string& needle) {
         EXPECT_EQ(r.status, status) << r.body;
