@@ -16,7 +16,16 @@
 namespace vega::quant {
 namespace {
 
-inline int nearest_int(float v) { return int(std::lrintf(v)); }
+// Round to nearest, ties to even (lrintf's result in the default rounding mode), without a
+// libm call: adding 1.5 * 2^23 leaves the rounded integer in the low mantissa bits, exact
+// for |v| < 2^22 (the K-quant fitters call this 21 x 32 times per 32 weights).
+inline int nearest_int(float v) {
+    if (!(std::fabs(v) < 4194304.f)) return int(std::lrintf(v));
+    const float f = v + 12582912.f;
+    int32_t i;
+    std::memcpy(&i, &f, 4);
+    return (i & 0x007fffff) - 0x00400000;
+}
 inline int clampi(int v, int lo, int hi) { return v < lo ? lo : (v > hi ? hi : v); }
 
 // The element with the largest magnitude, with its sign.
@@ -91,17 +100,19 @@ float fit_affine(const float* x, int n, int nmax, float* mn) {
         return 0;
     }
     float best_err = INFINITY, best_scale = (hi - lo) / float(nmax), best_min = lo;
-    uint8_t L[32];
+    double sx = 0, sx2 = 0;  // the same for every step
+    for (int i = 0; i < n; ++i) sx += x[i], sx2 += double(x[i]) * x[i];
     for (int step = -10; step <= 10; ++step) {
         const float iscale = (float(nmax) + 0.1f * float(step)) / (hi - lo);
-        double sl = 0, sl2 = 0, sx = 0, slx = 0;
+        int sl_i = 0, sl2_i = 0;  // exact in int (n <= 32, L <= 31)
+        double slx = 0;
         for (int i = 0; i < n; ++i) {
-            L[i] = uint8_t(clampi(nearest_int(iscale * (x[i] - lo)), 0, nmax));
-            sl += L[i];
-            sl2 += double(L[i]) * L[i];
-            sx += x[i];
-            slx += double(L[i]) * x[i];
+            const int L = clampi(nearest_int(iscale * (x[i] - lo)), 0, nmax);
+            sl_i += L;
+            sl2_i += L * L;
+            slx += double(L) * x[i];
         }
+        const double sl = sl_i, sl2 = sl2_i;
         const double D = double(n) * sl2 - sl * sl;
         if (D <= 0) continue;
         double scale = (double(n) * slx - sl * sx) / D;
@@ -111,11 +122,8 @@ float fit_affine(const float* x, int n, int nmax, float* mn) {
             scale = slx / sl2;
         }
         if (scale <= 0) continue;
-        double err = 0;
-        for (int i = 0; i < n; ++i) {
-            const double e = scale * L[i] + b - x[i];
-            err += e * e;
-        }
+        // sum (scale * L + b - x)^2 from the sums (no second pass over the block).
+        const double err = scale * scale * sl2 + 2 * scale * b * sl - 2 * scale * slx + double(n) * b * b - 2 * b * sx + sx2;
         if (err < best_err) {
             best_err = float(err);
             best_scale = float(scale);
@@ -178,22 +186,21 @@ float fit_sym6(const float* x) {
     const float mx = signed_absmax(x, 16);
     if (mx == 0) return 0;
     float best_err = INFINITY, best = mx / -32.0f;
+    double sx2 = 0;
+    for (int i = 0; i < 16; ++i) sx2 += double(x[i]) * x[i];
     for (int step = -8; step <= 8; ++step) {
         const float iscale = -(32.0f + 0.1f * float(step)) / mx;
-        double slx = 0, sl2 = 0;
-        int L[16];
+        double slx = 0;
+        int sl2_i = 0;
         for (int i = 0; i < 16; ++i) {
-            L[i] = clampi(nearest_int(iscale * x[i]), -32, 31);
-            slx += double(L[i]) * x[i];
-            sl2 += double(L[i]) * L[i];
+            const int L = clampi(nearest_int(iscale * x[i]), -32, 31);
+            slx += double(L) * x[i];
+            sl2_i += L * L;
         }
+        const double sl2 = sl2_i;
         if (sl2 == 0) continue;
         const double scale = slx / sl2;
-        double err = 0;
-        for (int i = 0; i < 16; ++i) {
-            const double e = scale * L[i] - x[i];
-            err += e * e;
-        }
+        const double err = scale * scale * sl2 - 2 * scale * slx + sx2;  // sum (scale * L - x)^2
         if (err < best_err) {
             best_err = float(err);
             best = float(scale);
