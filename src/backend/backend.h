@@ -267,8 +267,9 @@ protected:
     // An attention block's q, k, v [rows][...] in buf from the current matmul input:
     // the projections, then the optional biases and q/k norms (what lies between the
     // input norm and the rope). Shared by the reference composition and backends'
-    // unfused paths.
-    void qkv_projections(const AttentionBlock& a, const BlockBuffers& buf, int rows);
+    // unfused paths; head_norms = false leaves the q/k norms to the caller (a backend
+    // whose rope kernel applies them).
+    void qkv_projections(const AttentionBlock& a, const BlockBuffers& buf, int rows, bool head_norms = true);
 
 private:
     bool notes_on_ = false;

@@ -14,12 +14,13 @@ void Backend::note(const std::string& line) {
     if (notes_on_) std::fprintf(stderr, "vega: note: %s\n", line.c_str());
 }
 
-void Backend::qkv_projections(const AttentionBlock& a, const BlockBuffers& buf, int rows) {
+void Backend::qkv_projections(const AttentionBlock& a, const BlockBuffers& buf, int rows, bool head_norms) {
     const int Dq = a.n_head * a.head_dim, Dkv = a.n_kv_head * a.head_dim;
     matmul_qkv(a.wq, a.wk, a.wv, buf.q, buf.k, buf.v);
     if (a.bq) add_bias(buf.q, a.bq, rows, Dq);
     if (a.bk) add_bias(buf.k, a.bk, rows, Dkv);
     if (a.bv) add_bias(buf.v, a.bv, rows, Dkv);
+    if (!head_norms) return;
     if (a.q_norm) head_rms_norm(buf.q, a.q_norm, rows, a.n_head, a.head_dim, a.eps);
     if (a.k_norm) head_rms_norm(buf.k, a.k_norm, rows, a.n_kv_head, a.head_dim, a.eps);
 }

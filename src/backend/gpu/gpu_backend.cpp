@@ -315,11 +315,7 @@ public:
                                  a.n_head, a.head_dim, a.rope.n_rot));
         }
         if (!stored && fuse_) {  // q/k norms (qwen3) inside the rope + store kernel
-            const int Dkv = a.n_kv_head * a.head_dim;
-            matmul_qkv(a.wq, a.wk, a.wv, buf.q, buf.k, buf.v);
-            if (a.bq) add_bias(buf.q, a.bq, T, int(Dq));
-            if (a.bk) add_bias(buf.k, a.bk, T, Dkv);
-            if (a.bv) add_bias(buf.v, a.bv, T, Dkv);
+            qkv_projections(a, buf, T, /*head_norms=*/false);
             ops::rope_store(L, buf.q, buf.k, buf.v, T, a.n_head, rope_args(a.rope), b.pos, b.seq, stream_,
                             a.q_norm ? f32(a.q_norm) : nullptr, a.k_norm ? f32(a.k_norm) : nullptr, a.eps);
             rt::check("(q/k norm +) rope + cache store");
