@@ -31,6 +31,7 @@
 
 #include "backend/expert_routing.h"
 #include "backend/gpu/kernels/float_row.h"
+#include "backend/gpu/kernels/order_key.h"
 #include "backend/gpu/kernels/quant_chunk.h"
 #include "backend/gpu/kernels/silu.h"
 #include "backend/gpu/launch.h"
@@ -48,15 +49,6 @@ constexpr int kEmWaves = arch::kMatvecWaves;    // expert matvec: output rows (w
 // Packing of the grouping scan: pair counts in the low 20 bits, active experts above.
 constexpr int kCountBits = 20;
 
-// A unique order key per expert: the logit mapped to an order-preserving uint32
-// (NaN as -inf) in the high half, ~id in the low half: a larger key is a larger
-// logit or, on a tie, a lower id. 0 marks no candidate.
-__device__ __forceinline__ unsigned long long route_key(float v, int e) {
-    unsigned int b = __float_as_uint(v == 0.f ? 0.f : v);  // -0 ties with +0, as on the CPU
-    if (v != v) b = 0xff800000u;
-    b = (b & 0x80000000u) ? ~b : (b | 0x80000000u);
-    return (static_cast<unsigned long long>(b) << 32) | static_cast<unsigned int>(0xffffffffu - unsigned(e));
-}
 __device__ __forceinline__ unsigned long long wave_max_key(unsigned long long k) {
 #pragma unroll
     for (int m = kWave / 2; m >= 1; m /= 2) {
@@ -80,7 +72,7 @@ __device__ void route_row(const float* __restrict__ logits, const ExpertRouting 
     for (int i = 0; i < kPerLane; ++i) {
         const int e = lane + i * kWave;
         const float v = e < X ? load_l2(l + e) : -INFINITY;
-        key[i] = e < X ? route_key(v, e) : 0ull;
+        key[i] = e < X ? order_key(v, e) : 0ull;
         if (e < X && v == v) mx = fmaxf(mx, v);
     }
     mx = wave_reduce_max(mx);
@@ -101,7 +93,7 @@ __device__ void route_row(const float* __restrict__ logits, const ExpertRouting 
 #pragma unroll
         for (int i = 0; i < kPerLane; ++i) best = key[i] > best ? key[i] : best;
         best = wave_max_key(best);
-        const int e = int(0xffffffffu - unsigned(best & 0xffffffffu));
+        const int e = int(key_index(best));  // 0 marks no candidate: never the best of a row
 #pragma unroll
         for (int i = 0; i < kPerLane; ++i)
             if (key[i] == best) key[i] = 0;  // taken (on its own lane only: keys are unique)
@@ -114,6 +106,22 @@ __device__ void route_row(const float* __restrict__ logits, const ExpertRouting 
         const float norm = r.norm_weights ? 1.f / fmaxf(total, 6.103515625e-5f) : 1.f;
         ids[int64_t(row) * K + lane] = mine_id;
         w[int64_t(row) * K + lane] = mine_w * norm * r.scale;
+    }
+}
+
+// Inclusive prefix sum of one int per thread over a block of NT threads (Hillis-Steele
+// in LDS; the plans' few hundred experts per block, once per layer): scan[t] = v_0 + ..
+// + v_t for every thread, visible to all on return.
+template <int NT>
+__device__ void block_inclusive_scan(int v, int* scan) {
+    const int tid = int(threadIdx.x);
+    scan[tid] = v;
+    __syncthreads();
+    for (int off = 1; off < NT; off *= 2) {
+        const int add = tid >= off ? scan[tid - off] : 0;
+        __syncthreads();
+        scan[tid] += add;
+        __syncthreads();
     }
 }
 
@@ -150,14 +158,7 @@ __device__ void build_plan(const int32_t* __restrict__ ids, const ExpertRouting 
         local[i] = c | ((c > 0 ? 1 : 0) << kCountBits);
         mine += local[i];
     }
-    scan[tid] = mine;
-    __syncthreads();
-    for (int off = 1; off < NT; off *= 2) {
-        const int v = tid >= off ? scan[tid - off] : 0;
-        __syncthreads();
-        scan[tid] += v;
-        __syncthreads();
-    }
+    block_inclusive_scan<NT>(mine, scan);
     int run = scan[tid] - mine;  // exclusive prefix of this thread's first expert
 #pragma unroll
     for (int i = 0; i < kPer; ++i) {
@@ -209,14 +210,7 @@ __global__ void __launch_bounds__(kRouteThreads) plan_items_k(ops::ExpertPlan pl
         groups[i] = sl < n ? (plan.slot_begin[sl + 1] - plan.slot_begin[sl] + cols - 1) / cols : 0;
         mine += groups[i];
     }
-    scan[tid] = mine;
-    __syncthreads();
-    for (int off = 1; off < NT; off *= 2) {
-        const int v = tid >= off ? scan[tid - off] : 0;
-        __syncthreads();
-        scan[tid] += v;
-        __syncthreads();
-    }
+    block_inclusive_scan<NT>(mine, scan);
     int run = scan[tid] - mine;
 #pragma unroll
     for (int i = 0; i < kPer; ++i) {

@@ -11,6 +11,7 @@
 // @audit kernel=*top_k_k(* min_waves=4
 #include <cmath>
 
+#include "backend/gpu/kernels/order_key.h"
 #include "backend/gpu/launch.h"
 #include "backend/gpu/ops.h"
 #include "backend/gpu/runtime.h"
@@ -21,13 +22,6 @@ namespace {
 
 constexpr int kTopKThreads = arch::kRowThreads;
 constexpr int kTopKMaxK = 64;  // Backend::kTopKMax
-
-__device__ __forceinline__ unsigned long long topk_key(float v, int64_t i) {
-    unsigned int b = __float_as_uint(v == 0.f ? 0.f : v);  // -0 ties with +0 (the CPU's comparison)
-    if (v != v) b = 0xff800000u;                  // NaN ranks as -inf
-    b = (b & 0x80000000u) ? ~b : (b | 0x80000000u);  // order-preserving map
-    return (static_cast<unsigned long long>(b) << 32) | static_cast<unsigned int>(0xffffffffu - unsigned(i));
-}
 
 __global__ void __launch_bounds__(kTopKThreads) top_k_k(const float* __restrict__ logits, int64_t n, int k,
                                                         int32_t* __restrict__ ids, float* __restrict__ vals) {
@@ -44,7 +38,7 @@ __global__ void __launch_bounds__(kTopKThreads) top_k_k(const float* __restrict_
         __syncthreads();
         const unsigned long long prefix = prefix_s, mask = mask_s;
         for (int64_t i = threadIdx.x; i < n; i += kTopKThreads) {
-            const unsigned long long key = topk_key(row[i], i);
+            const unsigned long long key = order_key(row[i], i);
             if ((key & mask) == prefix) atomicAdd(&hist[(key >> shift) & 255u], 1u);
         }
         __syncthreads();
@@ -63,7 +57,7 @@ __global__ void __launch_bounds__(kTopKThreads) top_k_k(const float* __restrict_
     }
     const unsigned long long T = prefix_s;  // the k-th largest key itself
     for (int64_t i = threadIdx.x; i < n; i += kTopKThreads) {
-        const unsigned long long key = topk_key(row[i], i);
+        const unsigned long long key = order_key(row[i], i);
         if (key >= T) picked[atomicAdd(&count_s, 1)] = key;
     }
     __syncthreads();
@@ -71,7 +65,7 @@ __global__ void __launch_bounds__(kTopKThreads) top_k_k(const float* __restrict_
         const unsigned long long key = picked[j];
         int rank = 0;
         for (int m = 0; m < k; ++m) rank += picked[m] > key;
-        const int32_t idx = int32_t(0xffffffffu - unsigned(key & 0xffffffffull));
+        const int32_t idx = int32_t(key_index(key));
         const float v = row[idx];
         ids[int64_t(blockIdx.x) * k + rank] = idx;
         vals[int64_t(blockIdx.x) * k + rank] = v != v ? -INFINITY : v;
