@@ -1,6 +1,7 @@
 // JSON Schema to GBNF (see json_schema.h for what is honoured).
 #include "grammar/json_schema.h"
 
+#include <algorithm>
 #include <cctype>
 #include <cmath>
 #include <cstdio>
@@ -8,6 +9,8 @@
 #include <map>
 #include <set>
 #include <vector>
+
+#include "core/utf8.h"
 
 namespace vega::grammar {
 
@@ -373,8 +376,8 @@ private:
                 const unsigned char c = static_cast<unsigned char>(k[i]);
                 if (c == '"' || c == '\\' || c < 0x20)
                     error("additionalProperties", at, "beside a property name with a quote, backslash or control character");
-                const int len = c < 0x80 ? 1 : (c >> 5) == 6 ? 2 : (c >> 4) == 14 ? 3 : 4;
-                char32_t cp = len == 1 ? c : len == 2 ? (c & 0x1F) : len == 3 ? (c & 0x0F) : (c & 0x07);
+                const int len = std::max(1, utf8_sequence_length(c));  // (JSON strings are valid UTF-8)
+                char32_t cp = utf8_lead_bits(c, len);
                 for (int j = 1; j < len && i + size_t(j) < k.size(); ++j) cp = (cp << 6) | (static_cast<unsigned char>(k[i + size_t(j)]) & 0x3F);
                 i += size_t(len);
                 auto it = trie[size_t(n)].next.find(cp);

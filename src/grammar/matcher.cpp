@@ -3,6 +3,7 @@
 #include <algorithm>
 #include <cstdio>
 
+#include "core/utf8.h"
 #include "grammar/grammar.h"
 
 namespace vega::grammar {
@@ -106,7 +107,7 @@ bool is_surrogate(char32_t c) { return c >= 0xD800 && c <= 0xDFFF; }
 // allows: the code points they can complete to form one range.
 bool Matcher::pending_ok() const {
     const int need = partial_need_;
-    char32_t lo = need == 2 ? (partial_[0] & 0x1F) : need == 3 ? (partial_[0] & 0x0F) : (partial_[0] & 0x07);
+    char32_t lo = utf8_lead_bits(partial_[0], need);
     for (int k = 1; k < partial_len_; ++k) lo = (lo << 6) | (partial_[k] & 0x3F);
     char32_t hi = lo;
     for (int k = partial_len_; k < need; ++k) lo = lo << 6, hi = (hi << 6) | 0x3F;
@@ -129,7 +130,7 @@ bool Matcher::accept(std::string_view bytes) {
                 continue;
             }
             const int need = partial_need_;
-            char32_t cp = need == 2 ? (partial_[0] & 0x1F) : need == 3 ? (partial_[0] & 0x0F) : (partial_[0] & 0x07);
+            char32_t cp = utf8_lead_bits(partial_[0], need);
             for (int k = 1; k < need; ++k) cp = (cp << 6) | (partial_[k] & 0x3F);
             partial_len_ = partial_need_ = 0;
             if (cp < kUtf8Min[need] || cp > kUtf8Max[need] || is_surrogate(cp)) return stacks_.clear(), false;
@@ -140,7 +141,7 @@ bool Matcher::accept(std::string_view bytes) {
             if (!advance(b)) return false;
             continue;
         }
-        const int need = (b >> 5) == 6 ? 2 : (b >> 4) == 14 ? 3 : (b >> 3) == 30 ? 4 : 0;
+        const int need = utf8_sequence_length(b);
         if (need == 0) return stacks_.clear(), false;  // a stray continuation or invalid byte
         // (C0, C1 and F5..F7 can only start overlong or out-of-range sequences: pending_ok refuses them.)
         partial_[0] = b, partial_len_ = 1, partial_need_ = need;
@@ -156,9 +157,9 @@ bool Matcher::allows(std::string_view bytes) const {
         const uint8_t b = static_cast<uint8_t>(bytes[0]);
         char32_t lo = b, hi = b;
         if (b >= 0x80) {
-            const int need = (b >> 5) == 6 ? 2 : (b >> 4) == 14 ? 3 : (b >> 3) == 30 ? 4 : 0;
+            const int need = utf8_sequence_length(b);
             if (need == 0) return false;
-            lo = char32_t(need == 2 ? (b & 0x1F) : need == 3 ? (b & 0x0F) : (b & 0x07)) << (6 * (need - 1));
+            lo = utf8_lead_bits(b, need) << (6 * (need - 1));
             hi = lo | ((char32_t(1) << (6 * (need - 1))) - 1);
         }
         bool any = false;

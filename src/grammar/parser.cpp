@@ -8,6 +8,7 @@
 #include <functional>
 #include <map>
 
+#include "core/utf8.h"
 #include "grammar/grammar.h"
 
 namespace vega::grammar {
@@ -322,9 +323,9 @@ private:
             }
         }
         // UTF-8
-        int len = c < 0x80 ? 1 : (c >> 5) == 6 ? 2 : (c >> 4) == 14 ? 3 : (c >> 3) == 30 ? 4 : 0;
+        const int len = utf8_sequence_length(c);
         if (len == 0 || i_ + size_t(len) > t_.size()) fail("invalid UTF-8 in the grammar");
-        char32_t cp = len == 1 ? c : len == 2 ? (c & 0x1F) : len == 3 ? (c & 0x0F) : (c & 0x07);
+        char32_t cp = utf8_lead_bits(c, len);
         for (int k = 1; k < len; ++k) {
             const unsigned char b = static_cast<unsigned char>(t_[i_ + size_t(k)]);
             if ((b >> 6) != 2) fail("invalid UTF-8 in the grammar");

@@ -11,17 +11,12 @@
 #include "core/error.h"
 #include "gguf/gguf.h"
 #include "quant/quant.h"
+#include "random.h"
 
 namespace vega {
 namespace {
 
-std::vector<float> randn(size_t n, uint64_t seed, float scale = 1.f) {
-    std::mt19937_64 rng(seed);
-    std::normal_distribution<float> d(0.f, scale);
-    std::vector<float> v(n);
-    for (auto& x : v) x = d(rng);
-    return v;
-}
+using test::randn;
 
 ExpertRouting routing(int n_expert, int n_used) {
     ExpertRouting r;

@@ -8,17 +8,12 @@
 #include "backend/backend_factory.h"
 #include "gguf/gguf.h"
 #include "quant/quant.h"
+#include "random.h"
 
 namespace vega {
 namespace {
 
-std::vector<float> randn(size_t n, uint64_t seed, float scale = 1.f) {
-    std::mt19937_64 rng(seed);
-    std::normal_distribution<float> d(0.f, scale);
-    std::vector<float> v(n);
-    for (auto& x : v) x = d(rng);
-    return v;
-}
+using test::randn;
 
 double nmse(const std::vector<float>& got, const std::vector<double>& ref) {
     double num = 0, den = 0;
