@@ -6,16 +6,17 @@
 # scripts/moe_bench.sh (every MoE type side by side) and the dense regression rows.
 # State and logs in $W (default /tmp/moe_run), resumable (finished steps are skipped).
 #   start: setsid scripts/device_moe_run.sh &      poll: scripts/device_moe_run.sh poll SECONDS
-# (poll copies $W to the call's $OUT every 10 s, so a call cut short still returns logs).
+# (poll archives $W into the call's $OUT as run.tgz every 10 s, so a call cut short still returns logs).
 # Test data: $VEGA_TEST_DATA or .devdata/testdata. TYPES (default Q4_0 Q4_K_M Q8_0), E2E_FILTER.
 W=${W:-/tmp/moe_run}
 if [ "${1:-}" = poll ]; then
   for i in $(seq 1 "${2:-500}"); do
     [ -f $W/finished ] && break
-    [ $((i % 10)) = 0 ] && cp -r $W/. "${OUT:-.}/" 2>/dev/null
+    [ $((i % 10)) = 0 ] && tar czf "${OUT:-.}/run.tgz" -C $W . 2>/dev/null
     sleep 1
   done
-  cp -r $W/. "${OUT:-.}/" 2>/dev/null; tail -80 $W/log.txt 2>/dev/null; exit 0
+  # One archive (the device returns a few files only), and the log in the reply.
+  tar czf "${OUT:-.}/run.tgz" -C $W . 2>/dev/null; tail -80 $W/log.txt 2>/dev/null; exit 0
 fi
 set -u
 mkdir -p $W

@@ -127,12 +127,17 @@ struct AttentionBlock {
 //   next_norm:    after x += ..., make rms_norm(x) * next_norm (eps next_eps) the
 //                 matmul input of the next block; next_quantized says that block
 //                 reads it only through quantized weights (a backend may then keep
-//                 it in a deferred-norm q8 form only quantized readers understand).
+//                 it in a deferred-norm q8 form only quantized readers understand),
+//                 apart from next_router.
+//   next_router:  the next block's expert router when it is routed (it reads the
+//                 same input first; an F32 router reads it in f32, so a deferred
+//                 form must serve it too, or not be used).
 struct BlockLink {
     bool input_normed = false;
     const Weight* next_norm = nullptr;
     float next_eps = 1e-5f;
     bool next_quantized = false;
+    const Weight* next_router = nullptr;
 };
 
 // x += Wdown · (silu(Wgate·n(x)) * Wup·n(x)), or with routed experts (router set):

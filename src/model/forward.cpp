@@ -79,7 +79,8 @@ Forward::Forward(const Model& model, Backend& backend, KvCache& cache, int max_t
         la.input_normed = il > 0;
         la.next_norm = &ffn_[il].norm, la.next_eps = ffn_[il].eps;
         const FfnBlock& f = ffn_[il];
-        la.next_quantized = f.experts() ? quantized({&f.router, &f.gate_exps, &f.up_exps}) : quantized({&f.gate, &f.up});
+        la.next_quantized = f.experts() ? quantized({&f.gate_exps, &f.up_exps}) : quantized({&f.gate, &f.up});
+        la.next_router = f.experts() ? &f.router : nullptr;
         BlockLink& lf = ffn_link_[il];
         lf.input_normed = true;
         if (il + 1 < n) {

@@ -639,6 +639,44 @@ protected:
             next_matmul(next_f, rows, next_bound, what + ": F32 matmul after B's next norm", diverged);
         }
     }
+
+    // A dense FFN block in the attention block's place (its output matmul feeds the
+    // expert FFN) leaving the expert FFN's input in the form the backend keeps for one
+    // row (GPU: the deferred norm, x * w in f32 and q8 with the chunk sums of x^2; the
+    // router and the gate/up experts apply the 1/rms), then the expert FFN reading it.
+    void deferred_case(GgmlType t, int64_t E, int64_t F, int X, int K) {
+        const MoeFfn B = moe_ffn(t, E, F, X, K);
+        FfnBlock dg, dc;
+        auto both = [](const W& w, Weight& g, Weight& c) { g = w.g, c = w.c; };
+        both(weight(GgmlType::F32, E, 1, 1, 0.1f, true), dg.norm, dc.norm);
+        both(weight(t, E, F, 1, 1.5f / std::sqrt(float(E))), dg.gate, dc.gate);
+        both(weight(t, E, F, 1, 1.5f / std::sqrt(float(E))), dg.up, dc.up);
+        both(weight(t, F, E, 1, 0.25f / std::sqrt(float(F))), dg.down, dc.down);
+        dg.eps = dc.eps = 1e-6f;
+        const W next_norm = weight(GgmlType::F32, E, 1, 1, 0.1f, true);
+        const W next_q = weight(GgmlType::Q8_0, E, 301);
+        const int rows = 1;
+        reserve(rows * K, std::max(E, F));
+        const std::string what = std::string(tname(t)) + " n_embd " + std::to_string(E) + ", " + std::to_string(K) +
+                                 " of " + std::to_string(X) + " experts, a dense block's output into the expert FFN";
+        auto x = pair(randn(size_t(rows) * size_t(E)));
+        const Scratch s = scratch(rows, E, F, X, K);
+        std::vector<char> diverged(static_cast<size_t>(rows), 0);
+        BlockLink lg, lc;
+        lg.next_norm = &B.g.norm, lc.next_norm = &B.c.norm;
+        lg.next_eps = lc.next_eps = B.g.eps;
+        lg.next_quantized = lc.next_quantized = !is_float_type(t);
+        lg.next_router = &B.g.router, lc.next_router = &B.c.router;
+        gpu_->ffn_block(dg, x.g, rows, s.g, lg);
+        cpu_->ffn_block(dc, x.c, rows, s.c, lc);
+        lg = {}, lc = {};
+        lg.input_normed = lc.input_normed = true;
+        lg.next_norm = &next_norm.g, lc.next_norm = &next_norm.c;
+        lg.next_eps = lc.next_eps = 1e-5f;
+        lg.next_quantized = lc.next_quantized = true;
+        ffn_step(B, lg, lc, x, s, rows, is_float_type(t) ? 1e-6 : 5e-4, what, diverged);
+        next_matmul(next_q, rows, 1e-4, what + ": Q8_0 matmul after the expert FFN", diverged);
+    }
 };
 
 // ---- route_experts ----
@@ -755,6 +793,14 @@ TEST_F(MoeParity, FfnBlockExpertsSmall) {
 TEST_F(MoeParity, FfnBlockExpertsManyExperts) {
     for (GgmlType t : {GgmlType::Q4_0, GgmlType::Q8_0, GgmlType::Q4_K, GgmlType::F16})
         ffn_case(t, 256, 256, 64, 8, {1, 16, 64});
+}
+
+// The decode chain through the deferred-norm input (dense output matmul -> router +
+// gate/up), and the down projections quantizing h as they load it: every type, and
+// the Qwen3-30B-A3B shape.
+TEST_F(MoeParity, FfnBlockExpertsAfterDeferredNorm) {
+    for (GgmlType t : kMatTypes) deferred_case(t, 256, k_quant(t) ? 256 : 128, 8, 2);
+    deferred_case(GgmlType::Q4_0, 2048, 768, 128, 8);
 }
 
 // A Qwen3-30B-A3B-like layer: n_embd 2048, n_ff_exp 768, 8 of 128 experts, Q4_0

@@ -161,7 +161,7 @@ public:
         plan_.slot_expert = plan_buf_ + act_rows_;
         plan_.slot_begin = plan_.slot_expert + kMaxExperts;
         plan_.n_active = plan_.slot_begin + kMaxExperts + 1;
-        route_counter_ = plan_.n_active + 1;  // zero, kept zero by ops::router_route
+        route_counter_ = plan_.n_active + 1;  // zero, kept zero by ops::router_route and route_experts
         plan_.n_items = route_counter_ + 1;
         plan_.items = plan_.n_items + 1;
         alloc_attention_scratch();
@@ -263,7 +263,7 @@ public:
 
     // ---- mixture of experts ----
     void route_experts(const float* logits, int rows, const ExpertRouting& r, int32_t* ids, float* w) override {
-        ops::route_experts(logits, rows, r, ids, w, nullptr, stream_);
+        ops::route_experts(logits, rows, r, ids, w, nullptr, nullptr, stream_);
         rt::check("route_experts");
     }
     void matmul_experts(const Weight& w, const int32_t* ids, int rows, int n_used, bool per_slot, float* y) override {
@@ -361,16 +361,20 @@ public:
         const int K = f.routing.n_used;
         const int64_t E = f.n_embd(), F = f.gate_exps.n_out;
         block_input(x, f.norm, f.eps, rows, E, link);
-        check_input(f.router);
+        if (act_.ss && (!act_.x || !deferred_router_ok(&f.router, E)))
+            fail("expert FFN: the deferred-norm input does not serve router '{}'", f.router.name);
+        if (!act_.ss) check_input(f.router);
         if (f.router.type == GgmlType::F32 && act_.x && ops::router_route_ok(E, rows, f.routing.n_expert)) {
             ops::router_route(f32(f.router), act_, f.routing, buf.router, buf.expert_ids, buf.expert_w, plan_,
                               route_counter_, stream_);  // decode batches: one launch
         } else {
             ops::matvec(mat(f.router), act_, buf.router, stream_);
-            ops::route_experts(buf.router, rows, f.routing, buf.expert_ids, buf.expert_w, &plan_, stream_);
+            ops::route_experts(buf.router, rows, f.routing, buf.expert_ids, buf.expert_w, &plan_, route_counter_,
+                               stream_);
         }
         rt::check("router + routing");
-        if (swiglu_pair(f.gate_exps, f.up_exps)) {
+        const bool one_launch = swiglu_pair(f.gate_exps, f.up_exps);  // gate/up right after the routing
+        if (one_launch) {
             check_expert_input(f.gate_exps, rows, K, false);
             const GpuMat U = mat(f.up_exps);
             ops::matvec_experts(mat(f.gate_exps), &U, F, int(f.gate_exps.n_mat), plan_, rows, K, false, act_, buf.h,
@@ -379,10 +383,18 @@ public:
         } else {
             Backend::matmul_experts_swiglu(f.gate_exps, f.up_exps, buf.expert_ids, rows, K, buf.g, buf.u, buf.h);
         }
-        set_input(buf.h, nullptr, nullptr, 0.f, rows * K, F);
+        // Decode: the down kernel quantizes h as it loads it (no launch in between).
+        const GpuMat& D = mat(f.down_exps);
+        if (ops::experts_quantize_on_load(D, rows, K, int(f.down_exps.n_mat))) {
+            act_ = {};
+            act_.x = buf.h, act_.rows = rows * K, act_.n = F;
+        } else {
+            set_input(buf.h, nullptr, nullptr, 0.f, rows * K, F);
+        }
         check_expert_input(f.down_exps, rows, K, true);
-        ops::matvec_experts(mat(f.down_exps), nullptr, E, int(f.down_exps.n_mat), plan_, rows, K, true, act_,
-                            buf.expert_out, stream_);
+        // The plan is read before the dependency wait: gate/up (one launch) came between.
+        ops::matvec_experts(D, nullptr, E, int(f.down_exps.n_mat), plan_, rows, K, true, act_, buf.expert_out, stream_,
+                            /*plan_early=*/one_launch);
         rt::check("experts down");
         // x += the weighted sum, the next norm and its q8 form: one kernel where it fits.
         if (link.next_norm && E <= act_n_) {
@@ -459,13 +471,16 @@ private:
         check_input(w);
         const GpuMat& m = mat(w);
         if (link.next_norm && link.next_quantized && fuse_ && !act_.ss && act_.q != act_q_ &&
-            ops::matvec_epi_ok(m, rows) && m.n_out <= act_n_) {
+            ops::matvec_epi_ok(m, rows) && m.n_out <= act_n_ && deferred_router_ok(link.next_router, m.n_out) &&
+            (!link.next_router || act_.x != act_x_)) {
             ops::Epi e;
             e.x = x, e.w = f32(*link.next_norm), e.q = act_q_, e.ds = act_ds_, e.ss = ss_;
+            if (link.next_router) e.xw = act_x_;  // the router's f32 x * w
             ops::matvec_residual_norm(m, act_, e, stream_);
             rt::check("matmul + residual + norm");
             act_ = {};
             act_.q = act_q_, act_.ds = act_ds_, act_.ss = ss_, act_.eps = link.next_eps, act_.rows = 1, act_.n = m.n_out;
+            act_.x = e.xw;
             return;
         }
         if (link.next_norm && link.next_quantized && fuse_ && rows == 1 && !is_float_type(w.type) &&
@@ -480,6 +495,11 @@ private:
         ops::add(x, tmp, int64_t(rows) * n, stream_);
         rt::check("add");
     }
+    // Whether a deferred-norm input (one row) serves the next block's expert router:
+    // none, or an F32 router through router_route (which applies the 1/rms).
+    static bool deferred_router_ok(const Weight* router, int64_t n) {
+        return !router || (router->type == GgmlType::F32 && ops::router_route_ok(n, 1, int(router->n_out)));
+    }
     static bool swiglu_pair(const Weight& gate, const Weight& up) {
         return gate.type == up.type && gate.n_in == up.n_in && gate.n_out == up.n_out && gate.n_mat == up.n_mat;
     }
@@ -491,11 +511,13 @@ private:
     // The current input serves the experts of w: [rows][n_in], or per slot [rows * n_used][n_in];
     // never a deferred-norm form (the expert kernels do not apply one).
     void check_expert_input(const Weight& w, int rows, int n_used, bool per_slot) const {
-        check_input(w);
+        if (act_.q || !act_.x || !ops::experts_quantize_on_load(mat(w), rows, n_used, int(w.n_mat))) check_input(w);
+        else if (w.n_in != act_.n) fail("matmul '{}': input has {} columns, weight has {}", w.name, act_.n, w.n_in);
         const int want = per_slot ? rows * n_used : rows;
         if (act_.rows != want)
             fail("matmul_experts '{}': the input has {} rows, expected {}", w.name, act_.rows, want);
-        if (act_.ss) fail("matmul_experts '{}': the input is in the deferred-norm form", w.name);
+        if (act_.ss && (per_slot || rows != 1))  // (a deferred form: one row, the gate/up experts apply it)
+            fail("matmul_experts '{}': the input is in the deferred-norm form", w.name);
         if (w.n_mat > kMaxExperts) fail("matmul_experts '{}': {} experts exceed {}", w.name, w.n_mat, kMaxExperts);
     }
     ops::KvLayer cache_layer(KvCache& c, int layer, int n_kv_head, int head_dim, const RopeParams& p) const {
@@ -562,6 +584,7 @@ private:
     void check_input(const Weight& w) const {
         if (w.n_in != act_.n) fail("matmul '{}': input has {} columns, weight has {}", w.name, act_.n, w.n_in);
         if (is_float_type(w.type) && !act_.x) fail("matmul '{}': float weights need the f32 input", w.name);
+        if (is_float_type(w.type) && act_.ss) fail("matmul '{}': float weights never read the deferred-norm form", w.name);
         if (!is_float_type(w.type) && !act_.q) fail("matmul '{}': input length {} is not a multiple of 32", w.name, act_.n);
     }
 

@@ -21,8 +21,10 @@ struct Act {
     int64_t n = 0;
     // Deferred RMS norm (decode, rows == 1): q/ds hold q8(x * w) without the 1/rms
     // factor and ss [n/32] the per-chunk sums of x^2; quantized matvecs multiply
-    // each result by rsqrt(sum(ss) / n + eps) (the q8 dot is linear in d). Float
-    // weights never see such an input (the host resolves it first).
+    // each result by rsqrt(sum(ss) / n + eps) (the q8 dot is linear in d;
+    // kernels/deferred_norm.h). x, when set, is x * w in f32, read only by the expert
+    // router (router_route), which applies the same factor; other float-weight
+    // readers never see this form.
     const float* ss = nullptr;
     float eps = 0.f;
 };
@@ -65,6 +67,7 @@ struct Epi {
     int8_t* q = nullptr;
     float* ds = nullptr;
     float* ss = nullptr;
+    float* xw = nullptr;  // residual epilogue: also x * w in f32 (the deferred form's Act::x), when set
     QkvRope rope;
 };
 
@@ -189,9 +192,10 @@ struct ExpertPlan {
     int32_t* n_items = nullptr;
 };
 // ids, w [rows][r.n_used] = the experts chosen from logits [rows][r.n_expert] and
-// their weights (ExpertRouting); with plan, also the plan of those ids (one launch).
+// their weights (ExpertRouting); with plan, also the plan of those ids (one launch:
+// the last block builds it; counter: one int, zero, left zero).
 void route_experts(const float* logits, int rows, const ExpertRouting& r, int32_t* ids, float* w,
-                   const ExpertPlan* plan, void* s);
+                   const ExpertPlan* plan, int* counter, void* s);
 // Decode batches (ops::router_route_ok): logits [rows][r.n_expert] = act.x @ W^T (W the
 // F32 router [n_expert][act.n]), then routing and the plan as route_experts, in one
 // launch (the last block routes; counter: one int, zero, left zero).
@@ -204,8 +208,14 @@ void group_experts(const int32_t* ids, int rows, const ExpertRouting& r, const E
 // p / n_used) @ W_e^T, or with U (same type and shape) silu(act @ W_e^T) * (act @ U_e^T).
 // W, U: the n_mat stacked experts of n_out rows each (GpuMat of all n_mat * n_out rows).
 // Quantized weights read the q8 input (no deferred norm), float weights the f32 input.
+// plan_early: the plan was written before the previous launch (PDL: read before the
+// dependency wait). Quantized W with only the f32 input (Act::x, no q): where
+// experts_quantize_on_load says so, the kernel quantizes the input chunks itself.
 void matvec_experts(const GpuMat& W, const GpuMat* U, int64_t n_out, int n_mat, const ExpertPlan& plan, int rows,
-                    int n_used, bool per_slot, const Act& a, float* y, void* s);
+                    int n_used, bool per_slot, const Act& a, float* y, void* s, bool plan_early = false);
+// Whether matvec_experts of W over rows x n_used pairs takes the f32 input and
+// quantizes it on load (quantized W, about one pair per chosen expert: decode).
+bool experts_quantize_on_load(const GpuMat& W, int rows, int n_used, int n_mat);
 // The plan's work items for column groups of `cols` pairs (one block, after the plan).
 void plan_items(const ExpertPlan& plan, int cols, void* s);
 // matvec_experts through the tensor cores (NVIDIA; input with Act::h, at least

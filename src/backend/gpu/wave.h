@@ -96,6 +96,13 @@ __device__ __forceinline__ float load_l2(const float* p) {
     return __ldcg(p);
 #endif
 }
+__device__ __forceinline__ int32_t load_l2(const int32_t* p) {
+#if defined(VEGA_GPU_HIP)
+    return *p;
+#else
+    return __ldcg(p);
+#endif
+}
 
 #if defined(VEGA_GPU_GFX906_ISA)
 namespace detail {

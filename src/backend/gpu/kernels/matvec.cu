@@ -29,6 +29,7 @@
 #include "backend/gpu/runtime.h"
 #include "backend/gpu/wave.h"
 #include "backend/gpu/kernels/float_row.h"
+#include "backend/gpu/kernels/deferred_norm.h"
 #include "backend/gpu/kernels/quant_chunk.h"
 #include "backend/gpu/kernels/silu.h"
 #include "backend/gpu/kernels/rope.h"
@@ -206,9 +207,7 @@ __global__ void __launch_bounds__(block_waves(EPI, R) * kWave) VEGA_WAVES(arch::
     // Deferred norm: the per-chunk sums of x^2, one float4 per lane (nc <= 4 * kWave,
     // checked by the host); loaded now, summed after the first pass's main loop.
     float4 ss4 = make_float4(0.f, 0.f, 0.f, 0.f);
-    if constexpr (NB == 1) {
-        if (a.ss && lane < nc / 4) ss4 = reinterpret_cast<const float4*>(a.ss)[lane];
-    }
+    if constexpr (NB == 1) ss4 = deferred_ss(a.ss, nc);
     float sc = 1.f;  // 1/rms of a deferred-norm input (CPU formula: 1 / sqrt(mean + eps))
     // Block epilogues: the chunk's 32 results, for wave 0's q8 of them.
     [[maybe_unused]] __shared__ float xs[block_epi(EPI) ? kEpiRows : 1];
@@ -273,7 +272,7 @@ __global__ void __launch_bounds__(block_waves(EPI, R) * kWave) VEGA_WAVES(arch::
             }
         }
         if constexpr (NB == 1) {
-            if (pass == 0 && a.ss) sc = 1.f / sqrtf(wave_reduce_sum(ss4.x + ss4.y + ss4.z + ss4.w) / float(a.n) + a.eps);
+            if (pass == 0 && a.ss) sc = deferred_scale(ss4, a.n, a.eps);
         }
         if constexpr (EPI == kEpiRope) {
             const ops::KvLayer& c = e.rope.c;
@@ -334,6 +333,7 @@ __global__ void __launch_bounds__(block_waves(EPI, R) * kWave) VEGA_WAVES(arch::
         const int q = int(roundf(g * id));
         const float qs = wave_reduce_sum(float(q));
         if (in) e.q[c * kEpiRows + lane] = int8_t(q);
+        if (in && e.xw) e.xw[c * kEpiRows + lane] = g;  // x * w in f32 (an f32 reader: the expert router)
         if (lane == 0) reinterpret_cast<float2*>(e.ds)[c] = make_float2(d, d * qs);
         if constexpr (EPI == kEpiResidualNorm) {
             const float ss = wave_reduce_sum(xv * xv);

@@ -5,9 +5,11 @@
 // Expert ids live in device memory from the router on: no host round trip, so a
 // decode step stays one captured graph.
 //
-// Audit specs (keys: tests/gpu/gfx906_audit.cpp). Routing and grouping run in one
-// block of arch::kRowThreads (a few µs, once per layer).
-// @audit kernel=*moe_route_k<* min_waves=4
+// Audit specs (keys: tests/gpu/gfx906_audit.cpp). Routing: a wave per row over as
+// many blocks of arch::kRowThreads as the rows need; grouping (the plan) in one block
+// (the routing launch's last block, or a launch of its own).
+// @audit kernel=*route_k<* min_waves=4
+// @audit kernel=*group_k* min_waves=4
 // @audit kernel=*plan_items_k* min_waves=4
 // Router logits + routing (decode batches): the router row's 16 float4 a lane and the
 // activation row's in registers (kV float4 a lane each), so 2 waves (one block per 4 experts on NVIDIA, 2 on gfx906).
@@ -30,8 +32,10 @@
 #include <algorithm>
 
 #include "backend/expert_routing.h"
+#include "backend/gpu/kernels/deferred_norm.h"
 #include "backend/gpu/kernels/float_row.h"
 #include "backend/gpu/kernels/order_key.h"
+#include "backend/gpu/kernels/q8_chunk.h"
 #include "backend/gpu/kernels/quant_chunk.h"
 #include "backend/gpu/kernels/silu.h"
 #include "backend/gpu/launch.h"
@@ -46,6 +50,7 @@ constexpr int kRouteThreads = arch::kRowThreads;
 constexpr int kRouteWaves = kRouteThreads / kWave;
 constexpr int kPerLane = kMaxExperts / kWave;  // router logits per lane
 constexpr int kEmWaves = arch::kMatvecWaves;    // expert matvec: output rows (waves) per block
+constexpr bool kPdlPrefetch = arch::kPdl;        // expert matvec: plan_early reads before the dependency wait
 // Packing of the grouping scan: pair counts in the low 20 bits, active experts above.
 constexpr int kCountBits = 20;
 
@@ -61,7 +66,8 @@ __device__ __forceinline__ unsigned long long wave_max_key(unsigned long long k)
 }
 
 // One wave routes row r: softmax over the n_expert logits, the n_used best keys
-// (K passes of a wave max), their probabilities renormalised and scaled.
+// (K passes of a wave max), their probabilities renormalised and scaled. The logits
+// are read once (a key holds its value: key_value), so the passes wait on no memory.
 __device__ void route_row(const float* __restrict__ logits, const ExpertRouting r, int row, int32_t* __restrict__ ids,
                           float* __restrict__ w) {
     const int lane = lane_id(), X = r.n_expert, K = r.n_used;
@@ -78,11 +84,8 @@ __device__ void route_row(const float* __restrict__ logits, const ExpertRouting 
     mx = wave_reduce_max(mx);
     float sum = 0.f;
 #pragma unroll
-    for (int i = 0; i < kPerLane; ++i) {
-        const int e = lane + i * kWave;
-        const float v = e < X ? load_l2(l + e) : -INFINITY;
-        if (e < X) sum += expf((v == v ? v : -INFINITY) - mx);
-    }
+    for (int i = 0; i < kPerLane; ++i)
+        if (lane + i * kWave < X) sum += expf(key_value(key[i]) - mx);  // NaN: -inf, adds 0
     sum = wave_reduce_sum(sum);
     // Pass j: the wave's best remaining key; lane j keeps its id and probability.
     float mine_w = 0.f, total = 0.f;
@@ -97,8 +100,7 @@ __device__ void route_row(const float* __restrict__ logits, const ExpertRouting 
 #pragma unroll
         for (int i = 0; i < kPerLane; ++i)
             if (key[i] == best) key[i] = 0;  // taken (on its own lane only: keys are unique)
-        const float v = load_l2(l + e);
-        const float p = expf((v == v ? v : -INFINITY) - mx) / sum;
+        const float p = expf(key_value(best) - mx) / sum;
         total += p;
         if (lane == j) mine_w = p, mine_id = e;
     }
@@ -138,7 +140,7 @@ __device__ void build_plan(const int32_t* __restrict__ ids, const ExpertRouting 
                            bool routed) {
     if (routed && rows == 1) {
         const int K = r.n_used, tid = int(threadIdx.x);
-        if (tid < K) plan.slot_expert[tid] = ids[tid], plan.slot_begin[tid] = tid, plan.pairs[tid] = tid;
+        if (tid < K) plan.slot_expert[tid] = load_l2(ids + tid), plan.slot_begin[tid] = tid, plan.pairs[tid] = tid;
         if (tid == 0) plan.n_active[0] = K, plan.slot_begin[K] = K;
         return;
     }
@@ -148,7 +150,8 @@ __device__ void build_plan(const int32_t* __restrict__ ids, const ExpertRouting 
     const int tid = int(threadIdx.x), X = r.n_expert, P = rows * r.n_used;
     for (int e = tid; e < kMaxExperts; e += NT) cnt[e] = 0;
     __syncthreads();
-    for (int p = tid; p < P; p += NT) atomicAdd(&cnt[min(max(ids[p], 0), X - 1)], 1);
+    // The ids may come from other blocks of this launch (route_k): read through L2.
+    for (int p = tid; p < P; p += NT) atomicAdd(&cnt[min(max(load_l2(ids + p), 0), X - 1)], 1);
     __syncthreads();
     int local[kPer], mine = 0;
 #pragma unroll
@@ -177,22 +180,48 @@ __device__ void build_plan(const int32_t* __restrict__ ids, const ExpertRouting 
         plan.slot_begin[n_active] = P;
     }
     __syncthreads();
-    for (int p = tid; p < P; p += NT) plan.pairs[atomicAdd(&cnt[min(max(ids[p], 0), X - 1)], 1)] = p;
+    for (int p = tid; p < P; p += NT) plan.pairs[atomicAdd(&cnt[min(max(load_l2(ids + p), 0), X - 1)], 1)] = p;
 }
 
-// One block. ROUTE: ids, w [rows][n_used] from the logits (wave per row). GROUP:
-// the plan of those ids.
-template <bool ROUTE, bool GROUP>
-__global__ void __launch_bounds__(kRouteThreads) moe_route_k(const float* __restrict__ logits, ExpertRouting r, int rows,
-                                                             int32_t* __restrict__ ids, float* __restrict__ w,
-                                                             ops::ExpertPlan plan) {
+// Whether this block is the last of its grid to get here: every block's writes are
+// released (device-scope fence) before it counts itself on `counter` (one int, zero
+// before the launch and left zero), and the last one acquires them all (read them
+// with load_l2). Block-uniform (contains __syncthreads).
+__device__ bool last_block(int* counter) {
+    __shared__ int s_last;
+    __threadfence();
+    __syncthreads();
+    if (threadIdx.x == 0) {
+        s_last = atomicAdd(counter, 1) == int(gridDim.x) - 1;
+        if (s_last) *counter = 0;  // every block has counted: ready for the next launch
+    }
+    __syncthreads();
+    if (!s_last) return false;
+    acquire_fence();
+    return true;
+}
+
+// ids, w [rows][n_used] from the logits, a wave per row (kRouteWaves rows a block).
+// GROUP: the last block builds the plan of all rows' ids (counter: last_block).
+template <bool GROUP>
+__global__ void __launch_bounds__(kRouteThreads) route_k(const float* __restrict__ logits, ExpertRouting r, int rows,
+                                                         int32_t* __restrict__ ids, float* __restrict__ w,
+                                                         ops::ExpertPlan plan, int* __restrict__ counter) {
     pdl_wait();
     pdl_trigger();
-    if constexpr (ROUTE) {
-        for (int row = int(threadIdx.x) / kWave; row < rows; row += kRouteWaves) route_row(logits, r, row, ids, w);
-        __syncthreads();  // the ids are read below by other threads
+    const int row = int(blockIdx.x) * kRouteWaves + int(threadIdx.x) / kWave;
+    if (row < rows) route_row(logits, r, row, ids, w);
+    if constexpr (GROUP) {
+        if (last_block(counter)) build_plan<kRouteThreads>(ids, r, rows, plan, true);
     }
-    if constexpr (GROUP) build_plan<kRouteThreads>(ids, r, rows, plan, ROUTE);
+}
+
+// The plan of ids [rows][n_used] alone (one block).
+__global__ void __launch_bounds__(kRouteThreads) group_k(const int32_t* __restrict__ ids, ExpertRouting r, int rows,
+                                                         ops::ExpertPlan plan) {
+    pdl_wait();
+    pdl_trigger();
+    build_plan<kRouteThreads>(ids, r, rows, plan, false);
 }
 
 // The plan's work items for the grouped tensor-core matmul: slot s's pairs in groups
@@ -229,7 +258,8 @@ __global__ void __launch_bounds__(kRouteThreads) plan_items_k(ops::ExpertPlan pl
 constexpr int kRouterWaves = kEmWaves;
 constexpr int kRouterRows = 8;  // activation rows up to which the fused kernel serves (ops::router_route_ok)
 __global__ void __launch_bounds__(kRouterWaves * kWave) router_route_k(const float* __restrict__ W,
-                                                                         const float* __restrict__ x, int64_t n, int rows,
+                                                                         const float* __restrict__ x, const float* a_ss,
+                                                                         float a_eps, int64_t n, int rows,
                                                                          float* __restrict__ logits, ExpertRouting r,
                                                                          int32_t* __restrict__ ids,
                                                                          float* __restrict__ w, ops::ExpertPlan plan,
@@ -249,6 +279,8 @@ __global__ void __launch_bounds__(kRouterWaves * kWave) router_route_k(const flo
     }
     pdl_wait();
     pdl_trigger();
+    // A deferred-norm input (one row): x is x * w, each logit scaled by 1/rms.
+    const float4 ss4 = deferred_ss(a_ss, n / 32);
     for (int t = 0; t < rows; ++t) {
         const float4* xr = reinterpret_cast<const float4*>(x + int64_t(t) * n);
         float acc = 0.f;
@@ -262,30 +294,26 @@ __global__ void __launch_bounds__(kRouterWaves * kWave) router_route_k(const flo
             acc += a.x * xv.x + a.y * xv.y + a.z * xv.z + a.w * xv.w;
         }
         acc = wave_reduce_sum(acc);
+        if (a_ss) acc *= deferred_scale(ss4, n, a_eps);
         if (lane == 0 && e < X) logits[int64_t(t) * X + e] = acc;
     }
-    __shared__ int s_last;
-    __threadfence();  // this block's logits, visible before the count says so
-    __syncthreads();
-    if (threadIdx.x == 0) {
-        s_last = atomicAdd(counter, 1) == int(gridDim.x) - 1;
-        if (s_last) *counter = 0;  // every block has counted: ready for the next launch
-    }
-    __syncthreads();
-    if (!s_last) return;
-    acquire_fence();
+    if (!last_block(counter)) return;
     for (int row = int(threadIdx.x) / kWave; row < rows; row += kRouterWaves) route_row(logits, r, row, ids, w);
     __syncthreads();
     build_plan<NT>(ids, r, rows, plan, true);
 }
 
 // The expert matvec's arguments: W (and U) the stacked matrices (all n_mat *
-// n_out rows), expert e's row o at e * n_out + o; y [pairs][n_out].
+// n_out rows), expert e's row o at e * n_out + o; y [pairs][n_out]. plan_early: the
+// plan was written before the previous launch (the down projections after gate/up),
+// so it and the first weight chunks are read before the dependency wait (PDL: they
+// overlap the previous kernel, as the dense matvec's first weight loads do).
 struct ExpertJob {
     GpuMat W, U;
     int64_t n_out = 0;
     int n_used = 0;
     bool per_slot = false;
+    bool plan_early = false;
     ops::ExpertPlan plan;
     float* y = nullptr;
 };
@@ -297,26 +325,49 @@ struct ExpertJob {
 // chunks of each of the R rows (and of V) before the first dot, branch-free: a chunk
 // past the row's end re-reads the last one with its activation scales zeroed (as the
 // matvec kernels); rows past n_out re-read the last row and are not written.
-template <GgmlType T, int NB, bool SWIGLU, int R, int U>
+// QX: the input is the f32 one (Act::x), each activation chunk quantized to q8 as it
+// is loaded (q8_chunk: the values prepare_act would write), which saves the
+// quantizing launch between gate/up and down where a pair or so per expert makes the
+// repeated quantization free (decode).
+template <GgmlType T, int NB, bool SWIGLU, int R, int U, bool QX>
 __global__ void __launch_bounds__(kEmWaves * kWave) expert_matvec_q(ExpertJob j, ops::Act a) {
-    pdl_wait();
-    pdl_trigger();
+    const bool peel = kPdlPrefetch && j.plan_early;
+    if (!peel) pdl_wait(), pdl_trigger();
     const int slot = int(blockIdx.y);
-    if (slot >= j.plan.n_active[0]) return;
+    if (slot >= load_l2(j.plan.n_active)) return;
     const int64_t o0 = (int64_t(blockIdx.x) * kEmWaves + int(threadIdx.x) / kWave) * R;
     if (o0 >= j.n_out) return;  // whole waves
-    const int e = j.plan.slot_expert[slot];
-    const int p0 = j.plan.slot_begin[slot], p1 = j.plan.slot_begin[slot + 1];
+    const int e = load_l2(j.plan.slot_expert + slot);
+    const int p0 = load_l2(j.plan.slot_begin + slot), p1 = load_l2(j.plan.slot_begin + slot + 1);
     int64_t row[R];
 #pragma unroll
     for (int r = 0; r < R; ++r) row[r] = int64_t(e) * j.n_out + min(o0 + r, j.n_out - 1);
     const int nc = int(j.W.n_chunk), lane = lane_id();
+    Chunk w[U * R], v[U * R];
+    auto load_weights = [&](int base) {
+#pragma unroll
+        for (int k = 0; k < U; ++k)
+#pragma unroll
+            for (int r = 0; r < R; ++r) {
+                const int c = min(base + lane + k * kWave, nc - 1);
+                w[k * R + r] = load_chunk<T>(j.W, row[r], c);
+                if constexpr (SWIGLU) v[k * R + r] = load_chunk<T>(j.U, row[r], c);
+            }
+    };
+    if (peel) {
+        load_weights(0);
+        pdl_wait();
+        pdl_trigger();
+    }
+    // A deferred-norm input (one row, gate/up): each result scaled by 1/rms.
+    const float4 ss4 = deferred_ss(a.ss, nc);
+    float sc = 1.f;
     for (int g0 = p0; g0 < p1; g0 += NB) {
         int pair[NB];
         int64_t in_row[NB];
 #pragma unroll
         for (int t = 0; t < NB; ++t) {
-            pair[t] = j.plan.pairs[min(g0 + t, p1 - 1)];  // past the end: re-reads the last, never written
+            pair[t] = load_l2(j.plan.pairs + min(g0 + t, p1 - 1));  // past the end: re-reads the last, never written
             in_row[t] = j.per_slot ? pair[t] : pair[t] / j.n_used;
         }
         float acc[R * NB], accu[R * NB];
@@ -324,24 +375,22 @@ __global__ void __launch_bounds__(kEmWaves * kWave) expert_matvec_q(ExpertJob j,
         for (int i = 0; i < R * NB; ++i) acc[i] = 0.f, accu[i] = 0.f;
         for (int base = 0; base < nc; base += kWave * U) {  // the same trips on every lane
             const int c0 = base + lane;
-            Chunk w[U * R], v[U * R];
-#pragma unroll
-            for (int k = 0; k < U; ++k)
-#pragma unroll
-                for (int r = 0; r < R; ++r) {
-                    const int c = min(c0 + k * kWave, nc - 1);
-                    w[k * R + r] = load_chunk<T>(j.W, row[r], c);
-                    if constexpr (SWIGLU) v[k * R + r] = load_chunk<T>(j.U, row[r], c);
-                }
+            if (!peel || g0 != p0 || base != 0) load_weights(base);
 #pragma unroll
             for (int t = 0; t < NB; ++t)
 #pragma unroll
                 for (int k = 0; k < U; ++k) {
                     const int ck = c0 + k * kWave, c = min(ck, nc - 1);
                     const int64_t ai = in_row[t] * nc + c;
-                    const int4* aq = reinterpret_cast<const int4*>(a.q) + ai * 2;
-                    const int4 a0 = aq[0], a1 = aq[1];
-                    float2 ds = reinterpret_cast<const float2*>(a.ds)[ai];
+                    int4 a0, a1;
+                    float2 ds;
+                    if constexpr (QX) {
+                        q8_chunk(a.x + ai * 32, a0, a1, ds);
+                    } else {
+                        const int4* aq = reinterpret_cast<const int4*>(a.q) + ai * 2;
+                        a0 = aq[0], a1 = aq[1];
+                        ds = reinterpret_cast<const float2*>(a.ds)[ai];
+                    }
                     const float live = ck < nc ? 1.f : 0.f;
                     ds.x *= live, ds.y *= live;
 #pragma unroll
@@ -351,13 +400,14 @@ __global__ void __launch_bounds__(kEmWaves * kWave) expert_matvec_q(ExpertJob j,
                     }
                 }
         }
+        if (a.ss && g0 == p0) sc = deferred_scale(ss4, a.n, a.eps);
 #pragma unroll
         for (int r = 0; r < R; ++r)
 #pragma unroll
             for (int t = 0; t < NB; ++t) {
-                const float sv = wave_reduce_sum(acc[r * NB + t]);
+                const float sv = wave_reduce_sum(acc[r * NB + t]) * sc;
                 float val = sv;
-                if constexpr (SWIGLU) val = silu(sv) * wave_reduce_sum(accu[r * NB + t]);
+                if constexpr (SWIGLU) val = silu(sv) * (wave_reduce_sum(accu[r * NB + t]) * sc);
                 if (lane == 0 && g0 + t < p1 && o0 + r < j.n_out) j.y[int64_t(pair[t]) * j.n_out + o0 + r] = val;
             }
     }
@@ -418,13 +468,16 @@ void launch_expert(const ExpertJob& j, const ops::Act& a, int pairs, int max_slo
     auto grid = [&](int rows_per_wave) {
         return dim3(unsigned((j.n_out + kEmWaves * rows_per_wave - 1) / (kEmWaves * rows_per_wave)), unsigned(max_slots));
     };
+    constexpr arch::MatvecShape sh = arch::expert_shape(SW);
     if constexpr (is_float_type(T)) {
         launch(expert_matvec_f<T, SW>, grid(1), block, s, j, a);
+    } else if (!a.q) {  // the f32 input, quantized on load (ops::experts_quantize_on_load)
+        if constexpr (SW) gpu_fail("expert gate/up: the q8 input is missing");
+        else launch(expert_matvec_q<T, 1, SW, sh.rows, sh.unroll, true>, grid(sh.rows), block, s, j, a);
     } else if (pairs >= kGroupFrom * max_slots) {  // several pairs per expert: 4 at a time, a row per wave
-        launch(expert_matvec_q<T, 4, SW, 1, 1>, grid(1), block, s, j, a);
+        launch(expert_matvec_q<T, 4, SW, 1, 1, false>, grid(1), block, s, j, a);
     } else {  // about one pair per expert (decode): the target's shape (rows per wave, chunks in flight)
-        constexpr arch::MatvecShape sh = arch::expert_shape(SW);
-        launch(expert_matvec_q<T, 1, SW, sh.rows, sh.unroll>, grid(sh.rows), block, s, j, a);
+        launch(expert_matvec_q<T, 1, SW, sh.rows, sh.unroll, false>, grid(sh.rows), block, s, j, a);
     }
 }
 
@@ -452,13 +505,15 @@ void dispatch_expert(const ExpertJob& j, const ops::Act& a, int pairs, int max_s
 }  // namespace
 
 void ops::route_experts(const float* logits, int rows, const ExpertRouting& r, int32_t* ids, float* w,
-                        const ExpertPlan* plan, void* s) {
+                        const ExpertPlan* plan, int* counter, void* s) {
     if (rows <= 0) return;
     if (r.n_expert < 1 || r.n_expert > kMaxExperts || r.n_used < 1 || r.n_used > kMaxExpertsUsed ||
         r.n_used > r.n_expert || int64_t(rows) * r.n_used >= (int64_t(1) << kCountBits))
         gpu_fail("route_experts: unsupported expert counts");
-    if (plan) launch(moe_route_k<true, true>, dim3(1), dim3(kRouteThreads), s, logits, r, rows, ids, w, *plan);
-    else launch(moe_route_k<true, false>, dim3(1), dim3(kRouteThreads), s, logits, r, rows, ids, w, ExpertPlan{});
+    if (plan && !counter) gpu_fail("route_experts: the plan needs the grid counter");
+    const dim3 grid(unsigned((rows + kRouteWaves - 1) / kRouteWaves)), block(kRouteThreads);
+    if (plan) launch(route_k<true>, grid, block, s, logits, r, rows, ids, w, *plan, counter);
+    else launch(route_k<false>, grid, block, s, logits, r, rows, ids, w, ExpertPlan{}, nullptr);
 }
 
 bool ops::router_route_ok(int64_t n, int rows, int n_expert) {
@@ -470,16 +525,17 @@ void ops::router_route(const float* W, const Act& a, const ExpertRouting& r, flo
     if (!router_route_ok(a.n, a.rows, r.n_expert) || !a.x || r.n_used < 1 || r.n_used > kMaxExpertsUsed ||
         r.n_used > r.n_expert)
         gpu_fail("router_route: unsupported shape");
+    if (a.ss && (a.rows != 1 || a.n % 128 != 0 || a.n > 128 * kWave))
+        gpu_fail("router_route: a deferred-norm input is one row of whole float4s of chunk sums");
     launch(router_route_k, dim3(unsigned((r.n_expert + kRouterWaves - 1) / kRouterWaves)), dim3(kRouterWaves * kWave), s, W,
-           a.x, a.n, a.rows, logits, r, ids, w, plan, counter);
+           a.x, a.ss, a.eps, a.n, a.rows, logits, r, ids, w, plan, counter);
 }
 
 void ops::group_experts(const int32_t* ids, int rows, const ExpertRouting& r, const ExpertPlan& plan, void* s) {
     if (rows <= 0) return;
     if (r.n_expert < 1 || r.n_expert > kMaxExperts || int64_t(rows) * r.n_used >= (int64_t(1) << kCountBits))
         gpu_fail("group_experts: unsupported expert counts");
-    launch(moe_route_k<false, true>, dim3(1), dim3(kRouteThreads), s, nullptr, r, rows, const_cast<int32_t*>(ids),
-           nullptr, plan);
+    launch(group_k, dim3(1), dim3(kRouteThreads), s, ids, r, rows, plan);
 }
 
 void ops::plan_items(const ExpertPlan& plan, int cols, void* s) {
@@ -487,12 +543,22 @@ void ops::plan_items(const ExpertPlan& plan, int cols, void* s) {
     launch(plan_items_k, dim3(1), dim3(kRouteThreads), s, plan, cols);
 }
 
+bool ops::experts_quantize_on_load(const GpuMat& W, int rows, int n_used, int n_mat) {
+    const int pairs = rows * n_used, max_slots = std::min(n_mat, pairs);
+    return !is_float_type(W.type) && pairs < kGroupFrom * max_slots;
+}
+
 void ops::matvec_experts(const GpuMat& W, const GpuMat* U, int64_t n_out, int n_mat, const ExpertPlan& plan,
-                         int rows, int n_used, bool per_slot, const Act& a, float* y, void* s) {
+                         int rows, int n_used, bool per_slot, const Act& a, float* y, void* s, bool plan_early) {
     if (rows <= 0) return;
-    if (matmul_mma_experts(W, U, n_out, n_mat, plan, rows, n_used, per_slot, a, y, s)) return;
+    if (!is_float_type(W.type) && !a.q && (!a.x || !experts_quantize_on_load(W, rows, n_used, n_mat)))
+        gpu_fail("matvec_experts: quantized experts need the q8 input (or the f32 one, where quantized on load)");
+    if (a.ss && (rows != 1 || is_float_type(W.type) || W.n_chunk > 4 * kWave))
+        gpu_fail("matvec_experts: a deferred-norm input is one row for quantized experts");
+    if (a.q && matmul_mma_experts(W, U, n_out, n_mat, plan, rows, n_used, per_slot, a, y, s)) return;
     ExpertJob j;
     j.W = W, j.U = U ? *U : W, j.n_out = n_out, j.n_used = n_used, j.per_slot = per_slot, j.plan = plan, j.y = y;
+    j.plan_early = plan_early;
     const int pairs = rows * n_used, max_slots = std::min(n_mat, pairs);
     if (U) dispatch_expert<true>(j, a, pairs, max_slots, s);
     else dispatch_expert<false>(j, a, pairs, max_slots, s);

@@ -19,5 +19,11 @@ __device__ __forceinline__ unsigned long long order_key(float v, int64_t i) {
 __device__ __forceinline__ int64_t key_index(unsigned long long key) {
     return int64_t(0xffffffffu - unsigned(key & 0xffffffffull));
 }
+// The value of a key (order_key's inverse on its high half): NaN comes back as -inf,
+// -0 as +0.
+__device__ __forceinline__ float key_value(unsigned long long key) {
+    const unsigned int b = unsigned(key >> 32);
+    return __uint_as_float((b & 0x80000000u) ? (b & 0x7fffffffu) : ~b);
+}
 
 }  // namespace vega::gpu
