@@ -61,6 +61,10 @@ for t in $TYPES; do
       "$B/vega" bench -m $m --device gpu -r 1 -p 0 -n 1 > "$OUT/ncu-tg-$t.csv" 2> "$OUT/ncu-tg-$t.err"
     timeout 200 ncu --clock-control none --cache-control none --metrics gpu__time_duration.sum --csv --launch-count 3000 \
       "$B/vega" bench -m $m --device gpu -r 1 -p 512 -n 0 > "$OUT/ncu-pp-$t.csv" 2> "$OUT/ncu-pp-$t.err"
+    for k in tg pp; do
+      echo "ncu $k $t (two runs: warm-up and timed)" | tee -a "$S"
+      python3 "$(dirname "$0")/ncu_sum.py" "$OUT/ncu-$k-$t.csv" 2>&1 | head -16 | tee -a "$S"
+    done
   fi
   touch "$OUT/done.$t"
   rm -f $m
