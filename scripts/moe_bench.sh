@@ -9,7 +9,7 @@
 # device disk is 64 GB). llama.cpp builds in the background while the first file is
 # made; the benches wait for it (a 16-core compile beside them slows them). Resumable:
 # a type whose rows are in $OUT/done.<type> is skipped. Logs, summary.txt in $OUT.
-# PROFILE=1: per-kernel ncu times of decode and a prompt for each type (ncu-*.csv).
+# PROFILE=1 (every type) or PROFILE="Q4_0 ...": per-kernel ncu times of decode and a prompt (ncu-*.csv).
 set -u
 . "$(dirname "$0")/device_env.sh"
 B=${1:-build-h200}
@@ -54,7 +54,7 @@ for t in $TYPES; do
   log "llama-batched-bench $t"
   timeout 300 $L/llama-batched-bench -m $m -c 8192 -npp 128 -ntg 128 -npl 1,16 -fa 1 -ngl 99 2>&1 | grep -E "^\||rror" \
     | tee -a "$S"
-  if [ "${PROFILE:-0}" = 1 ] && command -v ncu > /dev/null; then
+  if case " ${PROFILE:-} " in *" $t "* | *" 1 "*) true ;; *) false ;; esac && command -v ncu > /dev/null; then
     # Per-kernel times (scripts/ncu_sum.py sums them): a decode step, then a 512-row prompt.
     log "ncu $t: decode (tg, one sequence) and a 512-row prompt"
     timeout 200 ncu --clock-control none --cache-control none --metrics gpu__time_duration.sum --csv --launch-count 3000 \

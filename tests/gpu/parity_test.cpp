@@ -489,6 +489,9 @@ TEST_F(Parity, BlockOpsMatchReferenceCompositions) {
         if (t != GgmlType::F32 && t != GgmlType::BF16) cases.push_back({t, t, t, 0});
     cases.push_back({GgmlType::Q8_0, GgmlType::Q8_0, GgmlType::Q8_0, 1});
     cases.push_back({GgmlType::Q4_K, GgmlType::Q4_K, GgmlType::Q4_K, 2});
+    // qwen3's decode steps take the q+k+v kernel with its per-head norm + rope tail.
+    cases.push_back({GgmlType::Q4_0, GgmlType::Q4_0, GgmlType::Q4_0, 2});
+    cases.push_back({GgmlType::Q8_0, GgmlType::Q8_0, GgmlType::Q8_0, 2});
     cases.push_back({GgmlType::Q4_K, GgmlType::Q6_K, GgmlType::Q4_K, 0});
     cases.push_back({GgmlType::Q4_0, GgmlType::Q4_0, GgmlType::F16, 0});
     const int n_head = 8, n_kv_head = 2, hd = 64, n_layer = 2;

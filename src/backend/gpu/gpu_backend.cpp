@@ -299,14 +299,18 @@ public:
         const int64_t E = a.wq.n_in, Dq = int64_t(a.n_head) * a.head_dim;
         const ops::KvLayer L = cache_layer(c, layer, a.n_kv_head, a.head_dim, a.rope);
         block_input(x, a.norm, a.eps, T, E, link);
-        const bool plain = !a.bq && !a.bk && !a.bv && !a.q_norm && !a.k_norm;
+        const bool no_bias = !a.bq && !a.bk && !a.bv;  // (q/k head norms: the kernel's per-head tail)
         bool stored = false;
-        if (fuse_qkv_rope_ && plain && a.wq.type == a.wk.type && a.wq.type == a.wv.type) {
+        if (fuse_qkv_rope_ && no_bias && a.wq.type == a.wk.type && a.wq.type == a.wv.type) {
             check_input(a.wq), check_input(a.wk), check_input(a.wv);
             const GpuMat W[3] = {mat(a.wq), mat(a.wk), mat(a.wv)};
             float* const y[3] = {buf.q, buf.k, buf.v};
             ops::QkvRope e;
             e.c = L, e.r = rope_args(a.rope), e.pos = b.pos, e.seq = b.seq;
+            if (a.q_norm || a.k_norm) {
+                e.qn = a.q_norm ? f32(a.q_norm) : nullptr, e.kn = a.k_norm ? f32(a.k_norm) : nullptr;
+                e.eps = a.eps, e.count = head_count_, e.n_head = a.n_head;
+            }
             stored = ops::matvec_qkv_rope(W, y, act_, e, a.n_head, stream_);  // false: launched nothing
             if (stored) rt::check("q+k+v + rope + cache store");
             else if (T == 1 && !is_float_type(a.wq.type))
@@ -557,6 +561,8 @@ private:
         part_ = static_cast<float*>(alloc(kAttnPartBytes, "attention split scratch"));
         attn_count_ = static_cast<int*>(alloc(kAttnCounters * sizeof(int), "attention split counters"));
         rt::memset(attn_count_, 0, kAttnCounters * sizeof(int), stream_);  // kept zero by the kernel
+        head_count_ = static_cast<int*>(alloc(ops::kQkvHeadCounters * sizeof(int), "q+k+v per-head counters"));
+        rt::memset(head_count_, 0, ops::kQkvHeadCounters * sizeof(int), stream_);  // kept zero by the kernel
     }
     void use_q8(const float* x, const int8_t* q, const float* ds, const uint16_t* h, int rows, int64_t n) {
         act_ = {};
@@ -603,6 +609,7 @@ private:
     float* ss_ = nullptr;  // [n/32] sums of squares of the deferred-norm input
     int32_t* plan_buf_ = nullptr;  // the expert plan's arrays (plan_) and route_counter_
     int* route_counter_ = nullptr;
+    int* head_count_ = nullptr;  // ops::QkvRope::count (the q/k-norm tail of the q+k+v kernel)
     ops::ExpertPlan plan_;
     // A/B switches: VEGA_GPU_FUSE=0 turns every decode fusion below off;
     // VEGA_GPU_FUSE_SWIGLU_Q8=0 only the q8 epilogue of the gate/up kernel;

@@ -55,7 +55,15 @@ struct QkvRope {
     RopeArgs r;
     const int32_t* pos = nullptr;  // [1] on the device
     const int32_t* seq = nullptr;  // [1] on the device
+    // q/k head norms (qwen3; either may be null), applied before the rope: then count
+    // (kQkvHeadCounters ints, zero, left zero) and n_head are needed.
+    const float* qn = nullptr;
+    const float* kn = nullptr;
+    float eps = 0.f;
+    int* count = nullptr;
+    int n_head = 0;
 };
+constexpr int kQkvHeadCounters = 1024;
 // Residual + norm epilogue of a decode matvec (ops::matvec_residual_norm): for
 // row r of y = W·act, x[r] += y[r] (y itself is not written); per 32-row chunk c,
 // q/ds get q8(x * w) without the 1/rms factor and ss[c] = sum of x^2: the

@@ -28,6 +28,7 @@
 #include "backend/gpu/ops.h"
 #include "backend/gpu/runtime.h"
 #include "backend/gpu/wave.h"
+#include "backend/gpu/kernels/head_rope.h"
 #include "backend/gpu/kernels/rope.h"
 #include "backend/gpu/kernels/vector_load.h"
 
@@ -109,34 +110,16 @@ __global__ void __launch_bounds__(kRopeThreads) rope_store_k(ops::KvLayer c, flo
     const int h = is_k ? int(blockIdx.x) - n_head : int(blockIdx.x);
     const int p = pos[t];
     float* x = is_k ? k + (int64_t(t) * c.n_kv_head + h) * hd : q + (int64_t(t) * n_head + h) * hd;
-    const float* nw = is_k ? kn : qn;
-    if (nw) {  // block-uniform
-        __shared__ double lds[kRopeThreads / kWave];
-        double ss = 0.0;
-        for (int d = threadIdx.x; d < hd; d += kRopeThreads) ss += double(x[d]) * x[d];
-        const float sc = norm_scale(block_reduce_sum_f64<kRopeThreads>(ss, lds), hd, eps);
-        for (int d = threadIdx.x; d < hd; d += kRopeThreads) x[d] = x[d] * sc * nw[d];
-        __syncthreads();  // the rotation below reads other threads' elements
-    }
+    __shared__ float lds_f[kHeadRopeMaxDim];
+    __shared__ double lds_d[kRopeThreads / kWave];
     const int64_t dst = c.row(seq[t], h, p);
-    auto put = [&](void* base, int d, float val) {
-        if constexpr (F16) static_cast<uint16_t*>(base)[dst + d] = f2h(val);
-        else static_cast<float*>(base)[dst + d] = val;
-    };
-    const int half = r.n_rot / 2;
-    for (int j = threadIdx.x; j < half; j += kRopeThreads) {
-        float sn, cs;
-        rope_cs(r, p, j, &sn, &cs);
-        const RopePair d = rope_pair(r, j);
-        float y0, y1;
-        rotate(x[d.a], x[d.b], cs, sn, &y0, &y1);
-        x[d.a] = y0, x[d.b] = y1;
-        if (is_k) put(c.k, d.a, y0), put(c.k, d.b, y1);
-    }
+    norm_rope_head<kRopeThreads, F16>(x, hd, is_k ? kn : qn, eps, r, p, c, is_k ? dst : -1, lds_f, lds_d);
     if (!is_k) return;
-    for (int d = r.n_rot + threadIdx.x; d < hd; d += kRopeThreads) put(c.k, d, x[d]);  // not rotated
     const float* vr = v + (int64_t(t) * c.n_kv_head + h) * hd;
-    for (int d = threadIdx.x; d < hd; d += kRopeThreads) put(c.v, d, vr[d]);
+    for (int d = threadIdx.x; d < hd; d += kRopeThreads) {
+        if constexpr (F16) static_cast<uint16_t*>(c.v)[dst + d] = f2h(vr[d]);
+        else static_cast<float*>(c.v)[dst + d] = vr[d];
+    }
 }
 
 // D consecutive elements of a K or V row (f16 or f32), kept as loaded: D = 8 is
@@ -535,6 +518,7 @@ void ops::rope_store(const KvLayer& c, float* q, float* k, const float* v, int r
                      const int32_t* pos, const int32_t* seq, void* s, const float* q_norm, const float* k_norm,
                      float eps) {
     if (rows <= 0) return;
+    if (c.hd > kHeadRopeMaxDim) gpu_fail("rope_store: head dim over kHeadRopeMaxDim");
     const dim3 grid{unsigned(n_head + c.n_kv_head), unsigned(rows)};
     if (c.f16)
         launch(rope_store_k<true>, grid, dim3(kRopeThreads), s, c, q, k, v, n_head, r, pos, seq, q_norm, k_norm, eps);

@@ -30,6 +30,8 @@
 #include "backend/gpu/wave.h"
 #include "backend/gpu/kernels/float_row.h"
 #include "backend/gpu/kernels/deferred_norm.h"
+#include "backend/gpu/kernels/head_rope.h"
+#include "backend/gpu/kernels/last_block.h"
 #include "backend/gpu/kernels/quant_chunk.h"
 #include "backend/gpu/kernels/silu.h"
 #include "backend/gpu/kernels/rope.h"
@@ -103,8 +105,12 @@ __device__ __forceinline__ Sel select(const Job& j) {
 //   kEpiRope: the wave's R rows are R/2 dimension pairs of one head (rope_pair):
 //     q, k rotated at pos[0], written to y (q, k, v as matvec3 would, rotated),
 //     and k, v also into the cache at (seq[0], pos[0]) (ops::rope_store's work).
+//   kEpiNormRope (q/k head norms, qwen3): v as kEpiRope; q and k written as they
+//     are, then the last block of each head (a counter per head) norms, rotates
+//     and stores it (norm_rope_head, rope_store's arithmetic): the rope launch saved.
 constexpr int kEpiRows = 32;
-constexpr int kEpiNone = 0, kEpiResidualNorm = 1, kEpiQ8 = 2, kEpiRope = 3;
+constexpr int kEpiNone = 0, kEpiResidualNorm = 1, kEpiQ8 = 2, kEpiRope = 3, kEpiNormRope = 4;
+constexpr bool rope_epi(int epi) { return epi == kEpiRope || epi == kEpiNormRope; }
 constexpr bool block_epi(int epi) { return epi == kEpiResidualNorm || epi == kEpiQ8; }
 // Waves per block of matvec_q: the target's for a block epilogue's 32-row chunk
 // (arch::epi_waves: each wave then takes kEpiRows / (waves * R) row sets in turn),
@@ -137,7 +143,7 @@ __global__ void __launch_bounds__(block_waves(EPI, R) * kWave) VEGA_WAVES(arch::
     static_assert(!block_epi(EPI) || (kWaves * kWave <= 1024 && kWaves * R * kPasses == kEpiRows),
                   "block epilogue: a 32-row chunk per block");
     static_assert(EPI != kEpiResidualNorm || !SWIGLU, "residual epilogue: one matrix");
-    static_assert(EPI != kEpiRope || (R % 2 == 0 && !SWIGLU), "rope epilogue: whole pairs per wave");
+    static_assert(!rope_epi(EPI) || (R % 2 == 0 && !SWIGLU), "rope epilogue: whole pairs per wave");
     const Sel sel = select(job);
     const GpuMat W = sel.W;
     const GpuMat& V = job.W1;  // the up matrix (SWIGLU)
@@ -158,12 +164,12 @@ __global__ void __launch_bounds__(block_waves(EPI, R) * kWave) VEGA_WAVES(arch::
     int64_t rows[R];  // this pass's rows; rows past the end (last wave only) re-read the last row; not written
     // kEpiRope: row0 / 2 + k is the wave's pair k (n_out is even); its head and its
     // two rows, j and whether it is rotated (never for v, matrix 2).
-    [[maybe_unused]] int pair_j[EPI == kEpiRope ? R / 2 : 1];
-    [[maybe_unused]] bool pair_rot[EPI == kEpiRope ? R / 2 : 1];
+    [[maybe_unused]] int pair_j[rope_epi(EPI) ? R / 2 : 1];
+    [[maybe_unused]] bool pair_rot[rope_epi(EPI) ? R / 2 : 1];
     auto set_rows = [&](int64_t rbase) {
 #pragma unroll
         for (int r = 0; r < R; ++r) rows[r] = min(rbase + r, W.n_out - 1);
-        if constexpr (EPI == kEpiRope) {
+        if constexpr (rope_epi(EPI)) {
             const int hd = e.rope.c.hd, half_hd = hd / 2;
 #pragma unroll
             for (int k = 0; k < R / 2; ++k) {
@@ -274,19 +280,23 @@ __global__ void __launch_bounds__(block_waves(EPI, R) * kWave) VEGA_WAVES(arch::
         if constexpr (NB == 1) {
             if (pass == 0 && a.ss) sc = deferred_scale(ss4, a.n, a.eps);
         }
-        if constexpr (EPI == kEpiRope) {
+        if constexpr (rope_epi(EPI)) {
             const ops::KvLayer& c = e.rope.c;
             const int hd = c.hd;
             void* cache = sel.m == 1 ? c.k : c.v;
+            // kEpiNormRope: q and k as they are (the head's last block norms and rotates them).
+            const bool store = EPI == kEpiRope ? sel.m != 0 : sel.m == 2;
 #pragma unroll
             for (int k = 0; k < R / 2; ++k) {
                 float y0 = wave_reduce_sum(acc[2 * k]) * sc, y1 = wave_reduce_sum(acc[2 * k + 1]) * sc;
-                if (pair_rot[k]) rotate(y0, y1, rope_cs_[k], rope_sn_[k], &y0, &y1);
+                if constexpr (EPI == kEpiRope) {
+                    if (pair_rot[k]) rotate(y0, y1, rope_cs_[k], rope_sn_[k], &y0, &y1);
+                }
                 if (lane < 2 && rbase / 2 + k < W.n_out / 2) {
                     const int64_t rr = lane == 0 ? rows[2 * k] : rows[2 * k + 1];  // head * hd + dim
                     const float v = lane == 0 ? y0 : y1;
                     y[rr] = v;
-                    if (sel.m != 0) {  // k, v: the head's cache row at (seq[0], pos[0])
+                    if (store) {  // k, v: the head's cache row at (seq[0], pos[0])
                         const int64_t head = rr / hd;
                         const int64_t dst = c.row(e.rope.seq[0], int(head), e.rope.pos[0]) + (rr - head * hd);
                         if (c.f16) static_cast<uint16_t*>(cache)[dst] = f2h(v);
@@ -339,6 +349,25 @@ __global__ void __launch_bounds__(block_waves(EPI, R) * kWave) VEGA_WAVES(arch::
             const float ss = wave_reduce_sum(xv * xv);
             if (lane == 0) e.ss[c] = ss;
         }
+    }
+    if constexpr (EPI == kEpiNormRope) {
+        // q or k: the block's pairs lie in one head (the host checks that a head's
+        // pairs fill whole blocks); its last block finishes the head.
+        if (sel.m == 2) return;  // (block-uniform)
+        const ops::KvLayer& c = e.rope.c;
+        const int hd = c.hd, pairs = kWaves * R / 2;
+        const int head = int(sel.block * pairs / (hd / 2));
+        int* count = e.rope.count + (sel.m == 0 ? head : e.rope.n_head + head);
+        if (!last_block(count, hd / 2 / pairs)) return;
+        __shared__ float lds_f[kHeadRopeMaxDim];
+        __shared__ double lds_d[kWaves];
+        const int p = e.rope.pos[0];
+        const int64_t dst = c.row(e.rope.seq[0], head, p);
+        float* const x = y + int64_t(head) * hd;
+        const float* const nw = sel.m == 0 ? e.rope.qn : e.rope.kn;
+        const int64_t k_dst = sel.m == 1 ? dst : -1;
+        if (c.f16) norm_rope_head<kWaves * kWave, true>(x, hd, nw, e.rope.eps, e.rope.r, p, c, k_dst, lds_f, lds_d);
+        else norm_rope_head<kWaves * kWave, false>(x, hd, nw, e.rope.eps, e.rope.r, p, c, k_dst, lds_f, lds_d);
     }
 }
 
@@ -419,6 +448,9 @@ void launch_nb(const GpuMat* Ws, float* const* ys, int n_mat, const ops::Act& a,
     j.W0 = Ws[0], j.W1 = n_mat > 1 ? Ws[1] : Ws[0], j.W2 = n_mat > 2 ? Ws[2] : Ws[0];
     j.y0 = ys[0], j.y1 = n_mat > 1 ? ys[1] : ys[0], j.y2 = n_mat > 2 ? ys[2] : ys[0];
     const dim3 threads(unsigned(block_waves(EPI, R) * kWave));
+    if constexpr (EPI == kEpiNormRope) {
+        if ((e.rope.c.hd / 2) % (kMatvecWaves * R / 2) != 0) gpu_fail("q+k+v norm + rope: a head's pairs must fill whole blocks");
+    }
     auto run = [&](const Job& jb, int64_t blocks) {
         if constexpr (is_float_type(T)) launch(matvec_f<T, NB, SW>, dim3(unsigned(blocks)), threads, s, jb, a);
         else launch(matvec_q<T, NB, SW, EPI, R, U>, dim3(unsigned(blocks)), threads, s, jb, a, e);
@@ -466,7 +498,7 @@ ops::MatvecTuning& tuning() {
 template <GgmlType T, int NB, bool SW, int EPI>
 void launch_shaped(const GpuMat* Ws, float* const* ys, int n_mat, const ops::Act& a, const ops::Epi& e, void* s) {
     constexpr arch::Role role = EPI == kEpiResidualNorm ? arch::Role::kResidualNorm
-                                : EPI == kEpiRope       ? arch::Role::kQkvRope
+                                : rope_epi(EPI)         ? arch::Role::kQkvRope
                                 : SW                    ? arch::Role::kSwiglu
                                                         : arch::Role::kPlain;
     // Float weights (matvec_f): one row per wave always.
@@ -483,7 +515,7 @@ void launch_shaped(const GpuMat* Ws, float* const* ys, int n_mat, const ops::Act
         if (r > 0 && (r != d.rows || u != d.unroll)) {
             // (the rope epilogue: even row counts only)
 #define VEGA_MV_VARIANT(RR, UU)                                                              \
-    if constexpr ((EPI != kEpiRope || RR % 2 == 0) && block_waves(EPI, RR) * kWave <= 1024) { \
+    if constexpr ((!rope_epi(EPI) || RR % 2 == 0) && block_waves(EPI, RR) * kWave <= 1024) { \
         if (r == RR && u == UU) return launch_nb<T, NB, SW, EPI, RR, UU>(Ws, ys, n_mat, a, e, s); \
     }
             VEGA_MV_VARIANT(1, 1) VEGA_MV_VARIANT(1, 2) VEGA_MV_VARIANT(1, 4) VEGA_MV_VARIANT(2, 1)
@@ -538,10 +570,11 @@ void dispatch_epi(const GpuMat* Ws, float* const* ys, int n_mat, const ops::Act&
 
 // q+k+v with the rope epilogue (one activation row): one launch for the three
 // matrices (kMultiMat), else one per matrix (launch_nb).
+template <int EPI>
 bool dispatch_qkv_rope(const GpuMat* W, float* const* y, const ops::Act& a, const ops::Epi& e, void* s) {
     switch (W[0].type) {
 #define VEGA_ROPE_CASE(TT) \
-    case GgmlType::TT: launch_shaped<GgmlType::TT, 1, false, kEpiRope>(W, y, 3, a, e, s); return true;
+    case GgmlType::TT: launch_shaped<GgmlType::TT, 1, false, EPI>(W, y, 3, a, e, s); return true;
         VEGA_ROPE_CASE(Q4_0) VEGA_ROPE_CASE(Q4_1) VEGA_ROPE_CASE(Q5_0) VEGA_ROPE_CASE(Q5_1)
         VEGA_ROPE_CASE(Q8_0) VEGA_ROPE_CASE(Q4_K) VEGA_ROPE_CASE(Q5_K) VEGA_ROPE_CASE(Q6_K)
 #undef VEGA_ROPE_CASE
@@ -597,7 +630,13 @@ bool ops::matvec_qkv_rope(const GpuMat* W, float* const* y, const Act& a, const 
         return false;
     Epi e;
     e.rope = q;
-    return dispatch_qkv_rope(W, y, a, e, s);
+    if (!q.qn && !q.kn) return dispatch_qkv_rope<kEpiRope>(W, y, a, e, s);
+    // Head norms: a counter per q and k head; a head's pairs in whole blocks (at most
+    // 8 pairs a block: 4 waves x 4 rows); the head in the tail's shared row.
+    if (!q.count || n_head + c.n_kv_head > kQkvHeadCounters || (c.hd / 2) % 8 != 0 || c.hd > kHeadRopeMaxDim ||
+        q.n_head != n_head)
+        return false;
+    return dispatch_qkv_rope<kEpiNormRope>(W, y, a, e, s);
 }
 
 void ops::set_matvec_tuning(const MatvecTuning& t) { tuning() = t; }

@@ -27,6 +27,9 @@
 // @audit kernel=*expert_matvec_q<*,?1,?true,* min_waves=4 expect=v_dot4_i32_i8,global_load_dwordx4,dpp loop_trips=8 loop_cndmask=1 loop_x4 no_flat no_glc
 // @audit kernel=*expert_matvec_q<*,?4,?false,* min_waves=4 expect=v_dot4_i32_i8,global_load_dwordx4,dpp loop_trips=16 loop_cndmask=1 loop_x4 no_flat no_glc
 // @audit kernel=*expert_matvec_q<*,?4,?true,* min_waves=2 expect=v_dot4_i32_i8,global_load_dwordx4,dpp loop_trips=16 loop_cndmask=1 loop_x4 no_flat no_glc
+// Down with h quantized into LDS by the block (QX, one decode row): the activation chunk
+// comes from LDS; 2 selects per iteration (the chunk index clamp and the live scale).
+// @audit kernel=*expert_matvec_q<*,?true>(* min_waves=4 expect=v_dot4_i32_i8,global_load_dwordx4,dpp loop_trips=4 loop_cndmask=2 loop_x4 no_flat no_glc
 // Float experts (F32/F16/BF16, tests and F32 models; not tuned).
 // @audit kernel=*expert_matvec_f<* min_waves=4 expect=dpp loop_waits=8 no_flat no_glc
 #include <algorithm>
@@ -34,6 +37,7 @@
 #include "backend/expert_routing.h"
 #include "backend/gpu/kernels/deferred_norm.h"
 #include "backend/gpu/kernels/float_row.h"
+#include "backend/gpu/kernels/last_block.h"
 #include "backend/gpu/kernels/order_key.h"
 #include "backend/gpu/kernels/q8_chunk.h"
 #include "backend/gpu/kernels/quant_chunk.h"
@@ -183,24 +187,6 @@ __device__ void build_plan(const int32_t* __restrict__ ids, const ExpertRouting 
     for (int p = tid; p < P; p += NT) plan.pairs[atomicAdd(&cnt[min(max(load_l2(ids + p), 0), X - 1)], 1)] = p;
 }
 
-// Whether this block is the last of its grid to get here: every block's writes are
-// released (device-scope fence) before it counts itself on `counter` (one int, zero
-// before the launch and left zero), and the last one acquires them all (read them
-// with load_l2). Block-uniform (contains __syncthreads).
-__device__ bool last_block(int* counter) {
-    __shared__ int s_last;
-    __threadfence();
-    __syncthreads();
-    if (threadIdx.x == 0) {
-        s_last = atomicAdd(counter, 1) == int(gridDim.x) - 1;
-        if (s_last) *counter = 0;  // every block has counted: ready for the next launch
-    }
-    __syncthreads();
-    if (!s_last) return false;
-    acquire_fence();
-    return true;
-}
-
 // ids, w [rows][n_used] from the logits, a wave per row (kRouteWaves rows a block).
 // GROUP: the last block builds the plan of all rows' ids (counter: last_block).
 template <bool GROUP>
@@ -212,7 +198,7 @@ __global__ void __launch_bounds__(kRouteThreads) route_k(const float* __restrict
     const int row = int(blockIdx.x) * kRouteWaves + int(threadIdx.x) / kWave;
     if (row < rows) route_row(logits, r, row, ids, w);
     if constexpr (GROUP) {
-        if (last_block(counter)) build_plan<kRouteThreads>(ids, r, rows, plan, true);
+        if (last_block(counter, int(gridDim.x))) build_plan<kRouteThreads>(ids, r, rows, plan, true);
     }
 }
 
@@ -297,7 +283,7 @@ __global__ void __launch_bounds__(kRouterWaves * kWave) router_route_k(const flo
         if (a_ss) acc *= deferred_scale(ss4, n, a_eps);
         if (lane == 0 && e < X) logits[int64_t(t) * X + e] = acc;
     }
-    if (!last_block(counter)) return;
+    if (!last_block(counter, int(gridDim.x))) return;
     for (int row = int(threadIdx.x) / kWave; row < rows; row += kRouterWaves) route_row(logits, r, row, ids, w);
     __syncthreads();
     build_plan<NT>(ids, r, rows, plan, true);
@@ -325,18 +311,23 @@ struct ExpertJob {
 // chunks of each of the R rows (and of V) before the first dot, branch-free: a chunk
 // past the row's end re-reads the last one with its activation scales zeroed (as the
 // matvec kernels); rows past n_out re-read the last row and are not written.
-// QX: the input is the f32 one (Act::x), each activation chunk quantized to q8 as it
-// is loaded (q8_chunk: the values prepare_act would write), which saves the
-// quantizing launch between gate/up and down where a pair or so per expert makes the
-// repeated quantization free (decode).
+// QX (NB == 1, n_in <= kQxMaxIn): the input is the f32 one (Act::x); the block
+// quantizes each pair's row into shared memory (q8_quad: the values prepare_act
+// would write) before the dots, which saves the quantizing launch between gate/up
+// and down (one decode row: one pair per chosen expert).
+constexpr int kQxMaxIn = 4096;
 template <GgmlType T, int NB, bool SWIGLU, int R, int U, bool QX>
 __global__ void __launch_bounds__(kEmWaves * kWave) expert_matvec_q(ExpertJob j, ops::Act a) {
+    static_assert(!QX || NB == 1, "quantize on load: one pair at a time");
+    constexpr int kThreads = kEmWaves * kWave;
     const bool peel = kPdlPrefetch && j.plan_early;
     if (!peel) pdl_wait(), pdl_trigger();
     const int slot = int(blockIdx.y);
     if (slot >= load_l2(j.plan.n_active)) return;
     const int64_t o0 = (int64_t(blockIdx.x) * kEmWaves + int(threadIdx.x) / kWave) * R;
-    if (o0 >= j.n_out) return;  // whole waves
+    // Whole waves past the rows leave (QX: they stay for the block's barriers; their
+    // rows re-read the last one and are not written).
+    if (!QX && o0 >= j.n_out) return;
     const int e = load_l2(j.plan.slot_expert + slot);
     const int p0 = load_l2(j.plan.slot_begin + slot), p1 = load_l2(j.plan.slot_begin + slot + 1);
     int64_t row[R];
@@ -362,6 +353,9 @@ __global__ void __launch_bounds__(kEmWaves * kWave) expert_matvec_q(ExpertJob j,
     // A deferred-norm input (one row, gate/up): each result scaled by 1/rms.
     const float4 ss4 = deferred_ss(a.ss, nc);
     float sc = 1.f;
+    // QX: the current pair's input row in q8 (chunk c: words 8c..8c+7, scales sds[c]).
+    [[maybe_unused]] __shared__ uint32_t sq[QX ? kQxMaxIn / 4 : 1];
+    [[maybe_unused]] __shared__ float2 sds[QX ? kQxMaxIn / 32 : 1];
     for (int g0 = p0; g0 < p1; g0 += NB) {
         int pair[NB];
         int64_t in_row[NB];
@@ -369,6 +363,22 @@ __global__ void __launch_bounds__(kEmWaves * kWave) expert_matvec_q(ExpertJob j,
         for (int t = 0; t < NB; ++t) {
             pair[t] = load_l2(j.plan.pairs + min(g0 + t, p1 - 1));  // past the end: re-reads the last, never written
             in_row[t] = j.per_slot ? pair[t] : pair[t] / j.n_used;
+        }
+        if constexpr (QX) {
+            __syncthreads();  // the previous pair's dots are done with sq
+            const float4* xr = reinterpret_cast<const float4*>(a.x + in_row[0] * a.n);
+            const int n4 = nc * 8;
+            // The same trips on every thread (group reductions); past the row, whole groups
+            // of 8 re-read the last chunk (n4 % 8 == 0) and write nothing.
+            for (int i0 = 0; i0 < n4; i0 += kThreads) {
+                const int i = i0 + int(threadIdx.x);
+                const Q8Quad qq = q8_quad(xr[min(i, n4 - 1)]);
+                if (i < n4) {
+                    sq[i] = qq.packed;
+                    if (i % 8 == 0) sds[i / 8] = make_float2(qq.d, qq.dsum);
+                }
+            }
+            __syncthreads();
         }
         float acc[R * NB], accu[R * NB];
 #pragma unroll
@@ -385,7 +395,8 @@ __global__ void __launch_bounds__(kEmWaves * kWave) expert_matvec_q(ExpertJob j,
                     int4 a0, a1;
                     float2 ds;
                     if constexpr (QX) {
-                        q8_chunk(a.x + ai * 32, a0, a1, ds);
+                        a0 = reinterpret_cast<const int4*>(sq)[c * 2], a1 = reinterpret_cast<const int4*>(sq)[c * 2 + 1];
+                        ds = sds[c];
                     } else {
                         const int4* aq = reinterpret_cast<const int4*>(a.q) + ai * 2;
                         a0 = aq[0], a1 = aq[1];
@@ -544,8 +555,12 @@ void ops::plan_items(const ExpertPlan& plan, int cols, void* s) {
 }
 
 bool ops::experts_quantize_on_load(const GpuMat& W, int rows, int n_used, int n_mat) {
-    const int pairs = rows * n_used, max_slots = std::min(n_mat, pairs);
-    return !is_float_type(W.type) && pairs < kGroupFrom * max_slots;
+    // One row (a pair per chosen expert). With more rows every block quantizes all of
+    // its expert's pairs; a first form (each wave quantizing every chunk itself) made
+    // B = 16 17% slower than the quantizing launch (H100, 2026-11-25), so more rows
+    // keep that launch.
+    (void)n_used, (void)n_mat;
+    return !is_float_type(W.type) && rows == 1 && W.n_in <= kQxMaxIn && W.n_in % 32 == 0;
 }
 
 void ops::matvec_experts(const GpuMat& W, const GpuMat* U, int64_t n_out, int n_mat, const ExpertPlan& plan,
