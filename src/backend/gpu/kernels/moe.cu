@@ -354,8 +354,9 @@ __global__ void __launch_bounds__(kEmWaves * kWave) expert_matvec_q(ExpertJob j,
     const float4 ss4 = deferred_ss(a.ss, nc);
     float sc = 1.f;
     // QX: the current pair's input row in q8 (chunk c: words 8c..8c+7, scales sds[c]).
-    [[maybe_unused]] __shared__ uint32_t sq[QX ? kQxMaxIn / 4 : 1];
-    [[maybe_unused]] __shared__ float2 sds[QX ? kQxMaxIn / 32 : 1];
+    // (16-byte aligned: read as int4)
+    [[maybe_unused]] __shared__ __align__(16) uint32_t sq[QX ? kQxMaxIn / 4 : 4];
+    [[maybe_unused]] __shared__ __align__(16) float2 sds[QX ? kQxMaxIn / 32 : 1];
     for (int g0 = p0; g0 < p1; g0 += NB) {
         int pair[NB];
         int64_t in_row[NB];
