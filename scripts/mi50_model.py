@@ -61,7 +61,8 @@ TYPE_ID = {"Q4_0": 2, "Q8_0": 8, "Q4_K": 12, "Q6_K": 14}
 # EPI -> (gate/up pair, rows per wave R, chunks per lane and iteration U, row sets in turn P).
 # 0 plain (the output matrix), 1 residual + norm + q8 (o, down; 8-wave blocks, 4 passes),
 # 2 gate/up + SwiGLU + q8 of h (8-wave blocks, 4 passes), 3 rope + cache store (q, k, v).
-KERNEL = {0: (False, 1, 2, 1), 1: (False, 1, 2, 4), 2: (True, 1, 1, 4), 3: (False, 2, 1, 1)}
+KERNEL = {0: (False, 1, 2, 1), 1: (False, 1, 2, 4), 2: (True, 1, 1, 4), 3: (False, 2, 1, 1),
+          4: (False, 2, 1, 1)}  # 4: q/k/v with the head norms' per-head tail (kEpiNormRope)
 
 
 TRIPS_OVERRIDE = None
