@@ -23,17 +23,25 @@ public:
     ChatPrompt(const Model& model, const std::string& override_text, std::string* warning);
     ~ChatPrompt();
 
-    // messages: [{role, content, ...}], tools: array or null.
+    // messages: [{role, content, ...}], tools: array or null. Assistant messages with
+    // tool_calls are adapted for the template (engine/tool_calls.h template_messages).
     std::string render(const nlohmann::ordered_json& messages, const nlohmann::ordered_json& tools,
                        bool add_generation_prompt) const;
     // The rendering as token ids: special tokens parsed, BOS added as the model wants
     // unless the template already wrote it.
     std::vector<int32_t> encode(const Tokenizer& tok, const nlohmann::ordered_json& messages,
                                 const nlohmann::ordered_json& tools, bool add_generation_prompt) const;
+    // A rendering's tokens (as encode makes them).
+    std::vector<int32_t> tokens(const Tokenizer& tok, const std::string& text) const;
     // The template reads `tools` (it has a tool_use variant, or its text names them).
     bool uses_tools() const;
+    // The template text in use (both variants when the model has two): what
+    // detect_tool_format and template_thinks read.
+    const std::string& source() const;
 
 private:
+    std::string render_as_is(const nlohmann::ordered_json& messages, const nlohmann::ordered_json& tools,
+                             bool add_generation_prompt) const;
     struct Impl;
     std::unique_ptr<Impl> impl_;
     std::string bos_;

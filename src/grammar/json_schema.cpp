@@ -67,12 +67,14 @@ class Compiler {
 public:
     explicit Compiler(const json& root) : root_(root) {}
 
-    std::string run() {
-        const std::string top = visit(root_, "#", "root-value");
-        std::string out = "root ::= ws " + top + "\n";
+    // The rules (no root) and the expression of the schema's values.
+    SchemaRules run() {
+        SchemaRules r;
+        r.value = visit(root_, "#", "root-value");
         // (An empty body is written "": a newline after ::= does not end a rule.)
-        for (const auto& [name, body] : rules_) out += name + " ::= " + (body.empty() ? "\"\"" : body) + "\n";
-        return out + kPrimitives;
+        for (const auto& [name, body] : rules_) r.rules += name + " ::= " + (body.empty() ? "\"\"" : body) + "\n";
+        r.rules += kPrimitives;
+        return r;
     }
 
 private:
@@ -422,7 +424,12 @@ private:
 
 }  // namespace
 
-std::string json_schema_to_gbnf(const nlohmann::ordered_json& schema) { return Compiler(schema).run(); }
+SchemaRules json_schema_rules(const nlohmann::ordered_json& schema) { return Compiler(schema).run(); }
+
+std::string json_schema_to_gbnf(const nlohmann::ordered_json& schema) {
+    const SchemaRules r = json_schema_rules(schema);
+    return "root ::= ws " + r.value + "\n" + r.rules;
+}
 
 std::string json_object_gbnf() { return std::string("root ::= ws object\n") + kPrimitives; }
 

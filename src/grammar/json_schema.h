@@ -26,6 +26,15 @@ struct SchemaError : GrammarError {
     std::string keyword;
 };
 
+// The grammar of `schema`'s values without a root rule, to embed in a larger grammar
+// (tool calls): `rules` (GBNF rules, the JSON primitives included) and `value`, the
+// expression to reference. Rule names avoid "root" and names starting "tool-". Throws
+// SchemaError.
+struct SchemaRules {
+    std::string rules, value;
+};
+SchemaRules json_schema_rules(const nlohmann::ordered_json& schema);
+
 // GBNF text (rule "root") for the JSON values `schema` accepts, written compactly (at
 // most one space between tokens, no newlines), object properties in the schema's order
 // (hence ordered_json). Throws SchemaError.

@@ -80,7 +80,7 @@ void check_messages(const json& msgs) {
 
 }  // namespace
 
-CompletionParams parse_completion_request(const json& body, Endpoint ep) {
+CompletionParams parse_completion_request(const json& body, Endpoint ep, ToolFormat tool_format) {
     if (!body.is_object()) bad("the request body must be a JSON object", "invalid_type");
     CompletionParams p;
     p.endpoint = ep;
@@ -102,8 +102,42 @@ CompletionParams parse_completion_request(const json& body, Endpoint ep) {
             }
         if (const json* t = field(body, "tools")) {
             if (!t->is_array()) bad("'tools' must be an array", "invalid_type");
+            for (size_t i = 0; i < t->size(); ++i) {
+                const json& x = (*t)[i];
+                const std::string at = "tools[" + std::to_string(i) + "]";
+                if (!x.is_object() || x.value("type", "function") != "function" || !x.contains("function") ||
+                    !x["function"].is_object())
+                    bad("'" + at + "' must be {\"type\": \"function\", \"function\": {...}}", "invalid_type");
+                const json& fn = x["function"];
+                if (!fn.contains("name") || !fn["name"].is_string() || fn["name"].get_ref<const std::string&>().empty())
+                    bad("'" + at + ".function.name' must be a non-empty string", "invalid_type");
+                if (fn.contains("parameters") && !fn["parameters"].is_null() && !fn["parameters"].is_object())
+                    bad("'" + at + ".function.parameters' must be an object (a JSON schema)", "invalid_type");
+            }
             if (!t->empty()) p.tools = *t;
         }
+        if (const json* tc = field(body, "tool_choice")) {
+            if (tc->is_string()) {
+                const std::string& v = tc->get_ref<const std::string&>();
+                if (v == "none") p.tool_choice = ToolChoice::None;
+                else if (v == "auto") p.tool_choice = ToolChoice::Auto;
+                else if (v == "required") p.tool_choice = ToolChoice::Required;
+                else bad("'tool_choice' must be none, auto, required or {\"type\": \"function\", \"function\": {\"name\": ...}}");
+            } else if (tc->is_object() && tc->value("type", "") == "function" && tc->contains("function") &&
+                       (*tc)["function"].is_object() && (*tc)["function"].contains("name") &&
+                       (*tc)["function"]["name"].is_string()) {
+                p.tool_choice = ToolChoice::Named;
+                p.tool_name = (*tc)["function"]["name"];
+            } else {
+                bad("'tool_choice' must be none, auto, required or {\"type\": \"function\", \"function\": {\"name\": ...}}",
+                    "invalid_type");
+            }
+            if (p.tools.is_null() && p.tool_choice != ToolChoice::None && p.tool_choice != ToolChoice::Auto)
+                bad("'tool_choice' " + std::string(p.tool_choice == ToolChoice::Named ? "names a function" : "is required") +
+                    " but there are no 'tools'");
+        }
+        p.parallel_tool_calls = boolean(body, "parallel_tool_calls", true);
+        if (p.tool_choice == ToolChoice::None) p.tools = nullptr;  // the model does not see them
     } else {
         const json* pr = field(body, "prompt");
         if (!pr) bad("'prompt' is required", "missing_field");
@@ -179,6 +213,19 @@ CompletionParams parse_completion_request(const json& body, Endpoint ep) {
             }
         }
     }
+    if (p.tool_choice == ToolChoice::Required || p.tool_choice == ToolChoice::Named) {
+        // The reply must be a valid call: its grammar, arguments by each function's schema.
+        if (p.grammar) bad("'tool_choice' " + std::string(p.tool_choice == ToolChoice::Named ? "naming a function" : "required") +
+                           " and a grammar or JSON 'response_format' together: use one");
+        try {
+            p.grammar = std::make_shared<const grammar::Grammar>(
+                grammar::Grammar::parse(tool_call_gbnf(tool_format, p.tools, p.tool_name, p.parallel_tool_calls)));
+        } catch (const grammar::SchemaError& e) {
+            bad(std::string("'tools': ") + e.what(), "unsupported_value");
+        } catch (const std::invalid_argument& e) {
+            bad(std::string("'tool_choice': ") + e.what());
+        }
+    }
     if (const json* so = field(body, "stream_options")) {
         if (!so->is_object()) bad("'stream_options' must be an object", "invalid_type");
         p.include_usage = boolean(*so, "include_usage", false);
@@ -229,6 +276,37 @@ json stream_chunk(const CompletionParams& p, const std::string& id, long created
     }
     choice["finish_reason"] = finish_reason ? json(finish_reason) : json(nullptr);
     r["choices"] = json::array({choice});
+    return r;
+}
+
+json chat_reply_response(const CompletionParams& p, const std::string& id, long created, const ChatReply& reply,
+                         const char* finish_reason, const Usage& u) {
+    json r = base(p, id, created, false);
+    json msg{{"role", "assistant"}};
+    msg["content"] = reply.content.empty() && !reply.calls.empty() ? json(nullptr) : json(reply.content);
+    if (!reply.reasoning.empty()) msg["reasoning_content"] = reply.reasoning;
+    if (!reply.calls.empty()) {
+        json calls = json::array();
+        for (size_t i = 0; i < reply.calls.size(); ++i)
+            calls.push_back({{"id", reply.call_ids[i]},
+                             {"type", "function"},
+                             {"function", {{"name", reply.calls[i].name}, {"arguments", reply.calls[i].arguments}}}});
+        msg["tool_calls"] = calls;
+    }
+    json choice{{"index", 0}, {"message", msg}, {"logprobs", nullptr}, {"finish_reason", finish_reason}};
+    r["choices"] = json::array({choice});
+    r["usage"] = usage_json(u);
+    return r;
+}
+
+json chat_delta_chunk(const CompletionParams& p, const std::string& id, long created, json delta, bool first) {
+    json r = base(p, id, created, true);
+    if (first) {
+        json d{{"role", "assistant"}};
+        for (auto& [k, v] : delta.items()) d[k] = v;
+        delta = d;
+    }
+    r["choices"] = json::array({json{{"index", 0}, {"delta", delta}, {"finish_reason", nullptr}}});
     return r;
 }
 

@@ -10,6 +10,7 @@
 #include <vector>
 
 #include "engine/sampler.h"
+#include "engine/tool_calls.h"
 
 namespace vega::grammar { struct Grammar; }
 
@@ -28,11 +29,18 @@ json error_body(int status, const std::string& message, const std::string& type,
 
 enum class Endpoint { Chat, Completion };
 
+// OpenAI's tool_choice: none (tools not shown to the model), auto (the reply may call),
+// required (it must call one or more), or a named function (it must call that one).
+enum class ToolChoice { Auto, None, Required, Named };
+
 struct CompletionParams {
     Endpoint endpoint = Endpoint::Chat;
     std::string model;             // echoed back; any value is accepted
     json messages;                 // chat: the conversation (array of objects)
-    json tools;                    // chat: optional tool definitions (null when absent)
+    json tools;                    // chat: tool definitions for the template (null when absent or tool_choice none)
+    ToolChoice tool_choice = ToolChoice::Auto;
+    std::string tool_name;         // ToolChoice::Named: the function
+    bool parallel_tool_calls = true;
     std::string prompt;            // completions
     int max_tokens = -1;           // -1: until end of generation or the context is full
     SamplerParams sampling;
@@ -45,7 +53,9 @@ struct CompletionParams {
 };
 
 // Throws ApiError(400) naming the field for missing, ill-typed or out-of-range values.
-CompletionParams parse_completion_request(const json& body, Endpoint ep);
+// tool_format: the syntax the server's chat template teaches (a required or named
+// tool_choice is forced in it; None: the Hermes syntax).
+CompletionParams parse_completion_request(const json& body, Endpoint ep, ToolFormat tool_format = ToolFormat::None);
 
 struct Usage {
     int prompt_tokens = 0, completion_tokens = 0, cached_tokens = 0;
@@ -58,6 +68,18 @@ json completion_response(const CompletionParams& p, const std::string& id, long 
 // the final chunk (empty delta). first: chat's first chunk carries the role.
 json stream_chunk(const CompletionParams& p, const std::string& id, long created, const std::string& text,
                   const char* finish_reason, bool first);
+// A chat reply split into reasoning, content and tool calls (engine/tool_calls.h).
+struct ChatReply {
+    std::string reasoning, content;
+    std::vector<ToolCall> calls;
+    std::vector<std::string> call_ids;  // one per call
+};
+// Whole chat response with reasoning_content and tool_calls (content null when the
+// reply is only calls).
+json chat_reply_response(const CompletionParams& p, const std::string& id, long created, const ChatReply& reply,
+                         const char* finish_reason, const Usage& u);
+// One chat SSE chunk carrying `delta` (role added when first), finish_reason null.
+json chat_delta_chunk(const CompletionParams& p, const std::string& id, long created, json delta, bool first);
 // stream_options.include_usage: the chunk after the final one (choices empty).
 json usage_chunk(const CompletionParams& p, const std::string& id, long created, const Usage& u);
 

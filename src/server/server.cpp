@@ -10,6 +10,7 @@
 
 #include "core/error.h"
 #include "engine/chat_prompt.h"
+#include "engine/tool_calls.h"
 #include "server/api.h"
 #include "server/engine_loop.h"
 #include "server/request_json.h"
@@ -47,6 +48,8 @@ bool same_secret(const std::string& a, const std::string& b) {
 
 // How often a waiting handler looks at its client (cancellation within ~this).
 constexpr int kLivenessMs = 20;
+// A streamed call's arguments go out in pieces of about this many bytes.
+constexpr size_t kArgumentPiece = 32;
 
 // The endpoints and the methods each takes (HEAD with every GET; OPTIONS everywhere).
 struct Route {
@@ -79,9 +82,14 @@ struct Server::Impl {
     std::mutex metrics_m;
     std::map<std::pair<std::string, int>, int64_t> requests;  // (endpoint, status) -> count
     std::atomic<int64_t> cancelled{0};
+    std::atomic<int64_t> next_call{1};
+    ToolFormat tool_format = ToolFormat::None;  // the syntax the chat template teaches (engine/tool_calls.h)
+    bool thinks = false;                       // the template writes <think> blocks
 
     Impl(const Model& m, Session& s, const ServerOptions& opts, std::string* warning)
         : model(m), session(s), o(opts), chat(m, opts.chat_template, warning), engine(s, m.tokenizer(), opts.max_queue) {
+        tool_format = detect_tool_format(chat.source());
+        thinks = template_thinks(chat.source());
         http::HttpOptions ho = o.http;
         // Complete requests wait for workers: every slot and queued request may hold
         // one while it generates, and a few more answer /health, /metrics and errors.
@@ -118,11 +126,17 @@ struct Server::Impl {
 
     // The prompt's tokens: the chat rendering (BOS added unless the template wrote
     // it) or the completion prompt (BOS as the model wants); special tokens parsed.
-    std::vector<int32_t> prompt_tokens(const CompletionParams& p) const {
+    // open_think: the rendering ends inside a <think> block (the reply starts in it).
+    std::vector<int32_t> prompt_tokens(const CompletionParams& p, bool* open_think) const {
         const Tokenizer& tok = model.tokenizer();
+        *open_think = false;
         if (p.endpoint == Endpoint::Completion) return tok.encode(p.prompt, true, true);
         try {
-            return chat.encode(tok, p.messages, p.tools, true);
+            const std::string text = chat.render(p.messages, p.tools, true);
+            size_t e = text.size();
+            while (e > 0 && (text[e - 1] == '\n' || text[e - 1] == ' ')) --e;
+            *open_think = thinks && e >= 7 && text.compare(e - 7, 7, "<think>") == 0;
+            return chat.tokens(tok, text);
         } catch (const Error& e) {
             throw ApiError(400, std::string("chat template: ") + e.what(), "invalid_request_error", "template_error");
         }
@@ -190,10 +204,11 @@ struct Server::Impl {
         const std::string name = ep == Endpoint::Chat ? "chat" : "completions";
         CompletionParams p;
         std::vector<int32_t> prompt;
+        bool open_think = false;
         try {
-            p = parse_completion_request(parse_request_json(req.body), ep);
+            p = parse_completion_request(parse_request_json(req.body), ep, tool_format);
             if (p.model.empty()) p.model = o.model_id;
-            prompt = prompt_tokens(p);
+            prompt = prompt_tokens(p, &open_think);
             const int n_ctx = session.params().n_ctx;
             if (int(prompt.size()) >= n_ctx)
                 throw ApiError(400,
@@ -258,7 +273,17 @@ struct Server::Impl {
                 return log(req, e.status, ms_since(t0), job->error);
             }
             const char* reason = job->reason == FinishReason::Length ? "length" : "stop";
-            if (!send_json(r, 200, completion_response(p, id, created, text, reason, usage()))) return client_left("");
+            json body;
+            if (ep == Endpoint::Chat) {
+                ReplySplitter split = splitter(p, open_think);
+                split.add(text);
+                const ChatReply reply = chat_reply(split.finish());
+                if (!reply.calls.empty()) reason = "tool_calls";
+                body = chat_reply_response(p, id, created, reply, reason, usage());
+            } else {
+                body = completion_response(p, id, created, text, reason, usage());
+            }
+            if (!send_json(r, 200, body)) return client_left("");
             count(name, 200);
             return log(req, 200, ms_since(t0), summary(reason));
         }
@@ -272,11 +297,32 @@ struct Server::Impl {
         r.set_probe(200, "text/event-stream", ": ping\n\n");  // an SSE comment: clients ignore it
         bool first = true;
         std::string piece;
+        const bool chat_ep = ep == Endpoint::Chat;
+        ReplySplitter split = splitter(p, open_think);
+        // Chat: reasoning and content as they become safe to send (a possible tool call or
+        // think marker is held back until it is known).
+        auto send_parts = [&](const std::string& reasoning, const std::string& content) {
+            if (!reasoning.empty()) {
+                if (!send(chat_delta_chunk(p, id, created, json{{"reasoning_content", reasoning}}, first))) return false;
+                first = false;
+            }
+            if (!content.empty()) {
+                if (!send(chat_delta_chunk(p, id, created, json{{"content", content}}, first))) return false;
+                first = false;
+            }
+            return true;
+        };
         for (bool done = false; !done;) {
             done = job->take_for(piece, kLivenessMs);
             if (!piece.empty()) {
-                if (!send(stream_chunk(p, id, created, piece, nullptr, first))) return client_left(" (stream)");
-                first = false;
+                if (chat_ep) {
+                    split.add(piece);
+                    const ReplySplitter::Delta d = split.take();
+                    if (!send_parts(d.reasoning, d.content)) return client_left(" (stream)");
+                } else {
+                    if (!send(stream_chunk(p, id, created, piece, nullptr, first))) return client_left(" (stream)");
+                    first = false;
+                }
             }
             if (!done && !r.alive()) return client_left(" (stream)");
         }
@@ -289,13 +335,51 @@ struct Server::Impl {
         }
         const char* reason = job->reason == FinishReason::Length ? "length" : "stop";
         bool ok = true;
-        if (first && p.endpoint == Endpoint::Chat) ok = send(stream_chunk(p, id, created, "", nullptr, true));
+        if (chat_ep) {
+            // The rest, then each call: its id and name, then its arguments in pieces (as
+            // OpenAI streams them).
+            const ChatReply reply = chat_reply(split.finish());
+            ok = send_parts(reply.reasoning, reply.content);
+            for (size_t i = 0; ok && i < reply.calls.size(); ++i) {
+                const json head{{"index", i},
+                                {"id", reply.call_ids[i]},
+                                {"type", "function"},
+                                {"function", {{"name", reply.calls[i].name}, {"arguments", ""}}}};
+                ok = send(chat_delta_chunk(p, id, created, json{{"tool_calls", json::array({head})}}, first));
+                first = false;
+                const std::string& a = reply.calls[i].arguments;
+                for (size_t at = 0; ok && at < a.size();) {
+                    size_t n = std::min<size_t>(kArgumentPiece, a.size() - at);
+                    while (at + n < a.size() && (static_cast<unsigned char>(a[at + n]) & 0xC0) == 0x80) ++n;  // whole UTF-8
+                    const json part{{"index", i}, {"function", {{"arguments", a.substr(at, n)}}}};
+                    ok = send(chat_delta_chunk(p, id, created, json{{"tool_calls", json::array({part})}}, false));
+                    at += n;
+                }
+            }
+            if (!reply.calls.empty()) reason = "tool_calls";
+        }
+        if (ok && first && p.endpoint == Endpoint::Chat) ok = send(stream_chunk(p, id, created, "", nullptr, true));
         ok = ok && send(stream_chunk(p, id, created, "", reason, false));
         if (p.include_usage) ok = ok && send(usage_chunk(p, id, created, usage()));
         ok = ok && r.write("data: [DONE]\n\n") && r.finish();
         if (!ok) return client_left(" (stream)");
         count(name, 200);
         log(req, 200, ms_since(t0), "(stream) " + summary(reason));
+    }
+
+    // The reply's splitter for this request: tool calls looked for when tools are in
+    // play (in the template's syntax, Hermes when it teaches none); reasoning when the
+    // template thinks.
+    ReplySplitter splitter(const CompletionParams& p, bool open_think) const {
+        const bool tools = !p.tools.is_null() && p.tool_choice != ToolChoice::None;
+        const ToolFormat f = !tools ? ToolFormat::None : tool_format == ToolFormat::None ? ToolFormat::Hermes : tool_format;
+        return ReplySplitter(f, thinks, open_think);
+    }
+    ChatReply chat_reply(ReplySplitter::Final f) {
+        ChatReply r;
+        r.reasoning = std::move(f.reasoning), r.content = std::move(f.content), r.calls = std::move(f.calls);
+        for (size_t i = 0; i < r.calls.size(); ++i) r.call_ids.push_back("call_" + std::to_string(next_call++));
+        return r;
     }
 
     std::string metrics_text() {

@@ -80,12 +80,45 @@ async function main() {
   for await (const chunk of cs) compStreamed += chunk.choices[0].text;
   assert.strictEqual(compStreamed, compText, 'streamed completion text differs from the non-streamed text');
 
+  // Tools: a required call (its arguments follow the schema), the same call streamed in
+  // tool_calls deltas, and the round trip (null content, a tool message) accepted.
+  const tools = [{ type: 'function', function: { name: 'get_weather', parameters: { type: 'object',
+    properties: { city: { type: 'string', maxLength: 12 } }, required: ['city'], additionalProperties: false } } }];
+  const ask = { model: 'stories', messages: [{ role: 'user', content: 'Weather?' }], tools, tool_choice: 'required',
+                parallel_tool_calls: false, max_tokens: 200, temperature: 1, seed: 3 };
+  const tc = await client.chat.completions.create(ask);
+  assert.strictEqual(tc.choices[0].finish_reason, 'tool_calls', JSON.stringify(tc));
+  const call = tc.choices[0].message.tool_calls[0];
+  assert.strictEqual(call.type, 'function');
+  assert.strictEqual(call.function.name, 'get_weather');
+  const args = JSON.parse(call.function.arguments);
+  assert.ok(typeof args.city === 'string' && args.city.length <= 12, call.function.arguments);
+  assert.deepStrictEqual(Object.keys(args), ['city']);
+  const calls = [];
+  let tcFinish = null;
+  for await (const chunk of await client.chat.completions.create({ ...ask, stream: true })) {
+    const c = chunk.choices[0];
+    if (c.finish_reason) tcFinish = c.finish_reason;
+    for (const d of c.delta.tool_calls || []) {
+      if (!calls[d.index]) calls[d.index] = { id: d.id, name: d.function.name, arguments: '' };
+      calls[d.index].arguments += d.function.arguments || '';
+    }
+  }
+  assert.strictEqual(tcFinish, 'tool_calls');
+  assert.strictEqual(calls.length, 1);
+  assert.strictEqual(calls[0].name, 'get_weather');
+  assert.strictEqual(calls[0].arguments, call.function.arguments, 'streamed arguments differ');
+  const trip = await client.chat.completions.create({ model: 'stories', max_tokens: 8, temperature: 0, tools,
+    messages: [{ role: 'user', content: 'Weather?' }, tc.choices[0].message,
+               { role: 'tool', tool_call_id: call.id, content: '{"temp": 18}' }] });
+  assert.strictEqual(trip.object, 'chat.completion');
+
   // The client surfaces the server's error object.
   await assert.rejects(client.chat.completions.create({ model: 'stories', messages, n: 2 }),
                        (e) => e.status === 400 && /n = 1/.test(e.message));
   const bad = new OpenAI({ apiKey: 'wrong', baseURL: `http://127.0.0.1:${port}/v1`, maxRetries: 0 });
   await assert.rejects(bad.models.list(), (e) => e.status === 401);
-  console.log(`openai npm client: chat ${JSON.stringify(chatText)}; completion ${JSON.stringify(compText)}; all checks passed`);
+  console.log(`openai npm client: chat ${JSON.stringify(chatText)}; completion ${JSON.stringify(compText)}; tool call ${call.function.arguments}; all checks passed`);
 }
 
 main().then(() => { server.kill('SIGTERM'); process.exit(0); },

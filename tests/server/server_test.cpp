@@ -308,6 +308,129 @@ TEST_F(Serve, ResponseFormatJsonSchemaAndJsonObject) {
     EXPECT_EQ(post(port(), "/v1/chat/completions", bad).status, 400);
 }
 
+// Tools: tool_choice required / a named function give calls (finish_reason tool_calls)
+// whose arguments follow the function's schema, at temperature 1 on a random-weight
+// model (only the grammar makes such calls); streamed calls reassemble to the same call;
+// none gives text; the OpenAI tool round trip renders; bad tools and choices are 400s.
+json weather_tools() {
+    return json::parse(R"([{"type": "function", "function": {"name": "get_weather", "description": "Weather in a city",
+        "parameters": {"type": "object", "properties": {"city": {"type": "string", "maxLength": 12},
+          "unit": {"enum": ["celsius", "fahrenheit"]}}, "required": ["city"], "additionalProperties": false}}},
+      {"type": "function", "function": {"name": "add", "parameters": {"type": "object",
+        "properties": {"a": {"type": "integer", "minimum": 0, "maximum": 99}, "b": {"type": "integer", "minimum": 0, "maximum": 99}},
+        "required": ["a", "b"], "additionalProperties": false}}}])");
+}
+
+void expect_valid_call(const json& call, const std::string& what) {
+    ASSERT_TRUE(call.is_object()) << what;
+    EXPECT_EQ(call["type"], "function") << what;
+    EXPECT_TRUE(call["id"].is_string() && !call["id"].get<std::string>().empty()) << what;
+    const std::string name = call["function"]["name"];
+    ASSERT_TRUE(call["function"]["arguments"].is_string()) << what;
+    const json a = json::parse(call["function"]["arguments"].get<std::string>(), nullptr, false);
+    ASSERT_TRUE(a.is_object()) << what << ": " << call.dump();
+    if (name == "get_weather") {
+        ASSERT_TRUE(a.contains("city") && a["city"].is_string()) << what << ": " << a.dump();
+        EXPECT_LE(a["city"].get<std::string>().size(), 12u) << a.dump();
+        if (a.contains("unit")) EXPECT_TRUE(a["unit"] == "celsius" || a["unit"] == "fahrenheit") << a.dump();
+        for (const auto& [k, v] : a.items()) EXPECT_TRUE(k == "city" || k == "unit") << a.dump();
+    } else {
+        ASSERT_EQ(name, "add") << what;
+        EXPECT_TRUE(a["a"].is_number_integer() && a["a"] >= 0 && a["a"] <= 99) << a.dump();
+        EXPECT_TRUE(a["b"].is_number_integer() && a["b"] >= 0 && a["b"] <= 99) << a.dump();
+        EXPECT_EQ(a.size(), 2u) << a.dump();
+    }
+}
+
+TEST_F(Serve, ToolCallsRequiredNamedStreamedAndRoundTrip) {
+    int checked = 0;
+    for (int seed = 1; seed <= 8; ++seed) {
+        // (stories260K writes a byte or two a token: a call is ~100 tokens; parallel calls
+        // may go on past the 256-token context, so most requests ask for one call)
+        json body = chat_body("Weather?", 200);
+        body["temperature"] = 1, body["seed"] = seed;
+        body["tools"] = weather_tools();
+        body["tool_choice"] = seed % 2 ? json("required") : json{{"type", "function"}, {"function", {{"name", "add"}}}};
+        body["parallel_tool_calls"] = seed > 6;
+        const Reply r = post(port(), "/v1/chat/completions", body);
+        ASSERT_EQ(r.status, 200) << r.body;
+        const json& ch = r.j["choices"][0];
+        const std::string what = "seed " + std::to_string(seed) + ": " + r.body;
+        if (ch["finish_reason"] == "length") continue;  // (a call cut by max_tokens is text)
+        EXPECT_EQ(ch["finish_reason"], "tool_calls") << what;
+        const json& calls = ch["message"]["tool_calls"];
+        ASSERT_TRUE(calls.is_array() && !calls.empty()) << what;
+        EXPECT_TRUE(ch["message"]["content"].is_null()) << what;
+        if (seed <= 6) EXPECT_EQ(calls.size(), 1u) << what;
+        for (const json& c : calls) {
+            expect_valid_call(c, what);
+            if (seed % 2 == 0) EXPECT_EQ(c["function"]["name"], "add") << what;
+        }
+        // Streamed: deltas by index reassemble to the same calls.
+        const Stream st = stream(port(), "/v1/chat/completions", body);
+        ASSERT_TRUE(st.done) << what;
+        json got = json::array();
+        std::string finish;
+        for (const json& ev : st.events) {
+            if (ev["choices"].empty()) continue;
+            const json& d = ev["choices"][0]["delta"];
+            if (!ev["choices"][0]["finish_reason"].is_null()) finish = ev["choices"][0]["finish_reason"];
+            if (!d.contains("tool_calls")) continue;
+            for (const json& t : d["tool_calls"]) {
+                const size_t i = t["index"];
+                while (got.size() <= i) got.push_back({{"function", {{"arguments", ""}}}});
+                if (t.contains("id")) got[i]["id"] = t["id"], got[i]["type"] = t["type"], got[i]["function"]["name"] = t["function"]["name"];
+                got[i]["function"]["arguments"] = got[i]["function"]["arguments"].get<std::string>() +
+                                                  t["function"]["arguments"].get<std::string>();
+            }
+        }
+        EXPECT_EQ(finish, "tool_calls") << what;
+        ++checked;
+        ASSERT_EQ(got.size(), calls.size()) << what;
+        for (size_t i = 0; i < got.size(); ++i) {
+            expect_valid_call(got[i], what + " (streamed)");
+            EXPECT_EQ(got[i]["function"]["name"], calls[i]["function"]["name"]);
+            EXPECT_EQ(got[i]["function"]["arguments"], calls[i]["function"]["arguments"]);
+        }
+    }
+    EXPECT_GE(checked, 5) << "too many replies cut by max_tokens";
+    // none: the model does not see the tools; plain text.
+    json none = chat_body("Weather?", 10);
+    none["tools"] = weather_tools(), none["tool_choice"] = "none";
+    const Reply n = post(port(), "/v1/chat/completions", none);
+    ASSERT_EQ(n.status, 200) << n.body;
+    EXPECT_TRUE(n.j["choices"][0]["message"]["content"].is_string());
+    EXPECT_FALSE(n.j["choices"][0]["message"].contains("tool_calls"));
+    // The round trip as the openai client sends it: null content, arguments a string.
+    json trip = chat_body("x", 8);
+    trip["tools"] = weather_tools();
+    trip["messages"].push_back({{"role", "assistant"}, {"content", nullptr},
+                                {"tool_calls", json::array({{{"id", "call_1"}, {"type", "function"},
+                                                              {"function", {{"name", "get_weather"}, {"arguments", "{\"city\": \"Paris\"}"}}}}})}});
+    trip["messages"].push_back({{"role", "tool"}, {"tool_call_id", "call_1"}, {"content", "{\"temp\": 18}"}});
+    const Reply t = post(port(), "/v1/chat/completions", trip);
+    EXPECT_EQ(t.status, 200) << t.body;
+    // Refusals name the problem.
+    auto expect_400 = [&](json b, const std::string& needle) {
+        const Reply e = post(port(), "/v1/chat/completions", b);
+        EXPECT_EQ(e.status, 400) << e.body;
+        EXPECT_NE(e.body.find(needle), std::string::npos) << e.body;
+    };
+    json b = chat_body("x", 3);
+    b["tool_choice"] = "required";
+    expect_400(b, "no 'tools'");
+    b["tools"] = weather_tools();
+    b["tool_choice"] = {{"type", "function"}, {"function", {{"name", "nope"}}}};
+    expect_400(b, "'nope', which is not in 'tools'");
+    b["tool_choice"] = "sometimes";
+    expect_400(b, "'tool_choice' must be");
+    b["tool_choice"] = "required";
+    b["tools"][0]["function"]["parameters"]["properties"]["city"]["pattern"] = "^P";
+    expect_400(b, "'pattern'");
+    b["tools"] = json::array({{{"type", "function"}, {"function", {{"description", "no name"}}}}});
+    expect_400(b, "'tools[0].function.name'");
+}
+
 TEST_F(Serve, ErrorsUseOpenAiErrorObjects) {
     auto expect_error = [](const Reply& r, int status, const std::string& needle) {
         EXPECT_EQ(r.status, status) << r.body;

@@ -1,0 +1,351 @@
+#include "engine/tool_calls.h"
+
+#include <cctype>
+#include <map>
+#include <stdexcept>
+
+#include "grammar/json_schema.h"
+
+namespace vega {
+
+using json = nlohmann::ordered_json;
+
+namespace {
+
+const std::string kThinkOpen = "<think>", kThinkClose = "</think>";
+const std::string kHermesOpen = "<tool_call>", kHermesClose = "</tool_call>";
+const std::string kPythonTag = "<|python_tag|>";
+
+bool is_space(char c) { return std::isspace(static_cast<unsigned char>(c)) != 0; }
+
+size_t skip_space(const std::string& s, size_t i) {
+    while (i < s.size() && is_space(s[i])) ++i;
+    return i;
+}
+
+std::string trim(const std::string& s) {
+    const size_t b = skip_space(s, 0);
+    size_t e = s.size();
+    while (e > b && is_space(s[e - 1])) --e;
+    return s.substr(b, e - b);
+}
+
+bool starts_with_at(const std::string& s, size_t i, const std::string& w) { return s.compare(i, w.size(), w) == 0; }
+
+// The length of the longest suffix of s (from `from` on) that is a proper prefix of w:
+// bytes that may yet become w.
+size_t partial_suffix(const std::string& s, size_t from, const std::string& w) {
+    const size_t avail = s.size() - from;
+    for (size_t k = std::min(avail, w.size() - 1); k > 0; --k)
+        if (s.compare(s.size() - k, k, w, 0, k) == 0) return k;
+    return 0;
+}
+
+// The end (one past the closing brace) of the JSON object starting at s[i] == '{', or
+// npos when it does not close. Strings and their escapes are skipped.
+size_t object_end(const std::string& s, size_t i) {
+    int depth = 0;
+    bool in_str = false;
+    for (; i < s.size(); ++i) {
+        const char c = s[i];
+        if (in_str) {
+            if (c == '\\') ++i;
+            else if (c == '"') in_str = false;
+            continue;
+        }
+        if (c == '"') in_str = true;
+        else if (c == '{' || c == '[') ++depth;
+        else if (c == '}' || c == ']') {
+            if (--depth == 0) return i + 1;
+            if (depth < 0) return std::string::npos;
+        }
+    }
+    return std::string::npos;
+}
+
+// {"name": "f", key: {...}} (key "arguments", or for Llama 3 "parameters" or
+// "arguments"; an arguments string holding an object is accepted) -> a call.
+bool read_call(const std::string& text, std::initializer_list<const char*> keys, ToolCall* out) {
+    const json j = json::parse(text, nullptr, false);
+    if (j.is_discarded() || !j.is_object()) return false;
+    auto n = j.find("name");
+    if (n == j.end() || !n->is_string() || n->get_ref<const std::string&>().empty()) return false;
+    for (const char* k : keys) {
+        auto a = j.find(k);
+        if (a == j.end()) continue;
+        json args = *a;
+        if (args.is_string()) args = json::parse(a->get_ref<const std::string&>(), nullptr, false);
+        if (args.is_discarded() || !args.is_object()) return false;
+        out->name = n->get<std::string>();
+        out->arguments = args.dump();
+        return true;
+    }
+    return false;
+}
+
+ParsedCalls parse_hermes(const std::string& c) {
+    ParsedCalls out;
+    size_t p = c.find(kHermesOpen);
+    if (p == std::string::npos) return out;
+    out.before = c.substr(0, p);
+    std::vector<ToolCall> calls;
+    for (;;) {
+        const size_t body = p + kHermesOpen.size();
+        const size_t q = c.find(kHermesClose, body);
+        if (q == std::string::npos) return {};  // unclosed: the reply stays text
+        ToolCall tc;
+        if (!read_call(trim(c.substr(body, q - body)), {"arguments"}, &tc)) return {};
+        calls.push_back(std::move(tc));
+        const size_t next = skip_space(c, q + kHermesClose.size());
+        if (starts_with_at(c, next, kHermesOpen)) {
+            p = next;
+            continue;
+        }
+        out.after = trim(c.substr(q + kHermesClose.size()));
+        break;
+    }
+    out.calls = std::move(calls);
+    return out;
+}
+
+ParsedCalls parse_llama3(const std::string& c) {
+    size_t i = skip_space(c, 0);
+    if (starts_with_at(c, i, kPythonTag)) i = skip_space(c, i + kPythonTag.size());
+    if (i >= c.size() || c[i] != '{') return {};
+    ParsedCalls out;
+    for (;;) {
+        const size_t e = object_end(c, i);
+        if (e == std::string::npos) return {};
+        ToolCall tc;
+        if (!read_call(c.substr(i, e - i), {"parameters", "arguments"}, &tc)) return {};
+        out.calls.push_back(std::move(tc));
+        size_t k = skip_space(c, e);
+        if (k < c.size() && c[k] == ';') k = skip_space(c, k + 1);
+        if (k < c.size() && c[k] == '{') {
+            i = k;
+            continue;
+        }
+        out.after = trim(c.substr(k));
+        break;
+    }
+    return out;
+}
+
+}  // namespace
+
+ToolFormat detect_tool_format(const std::string& t) {
+    if (t.find("<function=") != std::string::npos) return ToolFormat::None;  // Qwen3-Coder's XML calls
+    if (t.find(kHermesOpen) != std::string::npos) return ToolFormat::Hermes;
+    if (t.find(kPythonTag) != std::string::npos || t.find("respond with a JSON for a function call") != std::string::npos)
+        return ToolFormat::Llama3Json;
+    return ToolFormat::None;
+}
+
+const char* tool_format_name(ToolFormat f) {
+    switch (f) {
+        case ToolFormat::Hermes: return "hermes (<tool_call> JSON)";
+        case ToolFormat::Llama3Json: return "llama 3 JSON";
+        case ToolFormat::None: break;
+    }
+    return "none recognised (hermes assumed)";
+}
+
+bool template_thinks(const std::string& t) { return t.find(kThinkOpen) != std::string::npos; }
+
+// ---- ReplySplitter ----
+
+ReplySplitter::ReplySplitter(ToolFormat format, bool think, bool open_think)
+    : format_(format), think_(think || open_think), open_think_(open_think) {}
+
+ReplySplitter::Regions ReplySplitter::regions(bool final) const {
+    Regions g;
+    if (!think_) {
+        g.settled = true;
+        return g;
+    }
+    size_t r_begin = 0;
+    if (!open_think_) {
+        const size_t i = skip_space(text_, 0);
+        const size_t rest = text_.size() - i;
+        if (!starts_with_at(text_, i, kThinkOpen)) {
+            // Too short to tell: hold everything (while streaming).
+            if (!final && (i == text_.size() || (rest < kThinkOpen.size() && kThinkOpen.compare(0, rest, text_, i, rest) == 0))) {
+                g.c_begin = text_.size();
+                return g;
+            }
+            g.settled = true;  // no think block: all content
+            return g;
+        }
+        r_begin = i + kThinkOpen.size();
+    }
+    g.settled = true;
+    g.r_begin = r_begin;
+    const size_t close = text_.find(kThinkClose, r_begin);
+    if (close == std::string::npos) {  // still reasoning (or never closed: all of it reasoning)
+        g.r_end = text_.size() - (final ? 0 : partial_suffix(text_, r_begin, kThinkClose));
+        g.c_begin = text_.size();
+        return g;
+    }
+    g.r_end = close;
+    g.c_begin = close + kThinkClose.size();
+    g.after_think = true;
+    return g;
+}
+
+size_t ReplySplitter::content_hold(size_t c_begin) const {
+    switch (format_) {
+        case ToolFormat::None: return text_.size();
+        case ToolFormat::Hermes: {
+            const size_t p = text_.find(kHermesOpen, c_begin);
+            if (p != std::string::npos) return p;
+            return text_.size() - partial_suffix(text_, c_begin, kHermesOpen);
+        }
+        case ToolFormat::Llama3Json: {
+            // A reply that starts (after spaces) with '{' or the python tag may be a call:
+            // hold it whole.
+            const size_t i = skip_space(text_, c_begin);
+            if (i == text_.size()) return c_begin;
+            const size_t rest = text_.size() - i;
+            if (text_[i] == '{' || kPythonTag.compare(0, std::min(rest, kPythonTag.size()), text_, i,
+                                                      std::min(rest, kPythonTag.size())) == 0)
+                return c_begin;
+            return text_.size();
+        }
+    }
+    return text_.size();
+}
+
+ReplySplitter::Delta ReplySplitter::take() {
+    const Regions g = regions(false);
+    Delta d;
+    if (g.r_end > g.r_begin + r_sent_) {
+        d.reasoning = text_.substr(g.r_begin + r_sent_, g.r_end - g.r_begin - r_sent_);
+        r_sent_ = g.r_end - g.r_begin;
+    }
+    if (!g.settled || g.c_begin >= text_.size()) return d;
+    const size_t hold = content_hold(g.c_begin);
+    size_t from = g.c_begin + c_sent_;
+    if (g.after_think && !c_started_)  // the blank lines after </think> are not content
+        while (from < hold && is_space(text_[from])) ++from;
+    if (hold > from) {
+        d.content = text_.substr(from, hold - from);
+        c_started_ = true;
+        c_sent_ = hold - g.c_begin;
+    } else if (from > g.c_begin + c_sent_) {
+        c_sent_ = from - g.c_begin;  // (blank lines skipped)
+    }
+    return d;
+}
+
+ReplySplitter::Final ReplySplitter::finish() {
+    const Regions g = regions(true);
+    Final f;
+    if (g.r_end > g.r_begin + r_sent_) f.reasoning = text_.substr(g.r_begin + r_sent_, g.r_end - g.r_begin - r_sent_);
+    std::string content = g.c_begin < text_.size() ? text_.substr(g.c_begin) : std::string();
+    size_t skip = c_sent_;
+    if (g.after_think && !c_started_) skip = skip_space(content, skip);
+    if (format_ != ToolFormat::None) {
+        const ParsedCalls pc = parse_tool_calls(format_, content);
+        if (!pc.calls.empty()) {
+            f.calls = pc.calls;
+            std::string rest = skip < pc.before.size() ? pc.before.substr(skip) : std::string();
+            if (!pc.after.empty()) rest += (rest.empty() ? "" : "\n") + pc.after;
+            f.content = trim(rest).empty() ? std::string() : rest;
+            return f;
+        }
+    }
+    f.content = skip < content.size() ? content.substr(skip) : std::string();
+    return f;
+}
+
+ParsedCalls parse_tool_calls(ToolFormat format, const std::string& content) {
+    switch (format) {
+        case ToolFormat::Hermes: return parse_hermes(content);
+        case ToolFormat::Llama3Json: return parse_llama3(content);
+        case ToolFormat::None: break;
+    }
+    return {};
+}
+
+// ---- the grammar of a required call ----
+
+std::string tool_call_gbnf(ToolFormat format, const json& tools, const std::string& only, bool parallel) {
+    if (!tools.is_array() || tools.empty()) throw std::invalid_argument("no tools to call");
+    const bool llama = format == ToolFormat::Llama3Json;
+    const char* arg_key = llama ? "parameters" : "arguments";
+    json alts = json::array();
+    json defs = json::object();
+    std::map<std::string, std::string> def_owner;
+    bool found = only.empty();
+    for (size_t i = 0; i < tools.size(); ++i) {
+        const json& t = tools[i];
+        const std::string at = "tools[" + std::to_string(i) + "]";
+        if (!t.is_object() || !t.contains("function") || !t["function"].is_object())
+            throw std::invalid_argument("'" + at + "' must be an object with a 'function' object");
+        const json& fn = t["function"];
+        if (!fn.contains("name") || !fn["name"].is_string() || fn["name"].get_ref<const std::string&>().empty())
+            throw std::invalid_argument("'" + at + ".function.name' must be a non-empty string");
+        const std::string name = fn["name"];
+        if (!only.empty() && name != only) continue;
+        found = true;
+        json params = fn.contains("parameters") && !fn["parameters"].is_null() ? fn["parameters"] : json{{"type", "object"}};
+        if (!params.is_object()) throw std::invalid_argument("'" + at + ".function.parameters' must be an object");
+        // Local $defs move to the combined schema's root, where "#/$defs/NAME" resolves.
+        for (const char* key : {"$defs", "definitions"}) {
+            if (!params.contains(key)) continue;
+            if (!params[key].is_object()) throw std::invalid_argument("'" + at + ".function.parameters." + key + "' must be an object");
+            for (const auto& [k, v] : params[key].items()) {
+                const std::string ref = std::string(key) + "/" + k;
+                auto prev = def_owner.find(ref);
+                if (prev != def_owner.end() && defs[key][k] != v)
+                    throw std::invalid_argument("tools '" + prev->second + "' and '" + name + "' define " + key + "/" + k +
+                                                " differently");
+                defs[key][k] = v;
+                def_owner[ref] = name;
+            }
+            params.erase(key);
+        }
+        json props = json::object();
+        props["name"] = json{{"const", name}};
+        props[arg_key] = params;
+        alts.push_back(json{{"type", "object"},
+                            {"properties", props},
+                            {"required", json::array({"name", arg_key})},
+                            {"additionalProperties", false}});
+    }
+    if (!found) throw std::invalid_argument("tool_choice names function '" + only + "', which is not in 'tools'");
+    json schema = alts.size() == 1 ? alts[0] : json{{"anyOf", alts}};
+    for (const auto& [k, v] : defs.items()) schema[k] = v;
+    const grammar::SchemaRules r = grammar::json_schema_rules(schema);
+    std::string g;
+    if (llama) {
+        g = "root ::= tool-call" + std::string(parallel ? " ( \"; \" tool-call )*" : "") + "\n";
+        g += "tool-call ::= " + r.value + "\n";
+    } else {
+        g = "root ::= tool-call" + std::string(parallel ? " ( \"\\n\" tool-call )*" : "") + "\n";
+        g += "tool-call ::= \"<tool_call>\\n\" " + r.value + " \"\\n</tool_call>\"\n";
+    }
+    return g + r.rules;
+}
+
+// ---- messages for templates ----
+
+json template_messages(const json& messages, bool object_arguments) {
+    json out = messages;
+    if (!out.is_array()) return out;
+    for (json& m : out) {
+        if (!m.is_object() || m.value("role", "") != "assistant" || !m.contains("tool_calls")) continue;
+        if (!m.contains("content") || m["content"].is_null()) m["content"] = "";
+        if (!object_arguments || !m["tool_calls"].is_array()) continue;
+        for (json& tc : m["tool_calls"]) {
+            if (!tc.is_object() || !tc.contains("function") || !tc["function"].is_object()) continue;
+            json& fn = tc["function"];
+            if (!fn.contains("arguments") || !fn["arguments"].is_string()) continue;
+            json a = json::parse(fn["arguments"].get_ref<const std::string&>(), nullptr, false);
+            if (!a.is_discarded() && a.is_object()) fn["arguments"] = std::move(a);
+        }
+    }
+    return out;
+}
+
+}  // namespace vega

@@ -1,0 +1,97 @@
+// Tool calls and reasoning in a chat reply (issue 29): which syntax a chat template
+// teaches its model, the reply split into reasoning, content and calls (whole, or
+// piece by piece while streaming), and the grammar that forces a valid call when the
+// client requires one (tool_choice "required" or a named function).
+//
+// Formats parsed (docs/SERVER.md has the table):
+//   Hermes     <tool_call>\n{"name": "f", "arguments": {...}}\n</tool_call>, one block per
+//              call (Qwen2.5, Qwen3, QwQ, Hermes 2 Pro / 3, SmolLM3 and the chatml fallback)
+//   Llama3Json {"name": "f", "parameters": {...}} as the whole reply, several separated by
+//              ';' (Llama 3.1 / 3.2 / 3.3 JSON tool calling; "<|python_tag|>" stripped)
+// Other families' syntaxes (Qwen3-Coder's XML, Mistral [TOOL_CALLS], DeepSeek, Command R,
+// Functionary, GLM, Kimi K2, granite, gpt-oss harmony) are not parsed yet: their
+// templates detect as None, and vega then reads and forces the Hermes syntax.
+#pragma once
+#include <nlohmann/json.hpp>
+
+#include <string>
+#include <vector>
+
+namespace vega {
+
+enum class ToolFormat { None, Hermes, Llama3Json };
+
+// The format a chat template's text teaches (None: no syntax vega recognises).
+ToolFormat detect_tool_format(const std::string& template_text);
+const char* tool_format_name(ToolFormat f);
+// Whether the template writes reasoning between <think> and </think> (qwen3, QwQ,
+// DeepSeek R1 and others): the reply's leading think block is then reasoning.
+bool template_thinks(const std::string& template_text);
+
+struct ToolCall {
+    std::string name;
+    std::string arguments;  // a JSON object, as text (OpenAI's function.arguments)
+};
+
+// A reply split as it is generated. add() the pieces; take() returns what may be sent
+// now (never a byte that could turn out to belong to a think marker or a tool call);
+// finish() returns the rest and the calls. Without take(), finish() alone splits a
+// whole reply.
+class ReplySplitter {
+public:
+    // format None: no tool calls are looked for. think: a leading <think> block is
+    // reasoning. open_think: the prompt ended inside a think block (templates that write
+    // "<think>" into the generation prompt): the reply is reasoning up to </think>.
+    ReplySplitter(ToolFormat format, bool think, bool open_think = false);
+
+    void add(const std::string& piece) { text_ += piece; }
+    struct Delta {
+        std::string reasoning, content;
+    };
+    Delta take();
+    struct Final {
+        std::string reasoning, content;  // the parts not yet taken
+        std::vector<ToolCall> calls;     // empty when the reply has none, or a marked call is malformed
+    };
+    Final finish();
+
+private:
+    struct Regions {
+        size_t r_begin = 0, r_end = 0;  // reasoning bytes of text_
+        size_t c_begin = 0;             // content from here to the end
+        bool settled = false;           // the think block (or its absence) is known
+        bool after_think = false;       // content follows a closed think block
+    };
+    Regions regions(bool final) const;
+    size_t content_hold(size_t c_begin) const;  // where content must stop while streaming
+
+    ToolFormat format_;
+    bool think_, open_think_;
+    std::string text_;
+    size_t r_sent_ = 0, c_sent_ = 0;  // bytes of each region already taken (or skipped)
+    bool c_started_ = false;          // a content byte has been taken
+};
+
+// Calls in `content` (the reply after any reasoning): with every marked call well formed,
+// the calls and the content around them (whitespace-only: empty); else no calls.
+struct ParsedCalls {
+    std::vector<ToolCall> calls;
+    std::string before, after;  // content before the first call, after the last
+};
+ParsedCalls parse_tool_calls(ToolFormat format, const std::string& content);
+
+// GBNF for a reply that is one call (or, with parallel, one or more) in the format's
+// syntax, of any function of `tools` (OpenAI's tools array) or only of `only` when it is
+// not empty, each call's arguments following that function's parameters schema. None
+// uses the Hermes syntax. Throws grammar::SchemaError for a schema the compiler cannot
+// honour, std::invalid_argument for malformed tools or an unknown `only`.
+std::string tool_call_gbnf(ToolFormat format, const nlohmann::ordered_json& tools, const std::string& only,
+                           bool parallel);
+
+// OpenAI-shaped messages made renderable by chat templates as their vendors wrote them:
+// an assistant message's null content becomes "", and each tool call's arguments, a
+// JSON string on the wire, becomes the object it encodes (what templates apply tojson
+// to) when `object_arguments`.
+nlohmann::ordered_json template_messages(const nlohmann::ordered_json& messages, bool object_arguments);
+
+}  // namespace vega

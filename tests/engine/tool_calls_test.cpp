@@ -1,0 +1,295 @@
+// Tool calls in chat replies (engine/tool_calls.h): format detection on the real
+// templates, the Hermes and Llama 3 parsers on text as those models write it (one and
+// several calls, reasoning, content before a call, malformed calls kept as text), the
+// streaming splitter (no byte of a marker leaks into content, and the pieces add up to
+// the whole-reply split), the grammar of a required call (valid calls accepted,
+// arguments against their schema), and OpenAI's tool round trip through every
+// reference template.
+#include <gtest/gtest.h>
+
+#include <nlohmann/json.hpp>
+
+#include <algorithm>
+#include <filesystem>
+#include <random>
+
+#include "core/error.h"
+#include "backend/backend_factory.h"
+#include "engine/chat_prompt.h"
+#include "engine/tool_calls.h"
+#include "grammar/grammar.h"
+#include "grammar/json_schema.h"
+#include "model/model.h"
+#include "template/chat_template.h"
+#include "test_data.h"
+
+namespace vega {
+namespace {
+
+using json = nlohmann::ordered_json;
+
+json template_file(const std::string& name) {
+    return json::parse(test::read_file(test::data_file("templates/" + name)));
+}
+
+TEST(ToolCalls, DetectsTheFormatFromTheTemplate) {
+    VEGA_REQUIRE_TEST_DATA();
+    struct Want {
+        const char* file;
+        ToolFormat f;
+        bool thinks;
+    };
+    for (const Want& w : {Want{"Qwen-Qwen3-0.6B.json", ToolFormat::Hermes, true},
+                          Want{"Qwen-Qwen2.5-7B-Instruct.json", ToolFormat::Hermes, false},
+                          Want{"NousResearch-Hermes-3-Llama-3.1-8B-tool_use.json", ToolFormat::Hermes, false},
+                          Want{"Qwen-QwQ-32B.json", ToolFormat::Hermes, true},
+                          Want{"meta-llama-Llama-3.1-8B-Instruct.json", ToolFormat::Llama3Json, false},
+                          Want{"meta-llama-Llama-3.2-3B-Instruct.json", ToolFormat::Llama3Json, false},
+                          Want{"meta-llama-Llama-3.3-70B-Instruct.json", ToolFormat::Llama3Json, false},
+                          Want{"Qwen3-Coder.json", ToolFormat::None, false},
+                          Want{"google-gemma-2-2b-it.json", ToolFormat::None, false}}) {
+        const std::string t = template_file(w.file)["template"];
+        EXPECT_EQ(detect_tool_format(t), w.f) << w.file;
+        EXPECT_EQ(template_thinks(t), w.thinks) << w.file;
+    }
+    EXPECT_EQ(detect_tool_format(kChatmlTemplate), ToolFormat::Hermes);  // vega's fallback teaches Hermes
+}
+
+ReplySplitter::Final split(ToolFormat f, bool think, const std::string& text, bool open_think = false) {
+    ReplySplitter s(f, think, open_think);
+    s.add(text);
+    return s.finish();
+}
+
+TEST(ToolCalls, HermesRepliesAsQwenWritesThem) {
+    // One call, as Qwen2.5 / Qwen3 write it.
+    auto r = split(ToolFormat::Hermes, false,
+                   "<tool_call>\n{\"name\": \"get_weather\", \"arguments\": {\"city\": \"Paris\"}}\n</tool_call>");
+    ASSERT_EQ(r.calls.size(), 1u);
+    EXPECT_EQ(r.calls[0].name, "get_weather");
+    EXPECT_EQ(json::parse(r.calls[0].arguments), json::parse(R"({"city": "Paris"})"));
+    EXPECT_EQ(r.content, "");
+    // Two calls, content before them, reasoning first (qwen3).
+    r = split(ToolFormat::Hermes, true,
+              "<think>\nThe user wants two cities.\n</think>\n\nLet me check.\n<tool_call>\n{\"name\": \"get_weather\", "
+              "\"arguments\": {\"city\": \"Paris\"}}\n</tool_call>\n<tool_call>\n{\"name\": \"get_weather\", \"arguments\": "
+              "{\"city\": \"Oslo\", \"unit\": \"celsius\"}}\n</tool_call>");
+    ASSERT_EQ(r.calls.size(), 2u);
+    EXPECT_EQ(json::parse(r.calls[1].arguments)["city"], "Oslo");
+    EXPECT_EQ(r.reasoning, "\nThe user wants two cities.\n");
+    EXPECT_EQ(r.content, "Let me check.\n");
+    // Arguments given as a JSON string (some fine-tunes): read as the object.
+    r = split(ToolFormat::Hermes, false, "<tool_call>{\"name\": \"f\", \"arguments\": \"{\\\"x\\\": 1}\"}</tool_call>");
+    ASSERT_EQ(r.calls.size(), 1u);
+    EXPECT_EQ(json::parse(r.calls[0].arguments), json::parse(R"({"x": 1})"));
+    // Malformed: the whole reply stays text.
+    for (const char* bad : {"<tool_call>\n{\"name\": \"f\", \"arguments\": {\"x\": }\n</tool_call>",
+                            "<tool_call>\n{\"name\": \"f\", \"arguments\": {}}",  // never closed
+                            "<tool_call>\n{\"arguments\": {}}\n</tool_call>",     // no name
+                            "<tool_call>\n{\"name\": \"f\", \"arguments\": [1]}\n</tool_call>"}) {
+        r = split(ToolFormat::Hermes, false, bad);
+        EXPECT_TRUE(r.calls.empty()) << bad;
+        EXPECT_EQ(r.content, bad);
+    }
+    // No call: plain content, untouched; a think block that never closes is all reasoning.
+    r = split(ToolFormat::Hermes, true, "Paris is sunny.");
+    EXPECT_TRUE(r.calls.empty());
+    EXPECT_EQ(r.content, "Paris is sunny.");
+    r = split(ToolFormat::None, true, "<think>still thinking");
+    EXPECT_EQ(r.reasoning, "still thinking");
+    EXPECT_EQ(r.content, "");
+    // The prompt opened the think block (QwQ, DeepSeek R1 templates): reasoning up to </think>.
+    r = split(ToolFormat::None, true, "hmm, 2 + 2\n</think>\n\n4", true);
+    EXPECT_EQ(r.reasoning, "hmm, 2 + 2\n");
+    EXPECT_EQ(r.content, "4");
+}
+
+TEST(ToolCalls, Llama3JsonReplies) {
+    auto r = split(ToolFormat::Llama3Json, false, R"({"name": "get_weather", "parameters": {"city": "Paris"}})");
+    ASSERT_EQ(r.calls.size(), 1u);
+    EXPECT_EQ(r.calls[0].name, "get_weather");
+    EXPECT_EQ(json::parse(r.calls[0].arguments), json::parse(R"({"city": "Paris"})"));
+    r = split(ToolFormat::Llama3Json, false,
+              "<|python_tag|>{\"name\": \"a\", \"parameters\": {\"s\": \"}{;\"}}; {\"name\": \"b\", \"arguments\": {}}");
+    ASSERT_EQ(r.calls.size(), 2u);
+    EXPECT_EQ(json::parse(r.calls[0].arguments)["s"], "}{;");
+    EXPECT_EQ(r.calls[1].name, "b");
+    for (const char* text : {"The weather is fine.", "{\"name\": \"a\"}", "{\"name\": \"a\", \"parameters\": {"}) {
+        r = split(ToolFormat::Llama3Json, false, text);
+        EXPECT_TRUE(r.calls.empty()) << text;
+        EXPECT_EQ(r.content, text);
+    }
+}
+
+// Streaming: the reply in random pieces; the deltas plus finish() equal the whole-reply
+// split, and no content delta holds a byte of a tool call.
+TEST(ToolCalls, StreamedPiecesAddUpAndHoldCallsBack) {
+    const std::vector<std::pair<ToolFormat, std::string>> replies = {
+        {ToolFormat::Hermes,
+         "<think>\nplan: call it\n</think>\n\nSure.\n<tool_call>\n{\"name\": \"f\", \"arguments\": {\"q\": \"<tool\"}}\n"
+         "</tool_call>"},
+        {ToolFormat::Hermes, "Just text, with a < and <tool and <tool_ca in it."},
+        {ToolFormat::Hermes, "<tool_call>\n{\"name\": \"f\", \"arguments\": {}}\n</tool_call>\n<tool_call>\n{\"name\": \"g\", "
+                             "\"arguments\": {\"n\": 1}}\n</tool_call>"},
+        {ToolFormat::Llama3Json, "{\"name\": \"f\", \"parameters\": {\"n\": 2}}"},
+        {ToolFormat::Llama3Json, "Plain answer {not a call}."},
+    };
+    std::mt19937 rng(7);
+    for (const auto& [fmt, text] : replies) {
+        const auto whole = split(fmt, true, text);
+        for (int trial = 0; trial < 20; ++trial) {
+            ReplySplitter s(fmt, true);
+            std::string reasoning, content;
+            for (size_t i = 0; i < text.size();) {
+                const size_t n = std::min(text.size() - i, size_t(1 + rng() % 6));
+                s.add(text.substr(i, n));
+                i += n;
+                const auto d = s.take();
+                reasoning += d.reasoning;
+                content += d.content;
+                if (!whole.calls.empty()) {
+                    EXPECT_EQ(d.content.find("<tool_call>"), std::string::npos) << text;
+                    EXPECT_EQ(d.content.find("{\"name\""), std::string::npos) << text;
+                }
+                EXPECT_EQ(d.reasoning.find("</think"), std::string::npos) << text;
+            }
+            const auto f = s.finish();
+            EXPECT_EQ(reasoning + f.reasoning, whole.reasoning) << text;
+            EXPECT_EQ(content + f.content, whole.content) << text;
+            ASSERT_EQ(f.calls.size(), whole.calls.size()) << text;
+            for (size_t i = 0; i < f.calls.size(); ++i) EXPECT_EQ(f.calls[i].arguments, whole.calls[i].arguments);
+        }
+    }
+}
+
+json weather_tools() {
+    return json::parse(R"([
+      {"type": "function", "function": {"name": "get_weather", "description": "Weather in a city",
+        "parameters": {"type": "object", "properties": {"city": {"type": "string", "maxLength": 20},
+          "unit": {"enum": ["celsius", "fahrenheit"]}}, "required": ["city"], "additionalProperties": false}}},
+      {"type": "function", "function": {"name": "add", "parameters": {"type": "object",
+        "properties": {"a": {"$ref": "#/$defs/num"}, "b": {"$ref": "#/$defs/num"}}, "required": ["a", "b"],
+        "$defs": {"num": {"type": "integer"}}}}},
+      {"type": "function", "function": {"name": "now"}}])");
+}
+
+bool accepts(const std::string& gbnf, const std::string& text) {
+    const grammar::Grammar g = grammar::Grammar::parse(gbnf);
+    grammar::Matcher m(g);
+    return m.accept(text) && m.can_end();
+}
+
+TEST(ToolCalls, RequiredCallGrammar) {
+    const json tools = weather_tools();
+    const std::string any = tool_call_gbnf(ToolFormat::Hermes, tools, "", true);
+    const std::string c1 = "<tool_call>\n{\"name\": \"get_weather\", \"arguments\": {\"city\": \"Paris\"}}\n</tool_call>";
+    const std::string c2 = "<tool_call>\n{\"name\": \"add\", \"arguments\": {\"a\": 1, \"b\": -2}}\n</tool_call>";
+    const std::string c3 = "<tool_call>\n{\"name\": \"now\", \"arguments\": {}}\n</tool_call>";
+    EXPECT_TRUE(accepts(any, c1));
+    EXPECT_TRUE(accepts(any, c2));
+    EXPECT_TRUE(accepts(any, c3));
+    EXPECT_TRUE(accepts(any, c1 + "\n" + c2));  // parallel
+    EXPECT_FALSE(accepts(any, "Sure!"));
+    EXPECT_FALSE(accepts(any, "<tool_call>\n{\"name\": \"nope\", \"arguments\": {}}\n</tool_call>"));
+    EXPECT_FALSE(accepts(any, "<tool_call>\n{\"name\": \"get_weather\", \"arguments\": {}}\n</tool_call>"));  // city required
+    EXPECT_FALSE(accepts(any, "<tool_call>\n{\"name\": \"add\", \"arguments\": {\"a\": 1.5, \"b\": 2}}\n</tool_call>"));
+    EXPECT_FALSE(accepts(any, "<tool_call>\n{\"name\": \"get_weather\", \"arguments\": {\"city\": \"P\", \"unit\": \"K\"}}\n</tool_call>"));
+    const std::string one = tool_call_gbnf(ToolFormat::Hermes, tools, "", false);
+    EXPECT_TRUE(accepts(one, c1));
+    EXPECT_FALSE(accepts(one, c1 + "\n" + c2));
+    const std::string named = tool_call_gbnf(ToolFormat::Hermes, tools, "add", true);
+    EXPECT_TRUE(accepts(named, c2));
+    EXPECT_FALSE(accepts(named, c1));
+    const std::string llama = tool_call_gbnf(ToolFormat::Llama3Json, tools, "get_weather", false);
+    EXPECT_TRUE(accepts(llama, "{\"name\": \"get_weather\", \"parameters\": {\"city\": \"Oslo\", \"unit\": \"celsius\"}}"));
+    EXPECT_FALSE(accepts(llama, "{\"name\": \"get_weather\", \"arguments\": {\"city\": \"Oslo\"}}"));
+    // What the grammar accepts, the parser reads back.
+    const auto r = split(ToolFormat::Hermes, false, c1 + "\n" + c2);
+    ASSERT_EQ(r.calls.size(), 2u);
+    EXPECT_EQ(r.calls[1].name, "add");
+    // Errors name the problem.
+    EXPECT_THROW(tool_call_gbnf(ToolFormat::Hermes, tools, "missing", true), std::invalid_argument);
+    EXPECT_THROW(tool_call_gbnf(ToolFormat::Hermes, json::array(), "", true), std::invalid_argument);
+    json pattern = weather_tools();
+    pattern[0]["function"]["parameters"]["properties"]["city"]["pattern"] = "^[A-Z]";
+    try {
+        tool_call_gbnf(ToolFormat::Hermes, pattern, "", true);
+        ADD_FAILURE() << "a pattern keyword compiled";
+    } catch (const grammar::SchemaError& e) {
+        EXPECT_EQ(e.keyword, "pattern");
+    }
+}
+
+// The tool_result conversation as OpenAI clients send it: the assistant's content null
+// and its arguments a JSON string.
+json openai_round_trip(const json& reference_messages) {
+    json m = reference_messages;
+    for (json& x : m)
+        if (x.contains("tool_calls")) {
+            x["content"] = nullptr;
+            for (json& tc : x["tool_calls"]) tc["function"]["arguments"] = tc["function"]["arguments"].dump();
+        }
+    return m;
+}
+
+// Every reference template: the OpenAI-shaped round trip, adapted (template_messages),
+// renders exactly the reference's tool_result case wherever the reference renders it; and
+// ChatPrompt (which also retries with string arguments) renders it without an error there
+// and for functionary v3.2, whose template concatenates the arguments as a string.
+TEST(ToolCalls, OpenAiRoundTripRendersThroughEveryTemplate) {
+    VEGA_REQUIRE_TEST_DATA();
+    auto backend = make_cpu_backend(1);
+    auto model = Model::load(test::data_file("models/stories260K.gguf"), *backend, nullptr);
+    int compared = 0;
+    std::vector<std::string> names;
+    for (const auto& e : std::filesystem::directory_iterator(test::data_file("templates")))
+        if (e.path().extension() == ".json") names.push_back(e.path().filename().string());
+    std::sort(names.begin(), names.end());
+    for (const std::string& name : names) {
+        const json ref = template_file(name);
+        const json* tc = nullptr;
+        for (const json& c : ref["cases"])
+            if (c["name"] == "tool_result") tc = &c;
+        ASSERT_NE(tc, nullptr) << name;
+        const json wire = openai_round_trip((*tc)["messages"]);
+        if (tc->contains("expected")) {
+            ChatTemplate t(ref["template"].get<std::string>());
+            ChatTemplateOptions opt;
+            opt.now = ref.value("now", "");
+            json ctx = json::object();
+            ctx["messages"] = template_messages(wire, true);
+            if (tc->contains("tools")) ctx["tools"] = (*tc)["tools"];
+            ctx["add_generation_prompt"] = (*tc)["add_generation_prompt"];
+            ctx["bos_token"] = (*tc)["bos_token"];
+            ctx["eos_token"] = (*tc)["eos_token"];
+            EXPECT_EQ(t.render(ctx, opt), (*tc)["expected"].get<std::string>()) << name;
+            ++compared;
+        }
+        if (tc->contains("expected") || name == "meetkai-functionary-medium-v3.2.json") {
+            const ChatPrompt chat(*model, ref["template"].get<std::string>(), nullptr);
+            try {
+                const std::string out = chat.render(wire, tc->value("tools", json()), true);
+                EXPECT_NE(out.find("Paris"), std::string::npos) << name << ": the call's arguments are not rendered";
+            } catch (const Error& e) {
+                ADD_FAILURE() << name << ": " << e.what();
+            }
+        }
+    }
+    EXPECT_GE(compared, 35);
+    // The chatml fallback renders the round trip in the Hermes form vega parses.
+    const ChatPrompt chatml(*model, kChatmlTemplate, nullptr);
+    const json tools = weather_tools();
+    const std::string out = chatml.render(openai_round_trip(template_file("Qwen-Qwen3-0.6B.json")["cases"][6]["messages"]),
+                                          tools, true);
+    EXPECT_NE(out.find("<tools>\n{\"type\": \"function\""), std::string::npos) << out;
+    EXPECT_NE(out.find("<tool_call>\n{\"name\": \"get_weather\", \"arguments\": {\"city\": \"Paris\"}}\n</tool_call>"),
+              std::string::npos)
+        << out;
+    EXPECT_NE(out.find("<tool_response>\n{\"temp\": 18}\n</tool_response>"), std::string::npos) << out;
+    // Without tools, chatml is unchanged.
+    EXPECT_EQ(chatml.render(json::array({{{"role", "user"}, {"content", "hi"}}}), nullptr, true),
+              "<|im_start|>user\nhi<|im_end|>\n<|im_start|>assistant\n");
+}
+
+}  // namespace
+}  // namespace vega
