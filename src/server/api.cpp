@@ -105,8 +105,8 @@ CompletionParams parse_completion_request(const json& body, Endpoint ep, ToolFor
             for (size_t i = 0; i < t->size(); ++i) {
                 const json& x = (*t)[i];
                 const std::string at = "tools[" + std::to_string(i) + "]";
-                if (!x.is_object() || x.value("type", "function") != "function" || !x.contains("function") ||
-                    !x["function"].is_object())
+                const bool typed = x.is_object() && (!x.contains("type") || x["type"] == "function");
+                if (!typed || !x.contains("function") || !x["function"].is_object())
                     bad("'" + at + "' must be {\"type\": \"function\", \"function\": {...}}", "invalid_type");
                 const json& fn = x["function"];
                 if (!fn.contains("name") || !fn["name"].is_string() || fn["name"].get_ref<const std::string&>().empty())
@@ -123,7 +123,7 @@ CompletionParams parse_completion_request(const json& body, Endpoint ep, ToolFor
                 else if (v == "auto") p.tool_choice = ToolChoice::Auto;
                 else if (v == "required") p.tool_choice = ToolChoice::Required;
                 else bad("'tool_choice' must be none, auto, required or {\"type\": \"function\", \"function\": {\"name\": ...}}");
-            } else if (tc->is_object() && tc->value("type", "") == "function" && tc->contains("function") &&
+            } else if (tc->is_object() && tc->contains("type") && (*tc)["type"] == "function" && tc->contains("function") &&
                        (*tc)["function"].is_object() && (*tc)["function"].contains("name") &&
                        (*tc)["function"]["name"].is_string()) {
                 p.tool_choice = ToolChoice::Named;
@@ -224,6 +224,8 @@ CompletionParams parse_completion_request(const json& body, Endpoint ep, ToolFor
             bad(std::string("'tools': ") + e.what(), "unsupported_value");
         } catch (const std::invalid_argument& e) {
             bad(std::string("'tool_choice': ") + e.what());
+        } catch (const grammar::GrammarError& e) {
+            bad(std::string("'tools': the call grammar does not compile: ") + e.what(), "unsupported_value");
         }
     }
     if (const json* so = field(body, "stream_options")) {

@@ -27,9 +27,10 @@ json random_value(std::mt19937& rng, int depth) {
             return a;
         }
         default: {
-            static const char* keys[] = {"role", "content", "text", "type", "include_usage", "x"};
+            static const char* keys[] = {"role", "content", "text", "type", "include_usage", "x",
+                                         "function", "name", "parameters", "tool_calls"};
             json o = json::object();
-            for (unsigned i = 0, n = rng() % 4; i < n; ++i) o[keys[rng() % 6]] = random_value(rng, depth + 1);
+            for (unsigned i = 0, n = rng() % 4; i < n; ++i) o[keys[rng() % 10]] = random_value(rng, depth + 1);
             return o;
         }
     }
@@ -38,14 +39,16 @@ json random_value(std::mt19937& rng, int depth) {
 TEST(ApiFuzz, RandomBodiesGiveParamsOr400) {
     static const char* fields[] = {"model", "messages", "prompt", "max_tokens", "max_completion_tokens", "temperature",
                                    "top_p", "top_k", "min_p", "seed", "stop", "presence_penalty", "frequency_penalty",
-                                   "repeat_penalty", "stream", "stream_options", "n", "tools", "ignore_eos"};
+                                   "repeat_penalty", "stream", "stream_options", "n", "tools", "ignore_eos",
+                                   "tool_choice", "parallel_tool_calls"};
+    constexpr unsigned kFields = sizeof(fields) / sizeof(fields[0]);
     std::mt19937 rng(20261123);
     int accepted = 0, rejected = 0;
     for (int it = 0; it < 20000; ++it) {
         json body = json::object();
         if (rng() % 3) body["messages"] = json::array({{{"role", "user"}, {"content", "hi"}}});
         if (rng() % 3) body["prompt"] = "hi";
-        for (unsigned i = 0, n = rng() % 5; i < n; ++i) body[fields[rng() % 19]] = random_value(rng, 0);
+        for (unsigned i = 0, n = rng() % 5; i < n; ++i) body[fields[rng() % kFields]] = random_value(rng, 0);
         const json whole = (rng() % 50 == 0) ? random_value(rng, 0) : body;
         for (Endpoint ep : {Endpoint::Chat, Endpoint::Completion}) {
             try {
@@ -65,6 +68,63 @@ TEST(ApiFuzz, RandomBodiesGiveParamsOr400) {
     }
     EXPECT_GT(accepted, 1000);
     EXPECT_GT(rejected, 1000);
+}
+
+// Tools and tool_choice built from plausible and broken pieces: parameters or a 400,
+// and a forced call always comes with its grammar.
+TEST(ApiFuzz, ToolsAndToolChoiceGiveParamsOr400) {
+    const json schemas[] = {
+        json::parse(R"({"type": "object", "properties": {"city": {"type": "string"}}, "required": ["city"]})"),
+        json::parse(R"({"type": "object", "properties": {"n": {"type": "integer", "minimum": 0, "maximum": 9}}})"),
+        json::parse(R"({"type": "object", "properties": {"x": {"$ref": "#/$defs/x"}}, "$defs": {"x": {"enum": [1, 2]}}})"),
+        json::parse(R"({"type": "object", "properties": {"x": {"$ref": "#/$defs/x"}}, "$defs": {"x": {"type": "string"}}})"),
+        json::parse(R"({"type": "string", "pattern": "^a"})"),
+        json::parse(R"({"type": "object", "properties": {"s": {"$ref": "#/$defs/missing"}}})"),
+        json::parse(R"({"type": 5})"),
+        json(nullptr), json("text"), json::array(), json::object()};
+    const char* names[] = {"f", "g", "", "get_weather"};
+    std::mt19937 rng(29);
+    int accepted = 0, rejected = 0, forced = 0;
+    for (int it = 0; it < 3000; ++it) {
+        json body = {{"messages", json::array({{{"role", "user"}, {"content", "hi"}}})}};
+        json tools = json::array();
+        for (unsigned i = 0, n = rng() % 4; i < n; ++i) {
+            json fn = json::object();
+            if (rng() % 8) fn["name"] = names[rng() % 4];
+            if (rng() % 3) fn["parameters"] = schemas[rng() % 11];
+            json t = {{"type", rng() % 10 ? json("function") : json(3)}, {"function", fn}};
+            if (rng() % 12 == 0) t = random_value(rng, 0);
+            tools.push_back(t);
+        }
+        if (rng() % 6) body["tools"] = tools;
+        switch (rng() % 7) {
+            case 0: break;
+            case 1: body["tool_choice"] = "none"; break;
+            case 2: body["tool_choice"] = "auto"; break;
+            case 3: body["tool_choice"] = "required"; break;
+            case 4: body["tool_choice"] = {{"type", "function"}, {"function", {{"name", names[rng() % 4]}}}}; break;
+            case 5: body["tool_choice"] = random_value(rng, 0); break;
+            default: body["tool_choice"] = {{"type", "function"}, {"function", random_value(rng, 0)}}; break;
+        }
+        if (rng() % 3 == 0) body["parallel_tool_calls"] = random_value(rng, 0);
+        if (rng() % 10 == 0) body["response_format"] = {{"type", "json_object"}};
+        try {
+            const CompletionParams p = parse_completion_request(body, Endpoint::Chat, rng() % 2 ? ToolFormat::Hermes
+                                                                                               : ToolFormat::Llama3Json);
+            ++accepted;
+            if (p.tool_choice == ToolChoice::Required || p.tool_choice == ToolChoice::Named) {
+                ++forced;
+                EXPECT_TRUE(p.grammar != nullptr) << body.dump();
+            }
+            if (p.tool_choice == ToolChoice::None) EXPECT_TRUE(p.tools.is_null());
+        } catch (const ApiError& e) {
+            ++rejected;
+            EXPECT_EQ(e.status, 400) << body.dump();
+        }
+    }
+    EXPECT_GT(accepted, 300);
+    EXPECT_GT(rejected, 300);
+    EXPECT_GT(forced, 40);
 }
 
 TEST(ApiFuzz, RandomBytesAreParseErrorsNotCrashes) {
