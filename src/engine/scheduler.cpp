@@ -63,6 +63,8 @@ struct Scheduler::Impl {
     // Per-step scratch, reused.
     std::vector<BatchToken> batch;
     std::vector<int> row_slot;  // for each row that wants logits: its slot
+    TokenLogprobs current_lp;   // the token being reported (has_lp: inside on_token)
+    bool has_lp = false;
 
     Impl(Session& session, const Tokenizer& t) : s(session), tok(t) {
         slots.resize(size_t(s.params().n_seq));
@@ -121,7 +123,8 @@ struct Scheduler::Impl {
         k = 1;
         for (int si : row_slot) {
             const Sampler& sp = *slots[size_t(si)].sampler;
-            if (sp.penalties_active() || slots[size_t(si)].grammar) return Mode::Logits;
+            if (sp.penalties_active() || slots[size_t(si)].grammar || slots[size_t(si)].req.logprobs >= 0)
+                return Mode::Logits;
             if (sp.is_greedy()) continue;
             if (!sp.can_sample_candidates() || sp.params().top_k > Backend::kTopKMax) return Mode::Logits;
             m = Mode::TopK;
@@ -252,7 +255,12 @@ bool Scheduler::step(const TokenFn& on_token, const DoneFn& on_done) {
         sp.accept(t);
         ++sl.n_generated;
         ++I.stats.generated;
+        if (sl.req.logprobs >= 0 && logits) {
+            I.current_lp = token_logprobs(logits->data() + r * size_t(I.s.n_vocab()), I.s.n_vocab(), t, sl.req.logprobs);
+            I.has_lp = true;
+        }
         const bool keep = on_token ? on_token(sl.id, t) : true;
+        I.has_lp = false;
         sl.generating = true;
         sl.next = t;
         if (!keep || (!sl.req.ignore_eos && I.tok.is_eog(t))) I.finish(sl, FinishReason::Stop, on_done);
@@ -261,6 +269,8 @@ bool Scheduler::step(const TokenFn& on_token, const DoneFn& on_done) {
     }
     return true;
 }
+
+const TokenLogprobs* Scheduler::current_logprobs() const { return impl_->has_lp ? &impl_->current_lp : nullptr; }
 
 void Scheduler::run(const TokenFn& on_token, const DoneFn& on_done) {
     while (step(on_token, on_done)) {

@@ -12,6 +12,7 @@
 #include <memory>
 #include <vector>
 
+#include "engine/logprobs.h"
 #include "engine/sampler.h"
 #include "engine/session.h"
 
@@ -29,6 +30,10 @@ struct GenRequest {
     // grammar allows. Such a request's rows leave the device as whole logits; it ends
     // (Stop) when no token can continue the grammar.
     std::shared_ptr<const grammar::Grammar> grammar;
+    // OpenAI logprobs: -1 off; else each sampled token's log-probability and this many
+    // (0..kMaxTopLogprobs) best alternatives (Scheduler::current_logprobs). Such a
+    // request's rows leave the device as whole logits.
+    int logprobs = -1;
 };
 
 enum class FinishReason { Stop, Length, Cancelled };
@@ -67,6 +72,10 @@ public:
     bool step(const TokenFn& on_token, const DoneFn& on_done);
     // step() until everything submitted has finished.
     void run(const TokenFn& on_token, const DoneFn& on_done);
+
+    // Inside the TokenFn of a request with logprobs on: the token's log-probabilities
+    // (null otherwise).
+    const TokenLogprobs* current_logprobs() const;
 
     // Prompt tokens a running request took from its slot's cache (0 if none; -1 when
     // the id is not running).

@@ -3,6 +3,7 @@
 #include "engine/option_limits.h"
 #include "grammar/grammar.h"
 #include "grammar/json_schema.h"
+#include "server/engine_loop.h"
 
 namespace vega::server {
 
@@ -228,6 +229,23 @@ CompletionParams parse_completion_request(const json& body, Endpoint ep, ToolFor
             bad(std::string("'tools': the call grammar does not compile: ") + e.what(), "unsupported_value");
         }
     }
+    if (ep == Endpoint::Chat) {
+        // logprobs: a boolean; top_logprobs (0..20) needs it.
+        const bool on = boolean(body, "logprobs", false);
+        if (const json* t = field(body, "top_logprobs")) {
+            if (!t->is_number_integer() || t->get<int64_t>() < 0 || t->get<int64_t>() > kMaxTopLogprobs)
+                bad("'top_logprobs' must be an integer from 0 to " + std::to_string(kMaxTopLogprobs));
+            if (!on) bad("'top_logprobs' needs 'logprobs': true");
+            p.logprobs = int(t->get<int64_t>());
+        } else if (on) {
+            p.logprobs = 0;
+        }
+    } else if (const json* l = field(body, "logprobs")) {
+        // Completions: the number of alternatives (OpenAI allows up to 5; vega 20).
+        if (!l->is_number_integer() || l->get<int64_t>() < 0 || l->get<int64_t>() > kMaxTopLogprobs)
+            bad("'logprobs' must be an integer from 0 to " + std::to_string(kMaxTopLogprobs));
+        p.logprobs = int(l->get<int64_t>());
+    }
     if (const json* so = field(body, "stream_options")) {
         if (!so->is_object()) bad("'stream_options' must be an object", "invalid_type");
         p.include_usage = boolean(*so, "include_usage", false);
@@ -310,6 +328,40 @@ json chat_delta_chunk(const CompletionParams& p, const std::string& id, long cre
     }
     r["choices"] = json::array({json{{"index", 0}, {"delta", delta}, {"finish_reason", nullptr}}});
     return r;
+}
+
+namespace {
+json bytes_of(const std::string& s) {
+    json b = json::array();
+    for (unsigned char c : s) b.push_back(int(c));
+    return b;
+}
+}  // namespace
+
+json logprobs_json(const CompletionParams& p, const std::vector<TokenLp>& lps, size_t text_offset0) {
+    if (p.logprobs < 0) return nullptr;
+    if (p.endpoint == Endpoint::Chat) {
+        json content = json::array();
+        for (const TokenLp& t : lps) {
+            json top = json::array();
+            for (const auto& [tok, v] : t.top) top.push_back({{"token", tok}, {"logprob", v}, {"bytes", bytes_of(tok)}});
+            content.push_back({{"token", t.token}, {"logprob", t.logprob}, {"bytes", bytes_of(t.token)}, {"top_logprobs", top}});
+        }
+        return json{{"content", content}};
+    }
+    json tokens = json::array(), lp = json::array(), top = json::array(), off = json::array();
+    size_t at = text_offset0;
+    for (const TokenLp& t : lps) {
+        tokens.push_back(t.token);
+        lp.push_back(t.logprob);
+        json alts = json::object();
+        for (const auto& [tok, v] : t.top)
+            if (!alts.contains(tok)) alts[tok] = v;  // (two ids with one text: the likelier)
+        top.push_back(alts);
+        off.push_back(at);
+        at += t.token.size();
+    }
+    return json{{"tokens", tokens}, {"token_logprobs", lp}, {"top_logprobs", top}, {"text_offset", off}};
 }
 
 json usage_chunk(const CompletionParams& p, const std::string& id, long created, const Usage& u) {

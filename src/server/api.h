@@ -41,6 +41,9 @@ struct CompletionParams {
     ToolChoice tool_choice = ToolChoice::Auto;
     std::string tool_name;         // ToolChoice::Named: the function
     bool parallel_tool_calls = true;
+    // logprobs: -1 off; else the alternatives per token (chat top_logprobs 0..20 with
+    // logprobs true; completions logprobs 0..20).
+    int logprobs = -1;
     std::string prompt;            // completions
     int max_tokens = -1;           // -1: until end of generation or the context is full
     SamplerParams sampling;
@@ -80,6 +83,11 @@ json chat_reply_response(const CompletionParams& p, const std::string& id, long 
                          const char* finish_reason, const Usage& u);
 // One chat SSE chunk carrying `delta` (role added when first), finish_reason null.
 json chat_delta_chunk(const CompletionParams& p, const std::string& id, long created, json delta, bool first);
+// A choice's "logprobs" value for these tokens, in the endpoint's OpenAI shape (chat:
+// {content: [{token, logprob, bytes, top_logprobs}]}; completions: {tokens,
+// token_logprobs, top_logprobs, text_offset}, offsets from text_offset0).
+struct TokenLp;
+json logprobs_json(const CompletionParams& p, const std::vector<TokenLp>& lps, size_t text_offset0 = 0);
 // stream_options.include_usage: the chunk after the final one (choices empty).
 json usage_chunk(const CompletionParams& p, const std::string& id, long created, const Usage& u);
 

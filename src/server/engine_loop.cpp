@@ -23,6 +23,12 @@ bool JobState::take_for(std::string& out, int ms) {
     return done;
 }
 
+void JobState::take_logprobs(std::vector<TokenLp>& out) {
+    std::lock_guard<std::mutex> lk(m);
+    out.insert(out.end(), std::make_move_iterator(logprobs.begin()), std::make_move_iterator(logprobs.end()));
+    logprobs.clear();
+}
+
 namespace {
 constexpr const char* kShutdownMessage = "the server is shutting down; the request was not finished";
 void end_for_shutdown(JobState& st) {
@@ -126,10 +132,17 @@ void EngineLoop::loop() {
             return true;
         }
         StopMatcher::Out o = run.stop.push(run.utf8.push(tok_.token_to_piece(t)));
+        TokenLp lp;
+        const TokenLogprobs* tl = sched_.current_logprobs();
+        if (tl) {
+            lp.token = tok_.token_to_piece(t), lp.logprob = tl->logprob;
+            for (const auto& [id, v] : tl->top) lp.top.push_back({tok_.token_to_piece(id), v});
+        }
         {
             std::lock_guard<std::mutex> lk(st.m);
             ++st.n_generated;
             st.text += o.text;
+            if (tl) st.logprobs.push_back(std::move(lp));
         }
         st.cv.notify_all();
         run.stopped = o.stopped;

@@ -19,6 +19,13 @@
 
 namespace vega::server {
 
+// One generated token's logprobs, with the texts of the token and its alternatives.
+struct TokenLp {
+    std::string token;
+    float logprob = 0.f;
+    std::vector<std::pair<std::string, float>> top;
+};
+
 // Results of one job, written by the engine thread, read by its handler.
 struct JobState {
     std::mutex m;
@@ -29,6 +36,9 @@ struct JobState {
     bool shutdown = false;     // ended unfinished because the server is shutting down (error says so)
     FinishReason reason = FinishReason::Stop;
     int n_prompt = 0, n_generated = 0, n_cached = 0;
+    std::vector<TokenLp> logprobs;  // GenRequest::logprobs >= 0: per generated token, not yet taken
+    // Moves the logprobs gathered so far into `out` (appends).
+    void take_logprobs(std::vector<TokenLp>& out);
     // Waits until there is text or the job is done; moves the text into `out`.
     // Returns false once done and drained.
     bool take(std::string& out);

@@ -226,6 +226,7 @@ struct Server::Impl {
         g.n_predict = p.max_tokens < 0 ? session.params().n_ctx : p.max_tokens;
         g.ignore_eos = p.ignore_eos;
         g.grammar = p.grammar;
+        g.logprobs = p.logprobs;
         auto job = engine.submit(std::move(g), p.stop);
         if (!job) {
             r.add_header("Retry-After", "1");
@@ -274,6 +275,8 @@ struct Server::Impl {
             }
             const char* reason = job->reason == FinishReason::Length ? "length" : "stop";
             json body;
+            std::vector<TokenLp> lps;
+            job->take_logprobs(lps);
             if (ep == Endpoint::Chat) {
                 ReplySplitter split = splitter(p, open_think);
                 split.add(text);
@@ -283,6 +286,7 @@ struct Server::Impl {
             } else {
                 body = completion_response(p, id, created, text, reason, usage());
             }
+            if (p.logprobs >= 0) body["choices"][0]["logprobs"] = logprobs_json(p, lps);
             if (!send_json(r, 200, body)) return client_left("");
             count(name, 200);
             return log(req, 200, ms_since(t0), summary(reason));
@@ -298,16 +302,28 @@ struct Server::Impl {
         bool first = true;
         std::string piece;
         const bool chat_ep = ep == Endpoint::Chat;
+        // logprobs gathered and not yet sent; each chunk carries those taken before it.
+        std::vector<TokenLp> pending;
+        size_t text_offset = 0;
+        auto with_lp = [&](json chunk) {
+            if (p.logprobs < 0) return chunk;
+            job->take_logprobs(pending);
+            chunk["choices"][0]["logprobs"] = logprobs_json(p, pending, text_offset);
+            for (const TokenLp& t : pending) text_offset += t.token.size();
+            pending.clear();
+            return chunk;
+        };
         ReplySplitter split = splitter(p, open_think);
         // Chat: reasoning and content as they become safe to send (a possible tool call or
         // think marker is held back until it is known).
         auto send_parts = [&](const std::string& reasoning, const std::string& content) {
             if (!reasoning.empty()) {
-                if (!send(chat_delta_chunk(p, id, created, json{{"reasoning_content", reasoning}}, first))) return false;
+                if (!send(with_lp(chat_delta_chunk(p, id, created, json{{"reasoning_content", reasoning}}, first))))
+                    return false;
                 first = false;
             }
             if (!content.empty()) {
-                if (!send(chat_delta_chunk(p, id, created, json{{"content", content}}, first))) return false;
+                if (!send(with_lp(chat_delta_chunk(p, id, created, json{{"content", content}}, first)))) return false;
                 first = false;
             }
             return true;
@@ -320,7 +336,7 @@ struct Server::Impl {
                     const ReplySplitter::Delta d = split.take();
                     if (!send_parts(d.reasoning, d.content)) return client_left(" (stream)");
                 } else {
-                    if (!send(stream_chunk(p, id, created, piece, nullptr, first))) return client_left(" (stream)");
+                    if (!send(with_lp(stream_chunk(p, id, created, piece, nullptr, first)))) return client_left(" (stream)");
                     first = false;
                 }
             }
@@ -359,6 +375,12 @@ struct Server::Impl {
             if (!reply.calls.empty()) reason = "tool_calls";
         }
         if (ok && first && p.endpoint == Endpoint::Chat) ok = send(stream_chunk(p, id, created, "", nullptr, true));
+        if (ok && p.logprobs >= 0) {  // tokens whose text never became a delta (held back, or a stop string's)
+            job->take_logprobs(pending);
+            if (!pending.empty())
+                ok = send(with_lp(chat_ep ? chat_delta_chunk(p, id, created, json::object(), false)
+                                          : stream_chunk(p, id, created, "", nullptr, false)));
+        }
         ok = ok && send(stream_chunk(p, id, created, "", reason, false));
         if (p.include_usage) ok = ok && send(usage_chunk(p, id, created, usage()));
         ok = ok && r.write("data: [DONE]\n\n") && r.finish();

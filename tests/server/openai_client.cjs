@@ -113,6 +113,18 @@ async function main() {
                { role: 'tool', tool_call_id: call.id, content: '{"temp": 18}' }] });
   assert.strictEqual(trip.object, 'chat.completion');
 
+  // logprobs: one entry per token, each <= 0, the alternatives sorted.
+  const lpc = await client.chat.completions.create({ model: 'stories', messages, max_tokens: 6, temperature: 0,
+                                                     logprobs: true, top_logprobs: 2 });
+  const lpContent = lpc.choices[0].logprobs.content;
+  assert.strictEqual(lpContent.length, 6);
+  for (const t of lpContent) {
+    assert.ok(t.logprob <= 0);
+    assert.strictEqual(t.top_logprobs.length, 2);
+    assert.ok(t.top_logprobs[0].logprob >= t.top_logprobs[1].logprob);
+  }
+  assert.strictEqual(lpContent.map((t) => t.token).join(''), lpc.choices[0].message.content);
+
   // The client surfaces the server's error object.
   await assert.rejects(client.chat.completions.create({ model: 'stories', messages, n: 2 }),
                        (e) => e.status === 400 && /n = 1/.test(e.message));

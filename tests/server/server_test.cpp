@@ -431,6 +431,58 @@ TEST_F(Serve, ToolCallsRequiredNamedStreamedAndRoundTrip) {
     expect_400(b, "'tools[0].function.name'");
 }
 
+// logprobs: chat logprobs/top_logprobs and completions logprobs in OpenAI's shapes, one
+// entry per generated token (the text is their concatenation), logprob <= 0, the
+// alternatives sorted and holding the chosen token at temperature 0; streamed too.
+TEST_F(Serve, LogprobsChatAndCompletions) {
+    json body = chat_body("Once upon a time", 12);
+    body["logprobs"] = true, body["top_logprobs"] = 3;
+    const Reply r = post(port(), "/v1/chat/completions", body);
+    ASSERT_EQ(r.status, 200) << r.body;
+    const json& content = r.j["choices"][0]["logprobs"]["content"];
+    ASSERT_TRUE(content.is_array()) << r.body;
+    EXPECT_EQ(content.size(), 12u);
+    std::string joined;
+    for (const json& t : content) {
+        joined += t["token"].get<std::string>();
+        EXPECT_LE(t["logprob"].get<double>(), 0.0);
+        EXPECT_EQ(t["bytes"].size(), t["token"].get<std::string>().size());
+        ASSERT_EQ(t["top_logprobs"].size(), 3u);
+        for (size_t i = 1; i < 3; ++i) EXPECT_LE(t["top_logprobs"][i]["logprob"], t["top_logprobs"][i - 1]["logprob"]);
+        EXPECT_EQ(t["top_logprobs"][0]["token"], t["token"]) << "temperature 0 takes the likeliest token";
+        EXPECT_DOUBLE_EQ(t["top_logprobs"][0]["logprob"].get<double>(), t["logprob"].get<double>());
+    }
+    EXPECT_EQ(joined, chat_text(r));
+    const Stream st = stream(port(), "/v1/chat/completions", body);
+    size_t n = 0;
+    for (const json& ev : st.events)
+        if (!ev["choices"].empty() && ev["choices"][0].contains("logprobs") && ev["choices"][0]["logprobs"].is_object())
+            for (const json& t : ev["choices"][0]["logprobs"]["content"]) EXPECT_EQ(t["token"], content[n++]["token"]);
+    EXPECT_EQ(n, content.size());
+    // Off unless asked.
+    EXPECT_TRUE(post(port(), "/v1/chat/completions", chat_body("x", 3)).j["choices"][0]["logprobs"].is_null());
+    // Completions: logprobs N.
+    const json comp = {{"prompt", "The little dog"}, {"max_tokens", 8}, {"temperature", 0}, {"logprobs", 2}};
+    const Reply c = post(port(), "/v1/completions", comp);
+    ASSERT_EQ(c.status, 200) << c.body;
+    const json& lp = c.j["choices"][0]["logprobs"];
+    ASSERT_EQ(lp["tokens"].size(), 8u) << c.body;
+    std::string text;
+    for (size_t i = 0; i < 8; ++i) {
+        EXPECT_EQ(lp["text_offset"][i].get<size_t>(), text.size());
+        text += lp["tokens"][i].get<std::string>();
+        EXPECT_LE(lp["token_logprobs"][i].get<double>(), 0.0);
+        EXPECT_GE(lp["top_logprobs"][i].size(), 1u);
+    }
+    EXPECT_EQ(text, c.j["choices"][0]["text"]);
+    // Refusals.
+    json bad = chat_body("x", 3);
+    bad["top_logprobs"] = 3;
+    EXPECT_EQ(post(port(), "/v1/chat/completions", bad).status, 400);
+    bad["logprobs"] = true, bad["top_logprobs"] = 21;
+    EXPECT_EQ(post(port(), "/v1/chat/completions", bad).status, 400);
+}
+
 TEST_F(Serve, ErrorsUseOpenAiErrorObjects) {
     auto expect_error = [](const Reply& r, int status, const std::string& needle) {
         EXPECT_EQ(r.status, status) << r.body;
