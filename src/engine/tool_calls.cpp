@@ -83,7 +83,60 @@ bool read_call(const std::string& text, std::initializer_list<const char*> keys,
     return false;
 }
 
-ParsedCalls parse_hermes(const std::string& c) {
+// The declared type of parameter p of function `name` in `tools` ("" when unknown).
+std::string param_type(const json& tools, const std::string& name, const std::string& p) {
+    if (!tools.is_array()) return "";
+    for (const json& t : tools) {
+        if (!t.is_object() || !t.contains("function") || !t["function"].is_object()) continue;
+        const json& fn = t["function"];
+        if (!fn.contains("name") || fn["name"] != name || !fn.contains("parameters") || !fn["parameters"].is_object()) continue;
+        const json& props = fn["parameters"].value("properties", json::object());
+        if (!props.is_object() || !props.contains(p) || !props[p].is_object()) return "";
+        const json& ty = props[p].value("type", json());
+        if (ty.is_string()) return ty.get<std::string>();
+        if (ty.is_array())
+            for (const json& x : ty)
+                if (x == "string") return "string";
+        return "";
+    }
+    return "";
+}
+
+// <function=NAME>\n(<parameter=P>\nVALUE\n</parameter>\n)*</function>
+bool read_xml_call(const std::string& body, const json& tools, ToolCall* out) {
+    const std::string fo = "<function=", po = "<parameter=", pc = "</parameter>", fc = "</function>";
+    if (!starts_with_at(body, 0, fo)) return false;
+    const size_t ne = body.find('>', fo.size());
+    if (ne == std::string::npos) return false;
+    const std::string name = trim(body.substr(fo.size(), ne - fo.size()));
+    if (name.empty()) return false;
+    json args = json::object();
+    size_t i = skip_space(body, ne + 1);
+    while (starts_with_at(body, i, po)) {
+        const size_t pe = body.find('>', i + po.size());
+        if (pe == std::string::npos) return false;
+        const std::string pname = trim(body.substr(i + po.size(), pe - i - po.size()));
+        const size_t ve = body.find(pc, pe + 1);
+        if (pname.empty() || ve == std::string::npos) return false;
+        std::string v = body.substr(pe + 1, ve - pe - 1);
+        if (!v.empty() && v.front() == '\n') v.erase(0, 1);
+        if (!v.empty() && v.back() == '\n') v.pop_back();
+        json val = v;
+        if (param_type(tools, name, pname) != "string") {
+            json j = json::parse(v, nullptr, false);
+            if (!j.is_discarded()) val = std::move(j);
+        }
+        args[pname] = std::move(val);
+        i = skip_space(body, ve + pc.size());
+    }
+    if (!starts_with_at(body, i, fc) || skip_space(body, i + fc.size()) != body.size()) return false;
+    out->name = name;
+    out->arguments = args.dump();
+    return true;
+}
+
+// Hermes's blocks, each body JSON (Hermes) or, for QwenXml, XML or JSON.
+ParsedCalls parse_blocks(const std::string& c, bool xml, const json& tools) {
     ParsedCalls out;
     size_t p = c.find(kHermesOpen);
     if (p == std::string::npos) return out;
@@ -94,7 +147,9 @@ ParsedCalls parse_hermes(const std::string& c) {
         const size_t q = c.find(kHermesClose, body);
         if (q == std::string::npos) return {};  // unclosed: the reply stays text
         ToolCall tc;
-        if (!read_call(trim(c.substr(body, q - body)), {"arguments"}, &tc)) return {};
+        const std::string b = trim(c.substr(body, q - body));
+        const bool ok = xml && !b.empty() && b[0] == '<' ? read_xml_call(b, tools, &tc) : read_call(b, {"arguments"}, &tc);
+        if (!ok) return {};
         calls.push_back(std::move(tc));
         const size_t next = skip_space(c, q + kHermesClose.size());
         if (starts_with_at(c, next, kHermesOpen)) {
@@ -134,7 +189,7 @@ ParsedCalls parse_llama3(const std::string& c) {
 }  // namespace
 
 ToolFormat detect_tool_format(const std::string& t) {
-    if (t.find("<function=") != std::string::npos) return ToolFormat::None;  // Qwen3-Coder's XML calls
+    if (t.find("<function=") != std::string::npos) return ToolFormat::QwenXml;  // Qwen3-Coder, Qwen3.5
     if (t.find(kHermesOpen) != std::string::npos) return ToolFormat::Hermes;
     if (t.find(kPythonTag) != std::string::npos || t.find("respond with a JSON for a function call") != std::string::npos)
         return ToolFormat::Llama3Json;
@@ -145,6 +200,7 @@ const char* tool_format_name(ToolFormat f) {
     switch (f) {
         case ToolFormat::Hermes: return "hermes (<tool_call> JSON)";
         case ToolFormat::Llama3Json: return "llama 3 JSON";
+        case ToolFormat::QwenXml: return "qwen XML (<function=...>)";
         case ToolFormat::None: break;
     }
     return "none recognised (hermes assumed)";
@@ -195,7 +251,8 @@ ReplySplitter::Regions ReplySplitter::regions(bool final) const {
 size_t ReplySplitter::content_hold(size_t c_begin) const {
     switch (format_) {
         case ToolFormat::None: return text_.size();
-        case ToolFormat::Hermes: {
+        case ToolFormat::Hermes:
+        case ToolFormat::QwenXml: {
             const size_t p = text_.find(kHermesOpen, c_begin);
             if (p != std::string::npos) return p;
             return text_.size() - partial_suffix(text_, c_begin, kHermesOpen);
@@ -245,7 +302,7 @@ ReplySplitter::Final ReplySplitter::finish() {
     size_t skip = c_sent_;
     if (g.after_think && !c_started_) skip = skip_space(content, skip);
     if (format_ != ToolFormat::None) {
-        const ParsedCalls pc = parse_tool_calls(format_, content);
+        const ParsedCalls pc = parse_tool_calls(format_, content, tools_);
         if (!pc.calls.empty()) {
             f.calls = pc.calls;
             std::string rest = skip < pc.before.size() ? pc.before.substr(skip) : std::string();
@@ -258,9 +315,10 @@ ReplySplitter::Final ReplySplitter::finish() {
     return f;
 }
 
-ParsedCalls parse_tool_calls(ToolFormat format, const std::string& content) {
+ParsedCalls parse_tool_calls(ToolFormat format, const std::string& content, const json& tools) {
     switch (format) {
-        case ToolFormat::Hermes: return parse_hermes(content);
+        case ToolFormat::Hermes: return parse_blocks(content, false, tools);
+        case ToolFormat::QwenXml: return parse_blocks(content, true, tools);
         case ToolFormat::Llama3Json: return parse_llama3(content);
         case ToolFormat::None: break;
     }

@@ -8,9 +8,12 @@
 //              call (Qwen2.5, Qwen3, QwQ, Hermes 2 Pro / 3, SmolLM3 and the chatml fallback)
 //   Llama3Json {"name": "f", "parameters": {...}} as the whole reply, several separated by
 //              ';' (Llama 3.1 / 3.2 / 3.3 JSON tool calling; "<|python_tag|>" stripped)
-// Other families' syntaxes (Qwen3-Coder's XML, Mistral [TOOL_CALLS], DeepSeek, Command R,
-// Functionary, GLM, Kimi K2, granite, gpt-oss harmony) are not parsed yet: their
-// templates detect as None, and vega then reads and forces the Hermes syntax.
+//   QwenXml    <tool_call>\n<function=f>\n<parameter=p>\nvalue\n</parameter>\n</function>\n
+//              </tool_call> (Qwen3-Coder, Qwen3.5): a value is text for a string-typed
+//              parameter, else JSON when it parses; a Hermes JSON body is read too
+// Other families' syntaxes (Mistral [TOOL_CALLS], DeepSeek, Command R, Functionary, GLM,
+// Kimi K2, granite, gpt-oss harmony) are not parsed yet: their templates detect as None,
+// and vega then reads and forces the Hermes syntax.
 #pragma once
 #include <nlohmann/json.hpp>
 
@@ -19,7 +22,7 @@
 
 namespace vega {
 
-enum class ToolFormat { None, Hermes, Llama3Json };
+enum class ToolFormat { None, Hermes, Llama3Json, QwenXml };
 
 // The format a chat template's text teaches (None: no syntax vega recognises).
 ToolFormat detect_tool_format(const std::string& template_text);
@@ -44,6 +47,8 @@ public:
     // "<think>" into the generation prompt): the reply is reasoning up to </think>.
     ReplySplitter(ToolFormat format, bool think, bool open_think = false);
 
+    // The request's tools (OpenAI's array): QwenXml reads parameter values by their types.
+    void set_tools(nlohmann::ordered_json tools) { tools_ = std::move(tools); }
     void add(const std::string& piece) { text_ += piece; }
     struct Delta {
         std::string reasoning, content;
@@ -67,6 +72,7 @@ private:
 
     ToolFormat format_;
     bool think_, open_think_;
+    nlohmann::ordered_json tools_;
     std::string text_;
     size_t r_sent_ = 0, c_sent_ = 0;  // bytes of each region already taken (or skipped)
     bool c_started_ = false;          // a content byte has been taken
@@ -78,12 +84,13 @@ struct ParsedCalls {
     std::vector<ToolCall> calls;
     std::string before, after;  // content before the first call, after the last
 };
-ParsedCalls parse_tool_calls(ToolFormat format, const std::string& content);
+ParsedCalls parse_tool_calls(ToolFormat format, const std::string& content,
+                             const nlohmann::ordered_json& tools = nullptr);
 
 // GBNF for a reply that is one call (or, with parallel, one or more) in the format's
 // syntax, of any function of `tools` (OpenAI's tools array) or only of `only` when it is
 // not empty, each call's arguments following that function's parameters schema. None
-// uses the Hermes syntax. Throws grammar::SchemaError for a schema the compiler cannot
+// and QwenXml use the Hermes syntax (QwenXml's parser reads it). Throws grammar::SchemaError for a schema the compiler cannot
 // honour, std::invalid_argument for malformed tools or an unknown `only`.
 std::string tool_call_gbnf(ToolFormat format, const nlohmann::ordered_json& tools, const std::string& only,
                            bool parallel);

@@ -6,6 +6,7 @@
 #include <ctime>
 #include <map>
 #include <mutex>
+#include <random>
 #include <thread>
 
 #include "core/error.h"
@@ -82,7 +83,8 @@ struct Server::Impl {
     std::mutex metrics_m;
     std::map<std::pair<std::string, int>, int64_t> requests;  // (endpoint, status) -> count
     std::atomic<int64_t> cancelled{0};
-    std::atomic<int64_t> next_call{1};
+    std::mutex id_m;
+    std::mt19937_64 id_rng{std::random_device{}()};
     ToolFormat tool_format = ToolFormat::None;  // the syntax the chat template teaches (engine/tool_calls.h)
     bool thinks = false;                       // the template writes <think> blocks
 
@@ -395,12 +397,22 @@ struct Server::Impl {
     ReplySplitter splitter(const CompletionParams& p, bool open_think) const {
         const bool tools = !p.tools.is_null() && p.tool_choice != ToolChoice::None;
         const ToolFormat f = !tools ? ToolFormat::None : tool_format == ToolFormat::None ? ToolFormat::Hermes : tool_format;
-        return ReplySplitter(f, thinks, open_think);
+        ReplySplitter s(f, thinks, open_think);
+        s.set_tools(p.tools);
+        return s;
     }
+    // Call ids: 9 random letters and digits (Mistral's templates refuse any other form
+    // when the call comes back in the history; OpenAI clients take any string).
     ChatReply chat_reply(ReplySplitter::Final f) {
         ChatReply r;
         r.reasoning = std::move(f.reasoning), r.content = std::move(f.content), r.calls = std::move(f.calls);
-        for (size_t i = 0; i < r.calls.size(); ++i) r.call_ids.push_back("call_" + std::to_string(next_call++));
+        static const char kAlnum[] = "abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ0123456789";
+        std::lock_guard<std::mutex> lk(id_m);
+        for (size_t i = 0; i < r.calls.size(); ++i) {
+            std::string id(9, 'a');
+            for (char& c : id) c = kAlnum[id_rng() % 62];
+            r.call_ids.push_back(id);
+        }
         return r;
     }
 

@@ -46,7 +46,8 @@ TEST(ToolCalls, DetectsTheFormatFromTheTemplate) {
                           Want{"meta-llama-Llama-3.1-8B-Instruct.json", ToolFormat::Llama3Json, false},
                           Want{"meta-llama-Llama-3.2-3B-Instruct.json", ToolFormat::Llama3Json, false},
                           Want{"meta-llama-Llama-3.3-70B-Instruct.json", ToolFormat::Llama3Json, false},
-                          Want{"Qwen3-Coder.json", ToolFormat::None, false},
+                          Want{"Qwen3-Coder.json", ToolFormat::QwenXml, false},
+                          Want{"Qwen3.5-4B.json", ToolFormat::QwenXml, true},
                           Want{"google-gemma-2-2b-it.json", ToolFormat::None, false}}) {
         const std::string t = template_file(w.file)["template"];
         EXPECT_EQ(detect_tool_format(t), w.f) << w.file;
@@ -104,6 +105,43 @@ TEST(ToolCalls, HermesRepliesAsQwenWritesThem) {
     EXPECT_EQ(r.content, "4");
 }
 
+// Qwen3-Coder / Qwen3.5: XML calls; values typed by the tool's schema.
+TEST(ToolCalls, QwenXmlReplies) {
+    const json tools = json::parse(R"([{"type": "function", "function": {"name": "write_file", "parameters": {
+        "type": "object", "properties": {"path": {"type": "string"}, "content": {"type": "string"},
+        "mode": {"type": "integer"}, "tags": {"type": "array"}}}}}])");
+    ReplySplitter s(ToolFormat::QwenXml, true);
+    s.set_tools(tools);
+    s.add("<think>\nwrite it\n</think>\n\nI will write the file.\n<tool_call>\n<function=write_file>\n<parameter=path>\n"
+          "42\n</parameter>\n<parameter=content>\nint main() {\n  return a < b;\n}\n</parameter>\n<parameter=mode>\n644\n"
+          "</parameter>\n<parameter=tags>\n[\"a\", \"b\"]\n</parameter>\n</function>\n</tool_call>");
+    const auto r = s.finish();
+    ASSERT_EQ(r.calls.size(), 1u);
+    EXPECT_EQ(r.calls[0].name, "write_file");
+    const json a = json::parse(r.calls[0].arguments);
+    EXPECT_EQ(a["path"], "42");  // a string parameter stays text
+    EXPECT_EQ(a["content"], "int main() {\n  return a < b;\n}");
+    EXPECT_EQ(a["mode"], 644);
+    EXPECT_EQ(a["tags"], json::parse(R"(["a", "b"])"));
+    EXPECT_EQ(r.reasoning, "\nwrite it\n");
+    EXPECT_EQ(r.content, "I will write the file.\n");
+    // Two calls; a JSON body (what a forced call writes) is read too.
+    auto two = split(ToolFormat::QwenXml, false,
+                     "<tool_call>\n<function=now>\n</function>\n</tool_call>\n<tool_call>\n{\"name\": \"add\", "
+                     "\"arguments\": {\"a\": 1}}\n</tool_call>");
+    ASSERT_EQ(two.calls.size(), 2u);
+    EXPECT_EQ(two.calls[0].arguments, "{}");
+    EXPECT_EQ(two.calls[1].name, "add");
+    // Malformed: text.
+    for (const char* bad : {"<tool_call>\n<function=f>\n<parameter=x>\n1\n</function>\n</tool_call>",
+                            "<tool_call>\n<function=f>\n</tool_call>",
+                            "<tool_call>\n<function=>\n</function>\n</tool_call>"}) {
+        const auto b = split(ToolFormat::QwenXml, false, bad);
+        EXPECT_TRUE(b.calls.empty()) << bad;
+        EXPECT_EQ(b.content, bad);
+    }
+}
+
 TEST(ToolCalls, Llama3JsonReplies) {
     auto r = split(ToolFormat::Llama3Json, false, R"({"name": "get_weather", "parameters": {"city": "Paris"}})");
     ASSERT_EQ(r.calls.size(), 1u);
@@ -133,6 +171,7 @@ TEST(ToolCalls, StreamedPiecesAddUpAndHoldCallsBack) {
                              "\"arguments\": {\"n\": 1}}\n</tool_call>"},
         {ToolFormat::Llama3Json, "{\"name\": \"f\", \"parameters\": {\"n\": 2}}"},
         {ToolFormat::Llama3Json, "Plain answer {not a call}."},
+        {ToolFormat::QwenXml, "Checking.\n<tool_call>\n<function=f>\n<parameter=q>\nx\n</parameter>\n</function>\n</tool_call>"},
     };
     std::mt19937 rng(7);
     for (const auto& [fmt, text] : replies) {

@@ -324,7 +324,8 @@ json weather_tools() {
 void expect_valid_call(const json& call, const std::string& what) {
     ASSERT_TRUE(call.is_object()) << what;
     EXPECT_EQ(call["type"], "function") << what;
-    EXPECT_TRUE(call["id"].is_string() && !call["id"].get<std::string>().empty()) << what;
+    ASSERT_TRUE(call["id"].is_string()) << what;
+    EXPECT_TRUE(std::regex_match(call["id"].get<std::string>(), std::regex("[A-Za-z0-9]{9}"))) << call.dump();
     const std::string name = call["function"]["name"];
     ASSERT_TRUE(call["function"]["arguments"].is_string()) << what;
     const json a = json::parse(call["function"]["arguments"].get<std::string>(), nullptr, false);
