@@ -102,6 +102,8 @@ std::string param_type(const json& tools, const std::string& name, const std::st
     return "";
 }
 
+json typed_value(const json& tools, const std::string& fn, const std::string& p, const std::string& v);
+
 // <function=NAME>\n(<parameter=P>\nVALUE\n</parameter>\n)*</function>
 bool read_xml_call(const std::string& body, const json& tools, ToolCall* out) {
     const std::string fo = "<function=", po = "<parameter=", pc = "</parameter>", fc = "</function>";
@@ -121,12 +123,7 @@ bool read_xml_call(const std::string& body, const json& tools, ToolCall* out) {
         std::string v = body.substr(pe + 1, ve - pe - 1);
         if (!v.empty() && v.front() == '\n') v.erase(0, 1);
         if (!v.empty() && v.back() == '\n') v.pop_back();
-        json val = v;
-        if (param_type(tools, name, pname) != "string") {
-            json j = json::parse(v, nullptr, false);
-            if (!j.is_discarded()) val = std::move(j);
-        }
-        args[pname] = std::move(val);
+        args[pname] = typed_value(tools, name, pname, v);
         i = skip_space(body, ve + pc.size());
     }
     if (!starts_with_at(body, i, fc) || skip_space(body, i + fc.size()) != body.size()) return false;
@@ -135,8 +132,43 @@ bool read_xml_call(const std::string& body, const json& tools, ToolCall* out) {
     return true;
 }
 
-// Hermes's blocks, each body JSON (Hermes) or, for QwenXml, XML or JSON.
-ParsedCalls parse_blocks(const std::string& c, bool xml, const json& tools) {
+// A typed parameter value: text for a string parameter, else JSON when it parses.
+json typed_value(const json& tools, const std::string& fn, const std::string& p, const std::string& v) {
+    if (param_type(tools, fn, p) != "string") {
+        json j = json::parse(v, nullptr, false);
+        if (!j.is_discarded()) return j;
+    }
+    return v;
+}
+
+// NAME\n(<arg_key>K</arg_key>\s*<arg_value>V</arg_value>\s*)*
+bool read_glm_call(const std::string& body, const json& tools, ToolCall* out) {
+    const std::string ko = "<arg_key>", kc = "</arg_key>", vo = "<arg_value>", vc = "</arg_value>";
+    const size_t first = body.find(ko);
+    const std::string name = trim(body.substr(0, first));
+    if (name.empty() || name.find_first_of("<>{}\n\"") != std::string::npos) return false;
+    json args = json::object();
+    size_t i = first == std::string::npos ? body.size() : first;
+    while (starts_with_at(body, i, ko)) {
+        const size_t ke = body.find(kc, i + ko.size());
+        if (ke == std::string::npos) return false;
+        const std::string key = trim(body.substr(i + ko.size(), ke - i - ko.size()));
+        const size_t v = skip_space(body, ke + kc.size());
+        if (key.empty() || !starts_with_at(body, v, vo)) return false;
+        const size_t ve = body.find(vc, v + vo.size());
+        if (ve == std::string::npos) return false;
+        args[key] = typed_value(tools, name, key, body.substr(v + vo.size(), ve - v - vo.size()));
+        i = skip_space(body, ve + vc.size());
+    }
+    if (i != body.size()) return false;
+    out->name = name;
+    out->arguments = args.dump();
+    return true;
+}
+
+// Hermes's blocks, each body JSON (Hermes) or the family's form (QwenXml, Glm), whose
+// parsers also read a JSON body (what a forced call writes).
+ParsedCalls parse_blocks(const std::string& c, ToolFormat f, const json& tools) {
     ParsedCalls out;
     size_t p = c.find(kHermesOpen);
     if (p == std::string::npos) return out;
@@ -148,7 +180,11 @@ ParsedCalls parse_blocks(const std::string& c, bool xml, const json& tools) {
         if (q == std::string::npos) return {};  // unclosed: the reply stays text
         ToolCall tc;
         const std::string b = trim(c.substr(body, q - body));
-        const bool ok = xml && !b.empty() && b[0] == '<' ? read_xml_call(b, tools, &tc) : read_call(b, {"arguments"}, &tc);
+        const bool json_body = !b.empty() && b[0] == '{';
+        const bool ok = json_body                   ? read_call(b, {"arguments"}, &tc)
+                        : f == ToolFormat::QwenXml ? read_xml_call(b, tools, &tc)
+                        : f == ToolFormat::Glm     ? read_glm_call(b, tools, &tc)
+                                                   : false;
         if (!ok) return {};
         calls.push_back(std::move(tc));
         const size_t next = skip_space(c, q + kHermesClose.size());
@@ -189,7 +225,10 @@ ParsedCalls parse_llama3(const std::string& c) {
 }  // namespace
 
 ToolFormat detect_tool_format(const std::string& t) {
-    if (t.find("<function=") != std::string::npos) return ToolFormat::QwenXml;  // Qwen3-Coder, Qwen3.5
+    if (t.find("<function=") != std::string::npos && t.find("<parameter=") != std::string::npos)
+        return ToolFormat::QwenXml;  // Qwen3-Coder, Qwen3.5
+    if (t.find("<arg_key>") != std::string::npos) return ToolFormat::Glm;    // GLM 4.5+, Laguna
+    if (t.find("<tool_calls>") != std::string::npos) return ToolFormat::None;  // Apriel's JSON list: not parsed yet
     if (t.find(kHermesOpen) != std::string::npos) return ToolFormat::Hermes;
     if (t.find(kPythonTag) != std::string::npos || t.find("respond with a JSON for a function call") != std::string::npos)
         return ToolFormat::Llama3Json;
@@ -201,6 +240,7 @@ const char* tool_format_name(ToolFormat f) {
         case ToolFormat::Hermes: return "hermes (<tool_call> JSON)";
         case ToolFormat::Llama3Json: return "llama 3 JSON";
         case ToolFormat::QwenXml: return "qwen XML (<function=...>)";
+        case ToolFormat::Glm: return "GLM (<arg_key>/<arg_value>)";
         case ToolFormat::None: break;
     }
     return "none recognised (hermes assumed)";
@@ -252,7 +292,8 @@ size_t ReplySplitter::content_hold(size_t c_begin) const {
     switch (format_) {
         case ToolFormat::None: return text_.size();
         case ToolFormat::Hermes:
-        case ToolFormat::QwenXml: {
+        case ToolFormat::QwenXml:
+        case ToolFormat::Glm: {
             const size_t p = text_.find(kHermesOpen, c_begin);
             if (p != std::string::npos) return p;
             return text_.size() - partial_suffix(text_, c_begin, kHermesOpen);
@@ -317,8 +358,9 @@ ReplySplitter::Final ReplySplitter::finish() {
 
 ParsedCalls parse_tool_calls(ToolFormat format, const std::string& content, const json& tools) {
     switch (format) {
-        case ToolFormat::Hermes: return parse_blocks(content, false, tools);
-        case ToolFormat::QwenXml: return parse_blocks(content, true, tools);
+        case ToolFormat::Hermes:
+        case ToolFormat::QwenXml:
+        case ToolFormat::Glm: return parse_blocks(content, format, tools);
         case ToolFormat::Llama3Json: return parse_llama3(content);
         case ToolFormat::None: break;
     }

@@ -11,8 +11,10 @@
 //   QwenXml    <tool_call>\n<function=f>\n<parameter=p>\nvalue\n</parameter>\n</function>\n
 //              </tool_call> (Qwen3-Coder, Qwen3.5): a value is text for a string-typed
 //              parameter, else JSON when it parses; a Hermes JSON body is read too
-// Other families' syntaxes (Mistral [TOOL_CALLS], DeepSeek, Command R, Functionary, GLM,
-// Kimi K2, granite, gpt-oss harmony) are not parsed yet: their templates detect as None,
+//   Glm        <tool_call>f\n<arg_key>p</arg_key>\n<arg_value>value</arg_value>\n</tool_call>
+//              (GLM-4.5 / 4.6 / 4.7, poolside Laguna): values as QwenXml's
+// Other families' syntaxes (Mistral [TOOL_CALLS], DeepSeek, Command R, Functionary,
+// Kimi K2, Apriel, gpt-oss harmony) are not parsed yet: their templates detect as None,
 // and vega then reads and forces the Hermes syntax.
 #pragma once
 #include <nlohmann/json.hpp>
@@ -22,7 +24,7 @@
 
 namespace vega {
 
-enum class ToolFormat { None, Hermes, Llama3Json, QwenXml };
+enum class ToolFormat { None, Hermes, Llama3Json, QwenXml, Glm };
 
 // The format a chat template's text teaches (None: no syntax vega recognises).
 ToolFormat detect_tool_format(const std::string& template_text);
@@ -89,8 +91,8 @@ ParsedCalls parse_tool_calls(ToolFormat format, const std::string& content,
 
 // GBNF for a reply that is one call (or, with parallel, one or more) in the format's
 // syntax, of any function of `tools` (OpenAI's tools array) or only of `only` when it is
-// not empty, each call's arguments following that function's parameters schema. None
-// and QwenXml use the Hermes syntax (QwenXml's parser reads it). Throws grammar::SchemaError for a schema the compiler cannot
+// not empty, each call's arguments following that function's parameters schema. None,
+// QwenXml and Glm use the Hermes syntax (their parsers read it too). Throws grammar::SchemaError for a schema the compiler cannot
 // honour, std::invalid_argument for malformed tools or an unknown `only`.
 std::string tool_call_gbnf(ToolFormat format, const nlohmann::ordered_json& tools, const std::string& only,
                            bool parallel);

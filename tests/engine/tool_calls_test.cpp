@@ -48,6 +48,10 @@ TEST(ToolCalls, DetectsTheFormatFromTheTemplate) {
                           Want{"meta-llama-Llama-3.3-70B-Instruct.json", ToolFormat::Llama3Json, false},
                           Want{"Qwen3-Coder.json", ToolFormat::QwenXml, false},
                           Want{"Qwen3.5-4B.json", ToolFormat::QwenXml, true},
+                          Want{"GLM-4.6.json", ToolFormat::Glm, true},
+                          Want{"poolside-Laguna-XS-2.1.json", ToolFormat::Glm, true},
+                          Want{"ibm-granite-granite-4.0.json", ToolFormat::Hermes, false},
+                          Want{"unsloth-Apriel-1.5.json", ToolFormat::None, false},
                           Want{"google-gemma-2-2b-it.json", ToolFormat::None, false}}) {
         const std::string t = template_file(w.file)["template"];
         EXPECT_EQ(detect_tool_format(t), w.f) << w.file;
@@ -137,6 +141,31 @@ TEST(ToolCalls, QwenXmlReplies) {
                             "<tool_call>\n<function=f>\n</tool_call>",
                             "<tool_call>\n<function=>\n</function>\n</tool_call>"}) {
         const auto b = split(ToolFormat::QwenXml, false, bad);
+        EXPECT_TRUE(b.calls.empty()) << bad;
+        EXPECT_EQ(b.content, bad);
+    }
+}
+
+// GLM 4.5+ / Laguna: <arg_key>/<arg_value> pairs, values typed as QwenXml's.
+TEST(ToolCalls, GlmReplies) {
+    const json tools = json::parse(R"([{"type": "function", "function": {"name": "get_weather", "parameters": {
+        "type": "object", "properties": {"city": {"type": "string"}, "days": {"type": "integer"}}}}}])");
+    ReplySplitter s(ToolFormat::Glm, true);
+    s.set_tools(tools);
+    s.add("<think>cities</think>\n<tool_call>get_weather\n<arg_key>city</arg_key>\n<arg_value>Paris</arg_value>\n"
+          "<arg_key>days</arg_key>\n<arg_value>3</arg_value>\n</tool_call>\n<tool_call>get_weather\n<arg_key>city</arg_key>\n"
+          "<arg_value>1984</arg_value>\n</tool_call>");
+    const auto r = s.finish();
+    ASSERT_EQ(r.calls.size(), 2u);
+    EXPECT_EQ(json::parse(r.calls[0].arguments), json::parse(R"({"city": "Paris", "days": 3})"));
+    EXPECT_EQ(json::parse(r.calls[1].arguments), json::parse(R"({"city": "1984"})"));  // a string parameter
+    EXPECT_EQ(r.reasoning, "cities");
+    const auto none = split(ToolFormat::Glm, false, "<tool_call>now\n</tool_call>");
+    ASSERT_EQ(none.calls.size(), 1u);
+    EXPECT_EQ(none.calls[0].arguments, "{}");
+    for (const char* bad : {"<tool_call>get_weather\n<arg_key>city</arg_key>\n</tool_call>",
+                            "<tool_call>\n<arg_key>city</arg_key><arg_value>x</arg_value>\n</tool_call>"}) {
+        const auto b = split(ToolFormat::Glm, false, bad);
         EXPECT_TRUE(b.calls.empty()) << bad;
         EXPECT_EQ(b.content, bad);
     }
