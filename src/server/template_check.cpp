@@ -29,13 +29,14 @@ TemplateCheck check_chat_template(const ChatPrompt& chat) {
         {"a system message", json::array({system, user}), nullptr},
         {"a multi-turn chat", json::array({system, user, assistant, user}), nullptr},
     };
-    // OpenAI's tool round trip as clients send it: null content, arguments as a JSON string.
+    // OpenAI's tool round trip as clients send it: null content, arguments as a JSON string
+    // (an id of 9 letters and digits, as vega writes them: Mistral templates refuse others).
     const json call = {{"role", "assistant"},
                        {"content", nullptr},
-                       {"tool_calls", json::array({{{"id", "call_1"},
+                       {"tool_calls", json::array({{{"id", "call0AbC1"},
                                                     {"type", "function"},
                                                     {"function", {{"name", "get_weather"}, {"arguments", "{\"city\": \"Paris\"}"}}}}})}};
-    const json result = {{"role", "tool"}, {"tool_call_id", "call_1"}, {"content", "{\"temp\": 18}"}};
+    const json result = {{"role", "tool"}, {"tool_call_id", "call0AbC1"}, {"content", "{\"temp\": 18}"}};
     if (chat.uses_tools()) {
         probes.push_back({"tools", json::array({user}), tools});
         probes.push_back({"a tool round trip", json::array({user, call, result}), tools});
