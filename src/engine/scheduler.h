@@ -34,6 +34,9 @@ struct GenRequest {
     // (0..kMaxTopLogprobs) best alternatives (Scheduler::current_logprobs). Such a
     // request's rows leave the device as whole logits.
     int logprobs = -1;
+    // The text shows special tokens (tool-call markers that are control tokens: Mistral,
+    // DeepSeek, Kimi K2); end-of-generation tokens still end the text.
+    bool render_special = false;
 };
 
 enum class FinishReason { Stop, Length, Cancelled };

@@ -15,6 +15,21 @@ namespace {
 const std::string kThinkOpen = "<think>", kThinkClose = "</think>";
 const std::string kHermesOpen = "<tool_call>", kHermesClose = "</tool_call>";
 const std::string kPythonTag = "<|python_tag|>";
+const std::string kMistralCalls = "[TOOL_CALLS]", kMistralArgs = "[ARGS]";
+const std::string kDsCallsBegin = "<\uff5ctool\u2581calls\u2581begin\uff5c>", kDsCallBegin = "<\uff5ctool\u2581call\u2581begin\uff5c>",
+                  kDsCallEnd = "<\uff5ctool\u2581call\u2581end\uff5c>", kDsSep = "<\uff5ctool\u2581sep\uff5c>";
+const std::string kKimiSection = "<|tool_calls_section_begin|>", kKimiCallBegin = "<|tool_call_begin|>",
+                  kKimiArgs = "<|tool_call_argument_begin|>", kKimiCallEnd = "<|tool_call_end|>";
+
+// Where a reply's calls begin, per format (streaming holds content back from there).
+const std::string& call_marker(ToolFormat f) {
+    switch (f) {
+        case ToolFormat::Mistral: return kMistralCalls;
+        case ToolFormat::DeepSeek: return kDsCallsBegin;
+        case ToolFormat::KimiK2: return kKimiSection;
+        default: return kHermesOpen;
+    }
+}
 
 bool is_space(char c) { return std::isspace(static_cast<unsigned char>(c)) != 0; }
 
@@ -199,6 +214,113 @@ ParsedCalls parse_blocks(const std::string& c, ToolFormat f, const json& tools) 
     return out;
 }
 
+// A JSON object at c[i] (after spaces) as arguments; `end` past it.
+bool read_args(const std::string& c, size_t i, std::string* args, size_t* end) {
+    i = skip_space(c, i);
+    if (i >= c.size() || c[i] != '{') return false;
+    const size_t e = object_end(c, i);
+    if (e == std::string::npos) return false;
+    const json a = json::parse(c.substr(i, e - i), nullptr, false);
+    if (a.is_discarded() || !a.is_object()) return false;
+    *args = a.dump();
+    *end = e;
+    return true;
+}
+
+// Mistral: [TOOL_CALLS]name[ARGS]{...} (v7+: Devstral, Mistral Small 3.2, Ministral 3), one
+// marker a call, or [TOOL_CALLS][{"name", "arguments"}, ...] (Nemo).
+ParsedCalls parse_mistral(const std::string& c) {
+    ParsedCalls out;
+    size_t p = c.find(kMistralCalls);
+    if (p == std::string::npos) return out;
+    out.before = c.substr(0, p);
+    size_t i = p;
+    while (starts_with_at(c, i, kMistralCalls)) {
+        i = skip_space(c, i + kMistralCalls.size());
+        if (i < c.size() && c[i] == '[') {  // a JSON list of calls
+            size_t e = object_end(c, i);
+            if (e == std::string::npos) return {};
+            const json list = json::parse(c.substr(i, e - i), nullptr, false);
+            if (list.is_discarded() || !list.is_array() || list.empty()) return {};
+            for (const json& x : list) {
+                ToolCall tc;
+                if (!read_call(x.dump(), {"arguments"}, &tc)) return {};
+                out.calls.push_back(std::move(tc));
+            }
+            i = skip_space(c, e);
+            continue;
+        }
+        const size_t a = c.find(kMistralArgs, i);
+        if (a == std::string::npos) return {};
+        ToolCall tc;
+        tc.name = trim(c.substr(i, a - i));
+        size_t e = 0;
+        if (tc.name.empty() || tc.name.find_first_of("[]{}\n") != std::string::npos ||
+            !read_args(c, a + kMistralArgs.size(), &tc.arguments, &e))
+            return {};
+        out.calls.push_back(std::move(tc));
+        i = skip_space(c, e);
+    }
+    out.after = trim(c.substr(std::min(i, c.size())));
+    return out;
+}
+
+// Calls between begin and end markers: <begin>BODY<end> repeated (other text between them
+// is ignored), each BODY read by `body`.
+template <typename F>
+ParsedCalls parse_marked(const std::string& c, const std::string& section, const std::string& begin,
+                         const std::string& end, F body) {
+    ParsedCalls out;
+    const size_t s0 = c.find(section);
+    if (s0 == std::string::npos) return out;
+    out.before = c.substr(0, s0);
+    size_t i = s0 + section.size();
+    for (;;) {
+        const size_t b = c.find(begin, i);
+        if (b == std::string::npos) break;
+        const size_t e = c.find(end, b + begin.size());
+        if (e == std::string::npos) return {};
+        ToolCall tc;
+        if (!body(c.substr(b + begin.size(), e - b - begin.size()), &tc)) return {};
+        out.calls.push_back(std::move(tc));
+        i = e + end.size();
+    }
+    return out.calls.empty() ? ParsedCalls{} : out;
+}
+
+// DeepSeek V3.1: NAME<sep>{...}; V3 / R1: function<sep>NAME\n```json\n{...}\n```.
+bool read_deepseek_call(const std::string& b, ToolCall* tc) {
+    const size_t sep = b.find(kDsSep);
+    if (sep == std::string::npos) return false;
+    const std::string head = trim(b.substr(0, sep));
+    std::string rest = b.substr(sep + kDsSep.size());
+    size_t e = 0;
+    if (head == "function") {
+        const size_t nl = rest.find('\n');
+        if (nl == std::string::npos) return false;
+        tc->name = trim(rest.substr(0, nl));
+        const size_t brace = rest.find('{', nl);
+        if (brace == std::string::npos || !read_args(rest, brace, &tc->arguments, &e)) return false;
+    } else {
+        tc->name = head;
+        if (!read_args(rest, 0, &tc->arguments, &e)) return false;
+    }
+    return !tc->name.empty();
+}
+
+// Kimi K2: functions.NAME:IDX<argument begin>{...}
+bool read_kimi_call(const std::string& b, ToolCall* tc) {
+    const size_t a = b.find(kKimiArgs);
+    if (a == std::string::npos) return false;
+    std::string id = trim(b.substr(0, a));
+    if (id.rfind("functions.", 0) == 0) id = id.substr(10);
+    const size_t colon = id.rfind(':');
+    if (colon != std::string::npos) id = id.substr(0, colon);
+    size_t e = 0;
+    tc->name = id;
+    return !id.empty() && read_args(b, a + kKimiArgs.size(), &tc->arguments, &e);
+}
+
 ParsedCalls parse_llama3(const std::string& c) {
     size_t i = skip_space(c, 0);
     if (starts_with_at(c, i, kPythonTag)) i = skip_space(c, i + kPythonTag.size());
@@ -228,6 +350,9 @@ ToolFormat detect_tool_format(const std::string& t) {
     if (t.find("<function=") != std::string::npos && t.find("<parameter=") != std::string::npos)
         return ToolFormat::QwenXml;  // Qwen3-Coder, Qwen3.5
     if (t.find("<arg_key>") != std::string::npos) return ToolFormat::Glm;    // GLM 4.5+, Laguna
+    if (t.find(kMistralCalls) != std::string::npos) return ToolFormat::Mistral;
+    if (t.find(kDsCallBegin) != std::string::npos) return ToolFormat::DeepSeek;  // V3, R1, V3.1
+    if (t.find(kKimiSection) != std::string::npos) return ToolFormat::KimiK2;
     if (t.find("<tool_calls>") != std::string::npos) return ToolFormat::None;  // Apriel's JSON list: not parsed yet
     if (t.find(kHermesOpen) != std::string::npos) return ToolFormat::Hermes;
     if (t.find(kPythonTag) != std::string::npos || t.find("respond with a JSON for a function call") != std::string::npos)
@@ -241,9 +366,16 @@ const char* tool_format_name(ToolFormat f) {
         case ToolFormat::Llama3Json: return "llama 3 JSON";
         case ToolFormat::QwenXml: return "qwen XML (<function=...>)";
         case ToolFormat::Glm: return "GLM (<arg_key>/<arg_value>)";
+        case ToolFormat::Mistral: return "mistral ([TOOL_CALLS])";
+        case ToolFormat::DeepSeek: return "deepseek (tool call markers)";
+        case ToolFormat::KimiK2: return "kimi k2 (tool call sections)";
         case ToolFormat::None: break;
     }
     return "none recognised (hermes assumed)";
+}
+
+bool tool_markers_special(ToolFormat f) {
+    return f == ToolFormat::Mistral || f == ToolFormat::DeepSeek || f == ToolFormat::KimiK2;
 }
 
 bool template_thinks(const std::string& t) { return t.find(kThinkOpen) != std::string::npos; }
@@ -293,10 +425,17 @@ size_t ReplySplitter::content_hold(size_t c_begin) const {
         case ToolFormat::None: return text_.size();
         case ToolFormat::Hermes:
         case ToolFormat::QwenXml:
-        case ToolFormat::Glm: {
-            const size_t p = text_.find(kHermesOpen, c_begin);
-            if (p != std::string::npos) return p;
-            return text_.size() - partial_suffix(text_, c_begin, kHermesOpen);
+        case ToolFormat::Glm:
+        case ToolFormat::Mistral:
+        case ToolFormat::DeepSeek:
+        case ToolFormat::KimiK2: {
+            // The family's marker, and Hermes's (a forced call is written that way).
+            size_t hold = text_.size();
+            for (const std::string* m : {&call_marker(format_), &kHermesOpen}) {
+                const size_t p = text_.find(*m, c_begin);
+                hold = std::min(hold, p != std::string::npos ? p : text_.size() - partial_suffix(text_, c_begin, *m));
+            }
+            return hold;
         }
         case ToolFormat::Llama3Json: {
             // A reply that starts (after spaces) with '{' or the python tag may be a call:
@@ -361,6 +500,16 @@ ParsedCalls parse_tool_calls(ToolFormat format, const std::string& content, cons
         case ToolFormat::Hermes:
         case ToolFormat::QwenXml:
         case ToolFormat::Glm: return parse_blocks(content, format, tools);
+        case ToolFormat::Mistral:
+        case ToolFormat::DeepSeek:
+        case ToolFormat::KimiK2: {
+            ParsedCalls own = format == ToolFormat::Mistral ? parse_mistral(content)
+                              : format == ToolFormat::DeepSeek
+                                  ? parse_marked(content, kDsCallsBegin, kDsCallBegin, kDsCallEnd, read_deepseek_call)
+                                  : parse_marked(content, kKimiSection, kKimiCallBegin, kKimiCallEnd, read_kimi_call);
+            if (!own.calls.empty()) return own;
+            return parse_blocks(content, ToolFormat::Hermes, tools);  // a forced call (Hermes form)
+        }
         case ToolFormat::Llama3Json: return parse_llama3(content);
         case ToolFormat::None: break;
     }

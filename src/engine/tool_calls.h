@@ -13,9 +13,17 @@
 //              parameter, else JSON when it parses; a Hermes JSON body is read too
 //   Glm        <tool_call>f\n<arg_key>p</arg_key>\n<arg_value>value</arg_value>\n</tool_call>
 //              (GLM-4.5 / 4.6 / 4.7, poolside Laguna): values as QwenXml's
-// Other families' syntaxes (Mistral [TOOL_CALLS], DeepSeek, Command R, Functionary,
-// Kimi K2, Apriel, gpt-oss harmony) are not parsed yet: their templates detect as None,
-// and vega then reads and forces the Hermes syntax.
+//   Mistral    [TOOL_CALLS]f[ARGS]{...} a call (Devstral, Mistral Small 3.2, Ministral 3), or
+//              [TOOL_CALLS][{"name", "arguments"}, ...] (Nemo)
+//   DeepSeek   <｜tool▁calls▁begin｜><｜tool▁call▁begin｜>f<｜tool▁sep｜>{...}<｜tool▁call▁end｜>...
+//              (V3.1), or function<｜tool▁sep｜>f\n```json\n{...}\n``` (V3, R1 distills)
+//   KimiK2     <|tool_calls_section_begin|><|tool_call_begin|>functions.f:0
+//              <|tool_call_argument_begin|>{...}<|tool_call_end|>...
+// These markers are special tokens: while tools are in play the server renders special
+// tokens as text (GenRequest::render_special). Other families (DeepSeek V3.2's DSML,
+// Command R, Functionary, Apriel, SmolLM3, MiniMax, gemma 4, gpt-oss harmony) are not
+// parsed yet: their templates detect as None, and vega then reads and forces the Hermes
+// syntax. Every non-Hermes parser also reads Hermes blocks: a forced call is written so.
 #pragma once
 #include <nlohmann/json.hpp>
 
@@ -24,11 +32,13 @@
 
 namespace vega {
 
-enum class ToolFormat { None, Hermes, Llama3Json, QwenXml, Glm };
+enum class ToolFormat { None, Hermes, Llama3Json, QwenXml, Glm, Mistral, DeepSeek, KimiK2 };
 
 // The format a chat template's text teaches (None: no syntax vega recognises).
 ToolFormat detect_tool_format(const std::string& template_text);
 const char* tool_format_name(ToolFormat f);
+// Whether the format's markers are special tokens (the reply's text must show them).
+bool tool_markers_special(ToolFormat f);
 // Whether the template writes reasoning between <think> and </think> (qwen3, QwQ,
 // DeepSeek R1 and others): the reply's leading think block is then reasoning.
 bool template_thinks(const std::string& template_text);
@@ -91,8 +101,8 @@ ParsedCalls parse_tool_calls(ToolFormat format, const std::string& content,
 
 // GBNF for a reply that is one call (or, with parallel, one or more) in the format's
 // syntax, of any function of `tools` (OpenAI's tools array) or only of `only` when it is
-// not empty, each call's arguments following that function's parameters schema. None,
-// QwenXml and Glm use the Hermes syntax (their parsers read it too). Throws grammar::SchemaError for a schema the compiler cannot
+// not empty, each call's arguments following that function's parameters schema. Every
+// format but Llama3Json uses the Hermes syntax (their parsers read it too). Throws grammar::SchemaError for a schema the compiler cannot
 // honour, std::invalid_argument for malformed tools or an unknown `only`.
 std::string tool_call_gbnf(ToolFormat format, const nlohmann::ordered_json& tools, const std::string& only,
                            bool parallel);

@@ -131,7 +131,7 @@ void EngineLoop::loop() {
             }
             return true;
         }
-        StopMatcher::Out o = run.stop.push(run.utf8.push(tok_.token_to_piece(t)));
+        StopMatcher::Out o = run.stop.push(run.utf8.push(tok_.token_to_piece(t, run.render_special)));
         TokenLp lp;
         const TokenLogprobs* tl = sched_.current_logprobs();
         if (tl) {
@@ -165,7 +165,7 @@ void EngineLoop::loop() {
         }
         for (Job& j : jobs) {
             int id = -1;
-            const bool ignore_eos = j.req.ignore_eos;
+            const bool ignore_eos = j.req.ignore_eos, render_special = j.req.render_special;
             try {
                 id = sched_.submit(std::move(j.req));
             } catch (const Error& e) {
@@ -176,7 +176,8 @@ void EngineLoop::loop() {
                 continue;
             }
             ids[j.state.get()] = id;
-            running_.emplace(id, Running{j.state, StopMatcher(std::move(j.stops)), Utf8Stream{}, false, false, ignore_eos});
+            running_.emplace(id, Running{j.state, StopMatcher(std::move(j.stops)), Utf8Stream{}, false, false, ignore_eos,
+                                         render_special});
         }
         for (const auto& c : cancels) {
             auto it = ids.find(c.get());

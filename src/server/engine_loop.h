@@ -82,6 +82,7 @@ private:
         bool stopped = false;
         bool counted_cache = false;
         bool ignore_eos = false;
+        bool render_special = false;
     };
     void loop();
     void finish(int id, FinishReason r);

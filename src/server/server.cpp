@@ -229,6 +229,7 @@ struct Server::Impl {
         g.ignore_eos = p.ignore_eos;
         g.grammar = p.grammar;
         g.logprobs = p.logprobs;
+        g.render_special = ep == Endpoint::Chat && !p.tools.is_null() && tool_markers_special(tool_format);
         auto job = engine.submit(std::move(g), p.stop);
         if (!job) {
             r.add_header("Retry-After", "1");

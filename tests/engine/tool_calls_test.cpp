@@ -52,6 +52,13 @@ TEST(ToolCalls, DetectsTheFormatFromTheTemplate) {
                           Want{"poolside-Laguna-XS-2.1.json", ToolFormat::Glm, true},
                           Want{"ibm-granite-granite-4.0.json", ToolFormat::Hermes, false},
                           Want{"unsloth-Apriel-1.5.json", ToolFormat::None, false},
+                          Want{"unsloth-mistral-Devstral-Small-2507.json", ToolFormat::Mistral, false},
+                          Want{"Mistral-Small-3.2-24B-Instruct-2506.json", ToolFormat::Mistral, false},
+                          Want{"mistralai-Mistral-Nemo-Instruct-2407.json", ToolFormat::Mistral, false},
+                          Want{"deepseek-ai-DeepSeek-V3.1.json", ToolFormat::DeepSeek, true},
+                          Want{"deepseek-ai-DeepSeek-R1-Distill-Qwen-32B.json", ToolFormat::DeepSeek, true},
+                          Want{"deepseek-ai-DeepSeek-V3.2.json", ToolFormat::None, true},
+                          Want{"moonshotai-Kimi-K2.json", ToolFormat::KimiK2, false},
                           Want{"google-gemma-2-2b-it.json", ToolFormat::None, false}}) {
         const std::string t = template_file(w.file)["template"];
         EXPECT_EQ(detect_tool_format(t), w.f) << w.file;
@@ -171,6 +178,48 @@ TEST(ToolCalls, GlmReplies) {
     }
 }
 
+// Mistral, DeepSeek and Kimi K2: markers (special tokens, rendered as text for tool
+// requests) around a name and JSON arguments; a Hermes block (a forced call) read too.
+TEST(ToolCalls, MistralDeepSeekKimiReplies) {
+    auto r = split(ToolFormat::Mistral, false,
+                   "Sure. [TOOL_CALLS]get_weather[ARGS]{\"city\": \"Paris\"}[TOOL_CALLS]add[ARGS]{\"a\": 1, \"b\": 2}");
+    ASSERT_EQ(r.calls.size(), 2u);
+    EXPECT_EQ(r.calls[0].name, "get_weather");
+    EXPECT_EQ(json::parse(r.calls[1].arguments), json::parse(R"({"a": 1, "b": 2})"));
+    EXPECT_EQ(r.content, "Sure. ");
+    r = split(ToolFormat::Mistral, false, "[TOOL_CALLS][{\"name\": \"f\", \"arguments\": {\"x\": [1]}, \"id\": \"abcdefghi\"}]");
+    ASSERT_EQ(r.calls.size(), 1u);
+    EXPECT_EQ(json::parse(r.calls[0].arguments), json::parse(R"({"x": [1]})"));
+    r = split(ToolFormat::Mistral, false, "<tool_call>\n{\"name\": \"f\", \"arguments\": {}}\n</tool_call>");
+    ASSERT_EQ(r.calls.size(), 1u);  // the forced form
+    for (const char* bad : {"[TOOL_CALLS]get_weather{\"city\": 1}", "[TOOL_CALLS]f[ARGS]{\"x\": ", "[TOOL_CALLS][ARGS]{}"}) {
+        const auto b = split(ToolFormat::Mistral, false, bad);
+        EXPECT_TRUE(b.calls.empty()) << bad;
+        EXPECT_EQ(b.content, bad);
+    }
+    const std::string B = "<\uff5ctool\u2581calls\u2581begin\uff5c>", C = "<\uff5ctool\u2581call\u2581begin\uff5c>",
+                      S = "<\uff5ctool\u2581sep\uff5c>", E = "<\uff5ctool\u2581call\u2581end\uff5c>",
+                      Z = "<\uff5ctool\u2581calls\u2581end\uff5c>";
+    r = split(ToolFormat::DeepSeek, true, "<think>hm</think>Checking." + B + C + "get_weather" + S + "{\"city\": \"Paris\"}" + E + C +
+                                              "function" + S + "add\n```json\n{\"a\": 1}\n```" + E + Z);
+    ASSERT_EQ(r.calls.size(), 2u);
+    EXPECT_EQ(r.calls[0].name, "get_weather");
+    EXPECT_EQ(r.calls[1].name, "add");
+    EXPECT_EQ(json::parse(r.calls[1].arguments), json::parse(R"({"a": 1})"));
+    EXPECT_EQ(r.content, "Checking.");
+    EXPECT_EQ(r.reasoning, "hm");
+    r = split(ToolFormat::DeepSeek, false, B + C + "get_weather" + S + "{\"city\": " + E + Z);
+    EXPECT_TRUE(r.calls.empty());
+    r = split(ToolFormat::KimiK2, false,
+              "<|tool_calls_section_begin|><|tool_call_begin|>functions.get_weather:0<|tool_call_argument_begin|>"
+              "{\"city\": \"Paris\"}<|tool_call_end|><|tool_call_begin|>functions.add:1<|tool_call_argument_begin|>"
+              "{}<|tool_call_end|><|tool_calls_section_end|>");
+    ASSERT_EQ(r.calls.size(), 2u);
+    EXPECT_EQ(r.calls[0].name, "get_weather");
+    EXPECT_EQ(r.calls[1].name, "add");
+    EXPECT_TRUE(tool_markers_special(ToolFormat::Mistral) && !tool_markers_special(ToolFormat::Hermes));
+}
+
 TEST(ToolCalls, Llama3JsonReplies) {
     auto r = split(ToolFormat::Llama3Json, false, R"({"name": "get_weather", "parameters": {"city": "Paris"}})");
     ASSERT_EQ(r.calls.size(), 1u);
@@ -201,6 +250,10 @@ TEST(ToolCalls, StreamedPiecesAddUpAndHoldCallsBack) {
         {ToolFormat::Llama3Json, "{\"name\": \"f\", \"parameters\": {\"n\": 2}}"},
         {ToolFormat::Llama3Json, "Plain answer {not a call}."},
         {ToolFormat::QwenXml, "Checking.\n<tool_call>\n<function=f>\n<parameter=q>\nx\n</parameter>\n</function>\n</tool_call>"},
+        {ToolFormat::Mistral, "Sure [maybe]. [TOOL_CALLS]f[ARGS]{\"q\": \"[TOOL\"}"},
+        {ToolFormat::KimiK2, "ok <|tool_calls_section_begin|><|tool_call_begin|>functions.f:0<|tool_call_argument_begin|>{}"
+                             "<|tool_call_end|><|tool_calls_section_end|>"},
+        {ToolFormat::Mistral, "<tool_call>\n{\"name\": \"f\", \"arguments\": {}}\n</tool_call>"},
     };
     std::mt19937 rng(7);
     for (const auto& [fmt, text] : replies) {
