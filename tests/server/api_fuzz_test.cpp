@@ -116,7 +116,9 @@ TEST(ApiFuzz, ToolsAndToolChoiceGiveParamsOr400) {
                 ++forced;
                 EXPECT_TRUE(p.grammar != nullptr) << body.dump();
             }
-            if (p.tool_choice == ToolChoice::None) EXPECT_TRUE(p.tools.is_null());
+            if (p.tool_choice == ToolChoice::None) {
+                EXPECT_TRUE(p.tools.is_null());
+            }
         } catch (const ApiError& e) {
             ++rejected;
             EXPECT_EQ(e.status, 400) << body.dump();
