@@ -460,6 +460,10 @@ Server::Server(const Model& model, Session& session, const ServerOptions& opts) 
                      tc.failures.c_str(), opts.chat_template.empty() ? " (--chat-template-file gives another)" : "");
     else if (opts.log_requests)
         std::fprintf(stderr, "vega serve: the chat template renders all %d probe conversations\n", tc.probes);
+    // What chat replies are split into (engine/tool_calls.h), so an operator knows.
+    if (opts.log_requests)
+        std::fprintf(stderr, "vega serve: tool calls read as %s%s\n", tool_format_name(impl_->tool_format),
+                     impl_->thinks ? "; <think> blocks become reasoning_content" : "");
 }
 
 Server::~Server() = default;
