@@ -518,8 +518,25 @@ ParsedCalls parse_tool_calls(ToolFormat format, const std::string& content, cons
 
 // ---- the grammar of a required call ----
 
+void check_tools(const json& tools) {
+    if (!tools.is_array()) throw std::invalid_argument("'tools' must be an array");
+    for (size_t i = 0; i < tools.size(); ++i) {
+        const json& x = tools[i];
+        const std::string at = "tools[" + std::to_string(i) + "]";
+        const bool typed = x.is_object() && (!x.contains("type") || x["type"] == "function");
+        if (!typed || !x.contains("function") || !x["function"].is_object())
+            throw std::invalid_argument("'" + at + "' must be {\"type\": \"function\", \"function\": {...}}");
+        const json& fn = x["function"];
+        if (!fn.contains("name") || !fn["name"].is_string() || fn["name"].get_ref<const std::string&>().empty())
+            throw std::invalid_argument("'" + at + ".function.name' must be a non-empty string");
+        if (fn.contains("parameters") && !fn["parameters"].is_null() && !fn["parameters"].is_object())
+            throw std::invalid_argument("'" + at + ".function.parameters' must be an object (a JSON schema)");
+    }
+}
+
 std::string tool_call_gbnf(ToolFormat format, const json& tools, const std::string& only, bool parallel) {
     if (!tools.is_array() || tools.empty()) throw std::invalid_argument("no tools to call");
+    check_tools(tools);
     const bool llama = format == ToolFormat::Llama3Json;
     const char* arg_key = llama ? "parameters" : "arguments";
     json alts = json::array();
@@ -527,18 +544,12 @@ std::string tool_call_gbnf(ToolFormat format, const json& tools, const std::stri
     std::map<std::string, std::string> def_owner;
     bool found = only.empty();
     for (size_t i = 0; i < tools.size(); ++i) {
-        const json& t = tools[i];
+        const json& fn = tools[i]["function"];  // (shape checked above)
         const std::string at = "tools[" + std::to_string(i) + "]";
-        if (!t.is_object() || !t.contains("function") || !t["function"].is_object())
-            throw std::invalid_argument("'" + at + "' must be an object with a 'function' object");
-        const json& fn = t["function"];
-        if (!fn.contains("name") || !fn["name"].is_string() || fn["name"].get_ref<const std::string&>().empty())
-            throw std::invalid_argument("'" + at + ".function.name' must be a non-empty string");
         const std::string name = fn["name"];
         if (!only.empty() && name != only) continue;
         found = true;
         json params = fn.contains("parameters") && !fn["parameters"].is_null() ? fn["parameters"] : json{{"type", "object"}};
-        if (!params.is_object()) throw std::invalid_argument("'" + at + ".function.parameters' must be an object");
         // Local $defs move to the combined schema's root, where "#/$defs/NAME" resolves.
         for (const char* key : {"$defs", "definitions"}) {
             if (!params.contains(key)) continue;

@@ -99,6 +99,11 @@ struct ParsedCalls {
 ParsedCalls parse_tool_calls(ToolFormat format, const std::string& content,
                              const nlohmann::ordered_json& tools = nullptr);
 
+// Checks OpenAI's tools array: each element {"type": "function" (or no type),
+// "function": {"name": a non-empty string, "parameters": an object, null or absent}}.
+// Throws std::invalid_argument naming the element ('tools[i]...').
+void check_tools(const nlohmann::ordered_json& tools);
+
 // GBNF for a reply that is one call (or, with parallel, one or more) in the format's
 // syntax, of any function of `tools` (OpenAI's tools array) or only of `only` when it is
 // not empty, each call's arguments following that function's parameters schema. Every

@@ -102,36 +102,29 @@ CompletionParams parse_completion_request(const json& body, Endpoint ep, ToolFor
                 m["content"] = s;
             }
         if (const json* t = field(body, "tools")) {
-            if (!t->is_array()) bad("'tools' must be an array", "invalid_type");
-            for (size_t i = 0; i < t->size(); ++i) {
-                const json& x = (*t)[i];
-                const std::string at = "tools[" + std::to_string(i) + "]";
-                const bool typed = x.is_object() && (!x.contains("type") || x["type"] == "function");
-                if (!typed || !x.contains("function") || !x["function"].is_object())
-                    bad("'" + at + "' must be {\"type\": \"function\", \"function\": {...}}", "invalid_type");
-                const json& fn = x["function"];
-                if (!fn.contains("name") || !fn["name"].is_string() || fn["name"].get_ref<const std::string&>().empty())
-                    bad("'" + at + ".function.name' must be a non-empty string", "invalid_type");
-                if (fn.contains("parameters") && !fn["parameters"].is_null() && !fn["parameters"].is_object())
-                    bad("'" + at + ".function.parameters' must be an object (a JSON schema)", "invalid_type");
+            try {
+                check_tools(*t);
+            } catch (const std::invalid_argument& e) {
+                bad(e.what(), "invalid_type");
             }
             if (!t->empty()) p.tools = *t;
         }
         if (const json* tc = field(body, "tool_choice")) {
+            const char* const kChoices =
+                "'tool_choice' must be none, auto, required or {\"type\": \"function\", \"function\": {\"name\": ...}}";
             if (tc->is_string()) {
                 const std::string& v = tc->get_ref<const std::string&>();
                 if (v == "none") p.tool_choice = ToolChoice::None;
                 else if (v == "auto") p.tool_choice = ToolChoice::Auto;
                 else if (v == "required") p.tool_choice = ToolChoice::Required;
-                else bad("'tool_choice' must be none, auto, required or {\"type\": \"function\", \"function\": {\"name\": ...}}");
+                else bad(kChoices);
             } else if (tc->is_object() && tc->contains("type") && (*tc)["type"] == "function" && tc->contains("function") &&
                        (*tc)["function"].is_object() && (*tc)["function"].contains("name") &&
                        (*tc)["function"]["name"].is_string()) {
                 p.tool_choice = ToolChoice::Named;
                 p.tool_name = (*tc)["function"]["name"];
             } else {
-                bad("'tool_choice' must be none, auto, required or {\"type\": \"function\", \"function\": {\"name\": ...}}",
-                    "invalid_type");
+                bad(kChoices, "invalid_type");
             }
             if (p.tools.is_null() && p.tool_choice != ToolChoice::None && p.tool_choice != ToolChoice::Auto)
                 bad("'tool_choice' " + std::string(p.tool_choice == ToolChoice::Named ? "names a function" : "is required") +

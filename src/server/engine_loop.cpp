@@ -131,11 +131,12 @@ void EngineLoop::loop() {
             }
             return true;
         }
-        StopMatcher::Out o = run.stop.push(run.utf8.push(tok_.token_to_piece(t, run.render_special)));
+        const std::string piece = tok_.token_to_piece(t, run.render_special);
+        StopMatcher::Out o = run.stop.push(run.utf8.push(piece));
         TokenLp lp;
         const TokenLogprobs* tl = sched_.current_logprobs();
         if (tl) {
-            lp.token = tok_.token_to_piece(t), lp.logprob = tl->logprob;
+            lp.token = run.render_special ? tok_.token_to_piece(t) : piece, lp.logprob = tl->logprob;
             for (const auto& [id, v] : tl->top) lp.top.push_back({tok_.token_to_piece(id), v});
         }
         {

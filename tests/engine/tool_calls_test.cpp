@@ -73,6 +73,15 @@ ReplySplitter::Final split(ToolFormat f, bool think, const std::string& text, bo
     return s.finish();
 }
 
+// Replies that are not (well-formed) calls: no calls, the whole reply content.
+void expect_text(ToolFormat f, std::initializer_list<const char*> replies) {
+    for (const char* text : replies) {
+        const auto r = split(f, false, text);
+        EXPECT_TRUE(r.calls.empty()) << text;
+        EXPECT_EQ(r.content, text);
+    }
+}
+
 TEST(ToolCalls, HermesRepliesAsQwenWritesThem) {
     // One call, as Qwen2.5 / Qwen3 write it.
     auto r = split(ToolFormat::Hermes, false,
@@ -95,14 +104,10 @@ TEST(ToolCalls, HermesRepliesAsQwenWritesThem) {
     ASSERT_EQ(r.calls.size(), 1u);
     EXPECT_EQ(json::parse(r.calls[0].arguments), json::parse(R"({"x": 1})"));
     // Malformed: the whole reply stays text.
-    for (const char* bad : {"<tool_call>\n{\"name\": \"f\", \"arguments\": {\"x\": }\n</tool_call>",
-                            "<tool_call>\n{\"name\": \"f\", \"arguments\": {}}",  // never closed
-                            "<tool_call>\n{\"arguments\": {}}\n</tool_call>",     // no name
-                            "<tool_call>\n{\"name\": \"f\", \"arguments\": [1]}\n</tool_call>"}) {
-        r = split(ToolFormat::Hermes, false, bad);
-        EXPECT_TRUE(r.calls.empty()) << bad;
-        EXPECT_EQ(r.content, bad);
-    }
+    expect_text(ToolFormat::Hermes, {"<tool_call>\n{\"name\": \"f\", \"arguments\": {\"x\": }\n</tool_call>",
+                                     "<tool_call>\n{\"name\": \"f\", \"arguments\": {}}",  // never closed
+                                     "<tool_call>\n{\"arguments\": {}}\n</tool_call>",     // no name
+                                     "<tool_call>\n{\"name\": \"f\", \"arguments\": [1]}\n</tool_call>"});
     // No call: plain content, untouched; a think block that never closes is all reasoning.
     r = split(ToolFormat::Hermes, true, "Paris is sunny.");
     EXPECT_TRUE(r.calls.empty());
@@ -144,13 +149,9 @@ TEST(ToolCalls, QwenXmlReplies) {
     EXPECT_EQ(two.calls[0].arguments, "{}");
     EXPECT_EQ(two.calls[1].name, "add");
     // Malformed: text.
-    for (const char* bad : {"<tool_call>\n<function=f>\n<parameter=x>\n1\n</function>\n</tool_call>",
-                            "<tool_call>\n<function=f>\n</tool_call>",
-                            "<tool_call>\n<function=>\n</function>\n</tool_call>"}) {
-        const auto b = split(ToolFormat::QwenXml, false, bad);
-        EXPECT_TRUE(b.calls.empty()) << bad;
-        EXPECT_EQ(b.content, bad);
-    }
+    expect_text(ToolFormat::QwenXml, {"<tool_call>\n<function=f>\n<parameter=x>\n1\n</function>\n</tool_call>",
+                                      "<tool_call>\n<function=f>\n</tool_call>",
+                                      "<tool_call>\n<function=>\n</function>\n</tool_call>"});
 }
 
 // GLM 4.5+ / Laguna: <arg_key>/<arg_value> pairs, values typed as QwenXml's.
@@ -170,12 +171,8 @@ TEST(ToolCalls, GlmReplies) {
     const auto none = split(ToolFormat::Glm, false, "<tool_call>now\n</tool_call>");
     ASSERT_EQ(none.calls.size(), 1u);
     EXPECT_EQ(none.calls[0].arguments, "{}");
-    for (const char* bad : {"<tool_call>get_weather\n<arg_key>city</arg_key>\n</tool_call>",
-                            "<tool_call>\n<arg_key>city</arg_key><arg_value>x</arg_value>\n</tool_call>"}) {
-        const auto b = split(ToolFormat::Glm, false, bad);
-        EXPECT_TRUE(b.calls.empty()) << bad;
-        EXPECT_EQ(b.content, bad);
-    }
+    expect_text(ToolFormat::Glm, {"<tool_call>get_weather\n<arg_key>city</arg_key>\n</tool_call>",
+                                  "<tool_call>\n<arg_key>city</arg_key><arg_value>x</arg_value>\n</tool_call>"});
 }
 
 // Mistral, DeepSeek and Kimi K2: markers (special tokens, rendered as text for tool
@@ -192,11 +189,7 @@ TEST(ToolCalls, MistralDeepSeekKimiReplies) {
     EXPECT_EQ(json::parse(r.calls[0].arguments), json::parse(R"({"x": [1]})"));
     r = split(ToolFormat::Mistral, false, "<tool_call>\n{\"name\": \"f\", \"arguments\": {}}\n</tool_call>");
     ASSERT_EQ(r.calls.size(), 1u);  // the forced form
-    for (const char* bad : {"[TOOL_CALLS]get_weather{\"city\": 1}", "[TOOL_CALLS]f[ARGS]{\"x\": ", "[TOOL_CALLS][ARGS]{}"}) {
-        const auto b = split(ToolFormat::Mistral, false, bad);
-        EXPECT_TRUE(b.calls.empty()) << bad;
-        EXPECT_EQ(b.content, bad);
-    }
+    expect_text(ToolFormat::Mistral, {"[TOOL_CALLS]get_weather{\"city\": 1}", "[TOOL_CALLS]f[ARGS]{\"x\": ", "[TOOL_CALLS][ARGS]{}"});
     const std::string B = "<\uff5ctool\u2581calls\u2581begin\uff5c>", C = "<\uff5ctool\u2581call\u2581begin\uff5c>",
                       S = "<\uff5ctool\u2581sep\uff5c>", E = "<\uff5ctool\u2581call\u2581end\uff5c>",
                       Z = "<\uff5ctool\u2581calls\u2581end\uff5c>";
@@ -230,11 +223,7 @@ TEST(ToolCalls, Llama3JsonReplies) {
     ASSERT_EQ(r.calls.size(), 2u);
     EXPECT_EQ(json::parse(r.calls[0].arguments)["s"], "}{;");
     EXPECT_EQ(r.calls[1].name, "b");
-    for (const char* text : {"The weather is fine.", "{\"name\": \"a\"}", "{\"name\": \"a\", \"parameters\": {"}) {
-        r = split(ToolFormat::Llama3Json, false, text);
-        EXPECT_TRUE(r.calls.empty()) << text;
-        EXPECT_EQ(r.content, text);
-    }
+    expect_text(ToolFormat::Llama3Json, {"The weather is fine.", "{\"name\": \"a\"}", "{\"name\": \"a\", \"parameters\": {"});
 }
 
 // Streaming: the reply in random pieces; the deltas plus finish() equal the whole-reply
