@@ -42,6 +42,10 @@ struct BatchView {
     const int32_t* pos = nullptr;
     const int32_t* seq = nullptr;
     int n_kv_max = 0;  // host-side upper bound of max(pos)+1 over the batch (grid sizing)
+    // Host-side: the longest run of consecutive rows of one sequence (a prompt chunk:
+    // its length; a decode step of many sequences: 1). 0: unknown. A backend may pick
+    // a tiled (flash) attention kernel for long runs and its split kernel otherwise.
+    int seq_run_max = 0;
     // Optional, device [n_tokens], host-written: per token, the first position of its
     // sequence that this step writes (the cache below it was written by earlier
     // steps, so attention may read it before this step's earlier kernels finish).
@@ -260,6 +264,13 @@ public:
     virtual int capture_end() { return -1; }  // graph id
     virtual void replay(int graph) {}
     virtual void release_graph(int graph) {}
+
+    // ---- which kernels served attention (tests check the path a batch took) ----
+    struct AttentionStats {
+        int64_t tiled = 0;  // attention() / attention_block calls served by a tiled (flash) kernel
+        int64_t other = 0;  // served otherwise (the split decode kernel, the CPU's loop)
+    };
+    virtual AttentionStats attention_stats() const { return {}; }
 
     // ---- notes ----
     // A backend that cannot take its fast path for a shape (a fused kernel's limit)

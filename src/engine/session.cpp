@@ -201,9 +201,10 @@ namespace {
 // Validates and stages one chunk; returns the number of rows that want logits.
 int stage_chunk(const std::vector<BatchToken>& batch, size_t begin, size_t end, const ContextParams& p, int n_vocab,
                 std::vector<int32_t>& tok, std::vector<int32_t>& pos, std::vector<int32_t>& seq,
-                std::vector<int32_t>& out_idx, int& n_kv_max) {
-    int n_out = 0;
+                std::vector<int32_t>& out_idx, int& n_kv_max, int* seq_run_max = nullptr) {
+    int n_out = 0, run = 0;
     n_kv_max = 0;
+    if (seq_run_max) *seq_run_max = 0;
     for (size_t i = begin; i < end; ++i) {
         const BatchToken& t = batch[i];
         if (t.token < 0 || t.token >= n_vocab) fail("token id {} is out of range [0, {})", t.token, n_vocab);
@@ -215,6 +216,8 @@ int stage_chunk(const std::vector<BatchToken>& batch, size_t begin, size_t end, 
         pos[j] = t.pos;
         seq[j] = t.seq;
         n_kv_max = std::max(n_kv_max, t.pos + 1);
+        run = i > begin && batch[i - 1].seq == t.seq ? run + 1 : 1;
+        if (seq_run_max) *seq_run_max = std::max(*seq_run_max, run);
         if (t.want_logits) out_idx[n_out++] = int32_t(j);
     }
     return n_out;
@@ -294,7 +297,7 @@ void Session::decode_reduced(const std::vector<BatchToken>& batch, int mode, int
         const int n = int(end - begin);
         BatchView bv;
         int n_out = stage_chunk(batch, begin, end, p_, I.n_vocab, I.h_tokens, I.h_pos, I.h_seq, I.h_out_idx,
-                                bv.n_kv_max);
+                                bv.n_kv_max, &bv.seq_run_max);
         const bool keep = n_out > 0;
         if (!keep) I.h_out_idx[0] = 0, n_out = 1;
         be_.upload(I.d_tokens, I.h_tokens.data(), size_t(n) * 4);

@@ -7,6 +7,7 @@
 
 #include <algorithm>
 #include <cmath>
+#include <cstdio>
 #include <cstring>
 #include <memory>
 #include <random>
@@ -445,7 +446,7 @@ TEST_F(Parity, KvStoreAndAttention) {
             // GPU: one block per pair walks all its splits and writes out directly);
             // with fresh, blocks load their first rows before the wait (PDL targets)
             // and those from pos on again after it.
-            for (const auto [n_q, with_fresh] : {std::pair{4, false}, std::pair{4, true}, std::pair{64, true}}) {
+            for (const auto& [n_q, with_fresh] : {std::pair{4, false}, std::pair{4, true}, std::pair{64, true}}) {
                 std::vector<int32_t> qpos = {0, 5, n_ctx / 2, n_ctx - 1}, qseq = {0, 1, 1, 0};
                 for (int i = 4; i < n_q; ++i) qpos.push_back(int32_t(int64_t(i) * (n_ctx - 1) / (n_q - 1))), qseq.push_back(i % 2);
                 auto [pg, pc] = ints(qpos);
@@ -463,6 +464,109 @@ TEST_F(Parity, KvStoreAndAttention) {
                     << type_traits(kv).name << " n_ctx " << n_ctx << " head_dim " << hd << " query rows " << n_q << (with_fresh ? " (fresh)" : "");
             }
         }
+    }
+}
+
+// Prompt attention through the tiled (flash) kernel: the batch says its rows come
+// in runs of one sequence (BatchView::seq_run_max), as a prompt chunk's do. Every
+// head dim it serves, GQA 1, 4 and 8, chunks shorter and longer than a tile and not
+// multiples of it, depths 0 to 16384, the causal edge inside the chunk, and a batch
+// mixing a chunk with other sequences' rows (one pass per sequence in a tile).
+class PromptAttention : public Parity {
+protected:
+    struct Case {
+        int hd, n_kv_head, group, depth, chunk;
+        bool mixed = false;  // rows of a second sequence between the chunk's
+    };
+    // Fills positions [0, n) of sequence sq in layer 1 of both caches.
+    void fill(KvCache& cg, KvCache& cc, const KvCacheDesc& d, int sq, int n) {
+        const int64_t w = int64_t(d.n_kv_head) * d.head_dim;
+        for (int p0 = 0; p0 < n; p0 += 4096) {
+            const int m = std::min(4096, n - p0);
+            std::vector<int32_t> pos(m), seq(m, sq);
+            for (int i = 0; i < m; ++i) pos[i] = p0 + i;
+            auto [pg, pc] = ints(pos);
+            auto [sg, sc] = ints(seq);
+            auto k = pair(randn(size_t(m) * w)), v = pair(randn(size_t(m) * w));
+            BatchView bg, bc;
+            bg.n_tokens = bc.n_tokens = m;
+            bg.pos = pg, bg.seq = sg, bc.pos = pc, bc.seq = sc;
+            gpu_->kv_store(cg, 1, k.g, v.g, bg);
+            cpu_->kv_store(cc, 1, k.c, v.c, bc);
+        }
+    }
+    // nmse of the GPU's output against the CPU's for one case.
+    double run(const Case& c) {
+        KvCacheDesc d;
+        d.n_layer = 2, d.n_seq = 2, d.n_ctx = c.depth + c.chunk + 1, d.n_kv_head = c.n_kv_head, d.head_dim = c.hd;
+        d.type = GgmlType::F16;
+        auto cg = gpu_->create_kv_cache(d);
+        auto cc = cpu_->create_kv_cache(d);
+        fill(*cg, *cc, d, 0, c.depth + c.chunk);
+        if (c.mixed) fill(*cg, *cc, d, 1, d.n_ctx);
+        // The chunk: positions depth.. of sequence 0 (its own K/V already in the cache,
+        // as the rope + store kernel leaves them); mixed: a row of sequence 1 after
+        // every 37 rows of the chunk.
+        std::vector<int32_t> pos, seq;
+        int run = 0, longest = 0;
+        for (int i = 0; i < c.chunk; ++i) {
+            pos.push_back(c.depth + i), seq.push_back(0);
+            longest = std::max(longest, ++run);
+            if (c.mixed && i % 37 == 36) pos.push_back(int32_t((i * 7919) % d.n_ctx)), seq.push_back(1), run = 0;
+        }
+        const int rows = int(pos.size()), n_head = c.n_kv_head * c.group;
+        auto [pg, pc] = ints(pos);
+        auto [sg, sc] = ints(seq);
+        BatchView bg, bc;
+        bg.n_tokens = bc.n_tokens = rows;
+        bg.pos = pg, bg.seq = sg, bc.pos = pc, bc.seq = sc;
+        bg.n_kv_max = bc.n_kv_max = d.n_ctx;
+        bg.seq_run_max = bc.seq_run_max = longest;
+        auto q = pair(randn(size_t(rows) * n_head * c.hd));
+        auto out = pair_n(size_t(rows) * n_head * c.hd);
+        const float scale = 1.f / std::sqrt(float(c.hd));
+        const int64_t tiled = gpu_->attention_stats().tiled;
+        gpu_->attention(*cg, 1, q.g, out.g, n_head, scale, bg);
+        cpu_->attention(*cc, 1, q.c, out.c, n_head, scale, bc);
+        // Runs of 8 rows and more take the tiled kernel on every target (shorter: the split one).
+        EXPECT_EQ(gpu_->attention_stats().tiled - tiled, longest >= 8 ? 1 : 0) << name(c);
+        return compare(out, "prompt attention");
+    }
+    static std::string name(const Case& c) {
+        return "head_dim " + std::to_string(c.hd) + " kv heads " + std::to_string(c.n_kv_head) + " GQA " +
+               std::to_string(c.group) + " depth " + std::to_string(c.depth) + " chunk " + std::to_string(c.chunk) +
+               (c.mixed ? " (mixed)" : "");
+    }
+    // f16 q and p (the tensor cores' and v_dot2's inputs): ~1e-7 typical.
+    static constexpr double kBound = 2e-5;
+};
+
+TEST_F(PromptAttention, EveryHeadDimAndGqaRatio) {
+    for (int hd : {64, 80, 96, 112, 128, 256})
+        for (int group : {1, 4, 8}) {
+            const Case c{hd, 2, group, 37, 77};
+            const double e = run(c);
+            EXPECT_LT(e, kBound) << name(c);
+            std::printf("  %-50s nmse %.2e\n", name(c).c_str(), e);
+        }
+}
+
+TEST_F(PromptAttention, ChunkLengthsAndDepths) {
+    for (const Case& c : {Case{128, 1, 4, 0, 1}, Case{128, 1, 4, 0, 8}, Case{128, 1, 4, 5, 63}, Case{128, 1, 4, 0, 64},
+                          Case{128, 1, 4, 64, 65}, Case{128, 2, 8, 1000, 200}, Case{64, 1, 1, 0, 4096},
+                          Case{128, 1, 1, 300, 2048}, Case{128, 1, 4, 8192, 512}, Case{128, 1, 1, 16384, 100},
+                          Case{256, 1, 2, 4000, 129}}) {
+        const double e = run(c);
+        EXPECT_LT(e, kBound) << name(c);
+        std::printf("  %-50s nmse %.2e\n", name(c).c_str(), e);
+    }
+}
+
+TEST_F(PromptAttention, ChunkMixedWithOtherSequences) {
+    for (const Case& c : {Case{128, 2, 4, 100, 300, true}, Case{64, 1, 1, 0, 150, true}, Case{96, 2, 8, 3000, 90, true}}) {
+        const double e = run(c);
+        EXPECT_LT(e, kBound) << name(c);
+        std::printf("  %-50s nmse %.2e\n", name(c).c_str(), e);
     }
 }
 

@@ -243,6 +243,7 @@ public:
         ops::kv_store(cache(c).layer(layer), k, v, b.n_tokens, b.pos, b.seq, stream_);
         rt::check("kv_store");
     }
+    AttentionStats attention_stats() const override { return attn_stats_; }
     void attention(KvCache& c, int layer, const float* q, float* out, int n_head, float scale,
                    const BatchView& b) override {
         run_attention(cache(c).layer(layer), q, out, n_head, scale, b, false);
@@ -535,6 +536,21 @@ private:
     // also writes out's q8 form into the second activation buffer. Returns whether it did.
     bool run_attention(const ops::KvLayer& L, const float* q, float* out, int n_head, float scale, const BatchView& b,
                        bool want_q8) {
+        // Runs of rows of one sequence (prompts): the tiled kernel reads each K/V row
+        // once per tile of query rows, not once per row. (Never in a captured graph:
+        // those are decode steps, seq_run_max unknown.)
+        if (tiled_attn_ && !capturing_) {
+            if (ops::attention_tiled(L, q, out, b.n_tokens, n_head, scale, b.pos, b.seq, b.seq_run_max, stream_)) {
+                rt::check("attention (tiled)");
+                ++attn_stats_.tiled;
+                return false;
+            }
+            if (b.seq_run_max >= 64 && !ops::attention_tiled_serves(L, n_head))
+                note(fmt::format("GPU: prompt attention has no tiled kernel for this cache ({}, {} heads of {} dims, "
+                                 "{} kv heads); prompts run the per-row split kernel",
+                                 L.f16 ? "f16" : "f32", n_head, L.hd, L.n_kv_head));
+        }
+        ++attn_stats_.other;
         // A captured graph must serve every later position: cover the whole context.
         const int n_kv = capturing_ ? L.n_ctx : std::clamp(b.n_kv_max > 0 ? b.n_kv_max : L.n_ctx, 1, L.n_ctx);
         const int n_part = ops::attention_parts(n_kv, b.n_tokens, n_head, info_.n_sm);
@@ -614,7 +630,8 @@ private:
     // A/B switches: VEGA_GPU_FUSE=0 turns every decode fusion below off;
     // VEGA_GPU_FUSE_SWIGLU_Q8=0 only the q8 epilogue of the gate/up kernel;
     // VEGA_GPU_ATTN_MERGE=0: the attention splits merged by a second kernel;
-    // VEGA_GPU_FUSE_QKV_ROPE=0: rope + cache store as their own kernel after q+k+v.
+    // VEGA_GPU_FUSE_QKV_ROPE=0: rope + cache store as their own kernel after q+k+v;
+    // VEGA_GPU_TILED_ATTN=0: prompts through the split (decode) attention kernel.
     static bool env_on(const char* name) {
         const char* e = std::getenv(name);
         return !(e && std::string(e) == "0");
@@ -623,6 +640,8 @@ private:
     const bool fuse_h_q8_ = fuse_ && env_on("VEGA_GPU_FUSE_SWIGLU_Q8");
     const bool merge_attn_ = env_on("VEGA_GPU_ATTN_MERGE");
     const bool fuse_qkv_rope_ = fuse_ && env_on("VEGA_GPU_FUSE_QKV_ROPE");
+    const bool tiled_attn_ = env_on("VEGA_GPU_TILED_ATTN");
+    AttentionStats attn_stats_;
     int act_rows_ = 0;
     int64_t act_n_ = 0;
     ops::Act act_;

@@ -177,6 +177,19 @@ void kv_store(const KvLayer& c, const float* k, const float* v, int rows, const 
 void attention(const KvLayer& c, const float* q, float* out, int rows, int n_head, float scale, const int32_t* pos,
                const int32_t* seq, const int32_t* fresh, int n_part, float* part, int8_t* oq, float* ods, uint16_t* oh,
                int* count, void* s);
+// Prompt attention (flash attention): the same result as attention() for batches
+// whose rows come in runs of one sequence (prompts, chunked prefill), computed tile
+// by tile: a block takes the query rows of consecutive tokens and all heads of one
+// GQA group and streams the K/V of their sequence once through shared memory
+// (kernels/attention_mma.cu on NVIDIA, tensor cores; kernels/attention_dot2.cu on
+// gfx906). A tile holding rows of several sequences runs one pass per sequence.
+// attention_tiled_serves: whether the target has a kernel for this cache and head
+// count (f16 cache; head dims 64, 80, 96, 112, 128, 256). attention_tiled returns
+// false, launching nothing, where it does not, or where the batch's longest run of
+// one sequence (BatchView::seq_run_max) is under the target's kTiledAttnMinRun.
+bool attention_tiled_serves(const KvLayer& c, int n_head);
+bool attention_tiled(const KvLayer& c, const float* q, float* out, int rows, int n_head, float scale,
+                     const int32_t* pos, const int32_t* seq, int seq_run_max, void* s);
 // Blocks per (token, head) for a batch of `rows` tokens over at most n_kv_max
 // positions on a device of n_sm SMs / CUs: 1 from arch::kAttnWholePairsPerSm pairs
 // per SM on, else one per split, at most enough to give the device

@@ -74,6 +74,19 @@ __device__ __forceinline__ uint16_t f2h(float f) {
     return __half_as_ushort(__float2half_rn(f));
 #endif
 }
+// Two floats -> a half2 bit pattern (lo in bits 0..15), round to nearest.
+__device__ __forceinline__ uint32_t pack_h2(float lo, float hi) { return uint32_t(f2h(lo)) | uint32_t(f2h(hi)) << 16; }
+// acc + a.lo * b.lo + a.hi * b.hi for two f16 pairs (half2 bit patterns), in f32:
+// v_dot2_f32_f16 on gfx906; elsewhere (the emulation build) two f32 fmas.
+__device__ __forceinline__ float dot2_f16(uint32_t a, uint32_t b, float acc) {
+#if defined(VEGA_GPU_HIP)
+    typedef _Float16 half2_v __attribute__((ext_vector_type(2)));
+    return __builtin_amdgcn_fdot2(__builtin_bit_cast(half2_v, a), __builtin_bit_cast(half2_v, b), acc, false);
+#else
+    acc = fmaf(h2f(uint16_t(a)), h2f(uint16_t(b)), acc);
+    return fmaf(h2f(uint16_t(a >> 16)), h2f(uint16_t(b >> 16)), acc);
+#endif
+}
 __device__ __forceinline__ float bf2f(uint16_t h) { return __uint_as_float(uint32_t(h) << 16); }
 
 // Reading what other blocks of the same grid wrote (split-attention partials, after
@@ -223,6 +236,22 @@ __device__ __forceinline__ float group_reduce_max(float v) {
 
 __device__ __forceinline__ float wave_reduce_sum(float v) { return group_reduce_sum<kWave>(v); }
 __device__ __forceinline__ float wave_reduce_max(float v) { return group_reduce_max<kWave>(v); }
+
+// Orders the shared-memory writes of this wave's lanes before its later reads of
+// them by other lanes of the same wave (no block barrier): gfx906 runs a wave's LDS
+// operations in order, so only the compiler is held (a wavefront fence); the
+// emulation's wave is two warps, which meet at their named barrier.
+__device__ __forceinline__ void wave_lds_sync() {
+#if defined(VEGA_GPU_HIP)
+    __builtin_amdgcn_fence(__ATOMIC_SEQ_CST, "wavefront");
+    __builtin_amdgcn_wave_barrier();
+#elif defined(VEGA_GPU_EMULATE_GFX906)
+    emu::need_whole_wave("wave_lds_sync in divergent code");
+    emu::wave_barrier();
+#else
+    __syncwarp();
+#endif
+}
 
 // Value of lane src (uniform src) to all lanes.
 __device__ __forceinline__ float wave_broadcast(float v, int src) {

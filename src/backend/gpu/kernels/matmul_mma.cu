@@ -31,6 +31,7 @@
 #include "backend/gpu/runtime.h"
 #include "backend/gpu/kernels/quant_chunk.h"
 #include "backend/gpu/kernels/silu.h"
+#include "backend/gpu/kernels/tensor_core.h"
 #include "backend/gpu/kernels/vector_load.h"
 
 #include <algorithm>
@@ -44,64 +45,6 @@ namespace {
 
 constexpr int kMmaM = 16;  // weight rows per mma tile (the mma's M)
 
-// d += A (16x16 f16, row) x B (16x8 f16, col), f32 accumulation; fragments as the
-// PTX ISA lays them out: a0 = A[g][2t, 2t+1], a1 = A[g+8][2t..], a2 = A[g][2t+8, 2t+9],
-// a3 = A[g+8][2t+8..]; b0 = B[2t, 2t+1][g], b1 = B[2t+8, 2t+9][g];
-// d0, d1 = D[g][2t, 2t+1], d2, d3 = D[g+8][2t, 2t+1].
-__device__ __forceinline__ void mma_f16(float (&d)[4], uint32_t a0, uint32_t a1, uint32_t a2, uint32_t a3, uint32_t b0,
-                                        uint32_t b1) {
-#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 800
-    asm("mma.sync.aligned.m16n8k16.row.col.f32.f16.f16.f32 {%0,%1,%2,%3}, {%4,%5,%6,%7}, {%8,%9}, {%0,%1,%2,%3};"
-        : "+f"(d[0]), "+f"(d[1]), "+f"(d[2]), "+f"(d[3])
-        : "r"(a0), "r"(a1), "r"(a2), "r"(a3), "r"(b0), "r"(b1));
-#else
-    (void)a0, (void)a1, (void)a2, (void)a3, (void)b0, (void)b1;  // never launched (mma_device_ok)
-#endif
-}
-
-// Shared-memory operands are 32-bit shared-window addresses (SmemAddr), converted
-// once per kernel: a generic pointer costs a special-register read per use.
-using SmemAddr = unsigned;
-
-// cp.async (sm_80+): G bytes (4, 8 or 16) global -> shared without registers.
-// A thread's copies since its last commit form one group; cp_async_wait<N> returns
-// once at most N of its groups are still in flight (the block then syncs before
-// anyone reads what the others copied).
-template <int G>
-__device__ __forceinline__ void cp_async(SmemAddr d, const void* src) {
-    static_assert(G == 4 || G == 8 || G == 16, "cp.async sizes");
-#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 800
-    if constexpr (G == 16) asm volatile("cp.async.cg.shared.global [%0], [%1], 16;" ::"r"(d), "l"(src) : "memory");
-    else asm volatile("cp.async.ca.shared.global [%0], [%1], %2;" ::"r"(d), "l"(src), "n"(G) : "memory");
-#else
-    (void)d, (void)src;  // never launched (mma_device_ok)
-#endif
-}
-__device__ __forceinline__ void cp_async_commit() {
-#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 800
-    asm volatile("cp.async.commit_group;" ::: "memory");
-#endif
-}
-template <int N>
-__device__ __forceinline__ void cp_async_wait() {
-#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 800
-    asm volatile("cp.async.wait_group %0;" ::"n"(N) : "memory");
-#endif
-}
-
-// ldmatrix (sm_75+): 8x8 matrices of 16-bit elements from shared memory, one row of
-// 16 bytes per address (lanes 8j..8j+7 give matrix j's rows). Register j of lane
-// (g, t) = g * 4 + t receives bytes 4t..4t+3 of row g of matrix j: for an 8-row x
-// 16-byte slice of int8 data, exactly the word an mma fragment wants from row g.
-__device__ __forceinline__ void ldmatrix_x4(SmemAddr a, uint32_t& r0, uint32_t& r1, uint32_t& r2, uint32_t& r3) {
-#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 800
-    asm volatile("ldmatrix.sync.aligned.m8n8.x4.shared.b16 {%0,%1,%2,%3}, [%4];"
-                 : "=r"(r0), "=r"(r1), "=r"(r2), "=r"(r3)
-                 : "r"(a));
-#else
-    (void)a, r0 = r1 = r2 = r3 = 0;
-#endif
-}
 // One 16-row tile of a row group's [16][NT*8] outputs, summed over the group's
 // SLOTS warps in a fixed order: part holds each of those warps' tiles (row stride
 // NT*8 + 4 against bank conflicts), written by the warps whose `mine` is set

@@ -1,0 +1,67 @@
+#!/usr/bin/env bash
+# One device session's prompt-attention work (issue 24) in the background, ordered to
+# spend the fewest device seconds: llama.cpp builds while vega builds and its tests
+# run (normal build, then the gfx906 emulation build); the benchmarks
+# (scripts/attn_bench.sh) start once every compile is over. State and logs in $W
+# (default /tmp/attn_run), resumable (finished steps are skipped).
+#   start: setsid scripts/device_attn_run.sh &      poll: scripts/device_attn_run.sh poll SECONDS
+# (poll archives $W into the call's $OUT as run.tgz every 10 s, so a call cut short still returns logs).
+# PARITY_FILTER, E2E_FILTER, EMU=0 (skip the emulation build), BENCH=0 (tests only).
+W=${W:-/tmp/attn_run}
+if [ "${1:-}" = poll ]; then
+  for i in $(seq 1 "${2:-500}"); do
+    [ -f $W/finished ] && break
+    [ $((i % 10)) = 0 ] && tar czf "${OUT:-.}/run.tgz" -C $W . 2>/dev/null
+    sleep 1
+  done
+  tar czf "${OUT:-.}/run.tgz" -C $W . 2>/dev/null; tail -60 $W/log.txt 2>/dev/null; exit 0
+fi
+set -u
+mkdir -p $W
+exec >> $W/log.txt 2>&1
+. scripts/device_env.sh
+export VEGA_TEST_DATA=${VEGA_TEST_DATA:-$PWD/.devdata/testdata}
+PEERS=${PEERS:-$PWD/.devdata/peers}
+L=${LLAMA_PEER_DIR:-/tmp/llama-peer}/b/bin
+log() { echo "=== $* ($(date +%T))"; }
+nvidia-smi --query-gpu=name,memory.total --format=csv,noheader
+if [ "${BENCH:-1}" = 1 ] && [ ! -x $L/llama-bench ]; then
+  (PEERS=$PEERS bash scripts/build_peer.sh llama-bench llama-perplexity > $W/llama_build.log 2>&1
+   echo "llama build rc=$?" >> $W/llama_build.log) &
+  lb=$!
+else
+  lb=
+fi
+build() {  # build DIR EMULATE TARGETS...
+  local b=$1 emu=$2; shift 2
+  [ -f $W/built.$b ] && return 0
+  log "build $b"
+  cmake -S . -B $b -G Ninja -DCMAKE_BUILD_TYPE=Release -DVEGA_CUDA=ON -DVEGA_ASAN_TESTS=OFF -DVEGA_NET=OFF \
+    -DVEGA_GPU_EMULATE_GFX906=$emu -DCMAKE_CUDA_COMPILER=$(command -v nvcc || echo /usr/local/cuda/bin/nvcc) \
+    > $W/configure.$b.log 2>&1 && cmake --build $b -j16 --target "$@" > $W/build.$b.log 2>&1 && touch $W/built.$b \
+    || { grep -E "error|FAILED" $W/build.$b.log | head -20; return 1; }
+}
+tests() {  # tests DIR TAG PARITY_FILTER E2E_FILTER
+  local b=$1 tag=$2
+  [ -f $W/tests.$tag.done ] && return 0
+  log "parity ($tag): $3"
+  timeout 400 $b/tests/gpu/vega_gpu_parity_tests --gtest_filter="$3" > $W/parity.$tag.log 2>&1; echo "rc=$?" >> $W/parity.$tag.log
+  grep -E "^\[  (PASSED|FAILED)|Failure|Expected|which is|nmse|rc=" $W/parity.$tag.log | head -60
+  log "end-to-end on the GPU ($tag): $4"
+  VEGA_TEST_DEVICE=gpu timeout 400 $b/tests/vega_engine_tests --gtest_filter="$4" > $W/e2e.$tag.log 2>&1; echo "rc=$?" >> $W/e2e.$tag.log
+  grep -E "^\[  (PASSED|FAILED)|^\[  FAILED|rc=" $W/e2e.$tag.log | head -30
+  touch $W/tests.$tag.done
+}
+build build-h200 OFF vega vega_gpu_parity_tests vega_engine_tests || { touch $W/finished; exit 1; }
+tests build-h200 cuda "${PARITY_FILTER:-PromptAttention.*:Parity.*}" "${E2E_FILTER:--*qwen3_f32*}"
+if [ "${EMU:-1}" = 1 ]; then
+  build build-h200-emu ON vega_gpu_parity_tests vega_engine_tests \
+    && tests build-h200-emu emu "${EMU_PARITY_FILTER:-PromptAttention.*:Parity.KvStoreAndAttention:Parity.*Block*}" \
+             "${EMU_E2E_FILTER:-AllReferences/*llama*:AllReferences/*qwen3_q8*:ParallelRun.*}"
+fi
+if [ "${BENCH:-1}" = 1 ]; then
+  if [ -n "$lb" ]; then log "waiting for llama.cpp"; wait $lb; fi
+  tail -1 $W/llama_build.log 2>/dev/null
+  OUT=$W/bench TILED_AB=${TILED_AB:-1} bash scripts/attn_bench.sh build-h200
+fi
+touch $W/finished
