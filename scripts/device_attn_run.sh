@@ -6,7 +6,9 @@
 # (default /tmp/attn_run), resumable (finished steps are skipped).
 #   start: setsid scripts/device_attn_run.sh &      poll: scripts/device_attn_run.sh poll SECONDS
 # (poll archives $W into the call's $OUT as run.tgz every 10 s, so a call cut short still returns logs).
-# PARITY_FILTER, E2E_FILTER, EMU=0 (skip the emulation build), BENCH=0 (tests only).
+# PARITY_FILTER, E2E_FILTER, EMU=0 (skip the emulation build), BENCH=0 (tests only),
+# PPL=1 (vega perplexity -c 2048 on the GPU and the CPU), MOE="Q8_0 ..." (then
+# scripts/moe_bench.sh on qwen3moe-30b-a3b in those types).
 W=${W:-/tmp/attn_run}
 if [ "${1:-}" = poll ]; then
   for i in $(seq 1 "${2:-500}"); do
@@ -26,7 +28,7 @@ L=${LLAMA_PEER_DIR:-/tmp/llama-peer}/b/bin
 log() { echo "=== $* ($(date +%T))"; }
 nvidia-smi --query-gpu=name,memory.total --format=csv,noheader
 if [ "${BENCH:-1}" = 1 ] && [ ! -x $L/llama-bench ]; then
-  (PEERS=$PEERS bash scripts/build_peer.sh llama-bench llama-perplexity > $W/llama_build.log 2>&1
+  (PEERS=$PEERS bash scripts/build_peer.sh llama-bench llama-batched-bench > $W/llama_build.log 2>&1
    echo "llama build rc=$?" >> $W/llama_build.log) &
   lb=$!
 else
@@ -53,7 +55,18 @@ tests() {  # tests DIR TAG PARITY_FILTER E2E_FILTER
   touch $W/tests.$tag.done
 }
 build build-h200 OFF vega vega_gpu_parity_tests vega_engine_tests || { touch $W/finished; exit 1; }
-tests build-h200 cuda "${PARITY_FILTER:-PromptAttention.*:Parity.*}" "${E2E_FILTER:--*qwen3_f32*}"
+tests build-h200 cuda "${PARITY_FILTER:-PromptAttention.*:Parity.*}" \
+  "${E2E_FILTER:--*llama_f32*:*qwen3_f32*:*qwen3moe_f32*:Cli.Tokenize*:ToolCalls.*}"
+if [ "${PPL:-0}" = 1 ] && [ ! -f $W/ppl.done ]; then
+  log "perplexity -c 2048, GPU then CPU (f16 KV)"
+  for m in stories260K synth-llama-q4_0; do
+    for dev in gpu cpu; do
+      echo "$m $dev: $(timeout 300 build-h200/vega perplexity -m $VEGA_TEST_DATA/models/$m.gguf -f $VEGA_TEST_DATA/text/wp200k.txt \
+        -c 2048 --chunks 16 --device $dev 2>&1 | grep -E "Final|rror")"
+    done
+  done
+  touch $W/ppl.done
+fi
 if [ "${EMU:-1}" = 1 ]; then
   build build-h200-emu ON vega_gpu_parity_tests vega_engine_tests \
     && tests build-h200-emu emu "${EMU_PARITY_FILTER:-PromptAttention.*:Parity.KvStoreAndAttention:Parity.*Block*}" \
@@ -63,5 +76,6 @@ if [ "${BENCH:-1}" = 1 ]; then
   if [ -n "$lb" ]; then log "waiting for llama.cpp"; wait $lb; fi
   tail -1 $W/llama_build.log 2>/dev/null
   OUT=$W/bench TILED_AB=${TILED_AB:-1} bash scripts/attn_bench.sh build-h200
+  [ -n "${MOE:-}" ] && OUT=$W/moe TYPES="$MOE" DENSE=0 bash scripts/moe_bench.sh build-h200
 fi
 touch $W/finished

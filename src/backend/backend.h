@@ -42,10 +42,13 @@ struct BatchView {
     const int32_t* pos = nullptr;
     const int32_t* seq = nullptr;
     int n_kv_max = 0;  // host-side upper bound of max(pos)+1 over the batch (grid sizing)
-    // Host-side: the longest run of consecutive rows of one sequence (a prompt chunk:
-    // its length; a decode step of many sequences: 1). 0: unknown. A backend may pick
-    // a tiled (flash) attention kernel for long runs and its split kernel otherwise.
-    int seq_run_max = 0;
+    // Host-side: rows [n_tokens - prompt_rows, n_tokens) are prompt (prefill) rows, the
+    // rows before them generated tokens fed back (Session stages them so). A backend
+    // may attend the prompt rows with a tiled (flash) kernel, which reads each K/V row
+    // once per tile of query rows; generated rows keep its decode kernel. The choice
+    // follows the row, never the batch's make-up, so a row computes the same whatever
+    // shares its batch. 0 (the default): every row is a decode row.
+    int prompt_rows = 0;
     // Optional, device [n_tokens], host-written: per token, the first position of its
     // sequence that this step writes (the cache below it was written by earlier
     // steps, so attention may read it before this step's earlier kernels finish).

@@ -125,7 +125,7 @@ void bench(const BenchOptions& o) {
             if (!quiet) std::fprintf(stderr, "vega: filling %d sequence(s) to depth %d\n", max_b, d);
             std::vector<BatchToken> fill;
             for (int q = 0; q < max_b; ++q)
-                for (int i = filled; i < d; ++i) fill.push_back({tok(rng), i, q, false});
+                for (int i = filled; i < d; ++i) fill.push_back({tok(rng), i, q, false, /*prompt=*/true});
             fill.back().want_logits = true;  // the session returns one row; nothing is computed for the others
             s.decode(fill);
             filled = d;
@@ -134,7 +134,7 @@ void bench(const BenchOptions& o) {
         for (int p : o.n_prompt) {
             if (p <= 0) continue;
             std::vector<BatchToken> b(static_cast<size_t>(p));
-            for (int i = 0; i < p; ++i) b[size_t(i)] = {tok(rng), d + i, 0, i + 1 == p};
+            for (int i = 0; i < p; ++i) b[size_t(i)] = {tok(rng), d + i, 0, i + 1 == p, /*prompt=*/true};
             Row r{"pp" + std::to_string(p) + at, p, 1, d, {}, wbytes * std::ceil(double(p) / double(s.params().n_batch)), 1};
             s.decode(b);  // warm-up
             for (int rep = 0; rep < o.reps; ++rep) {

@@ -205,7 +205,7 @@ bool Scheduler::step(const TokenFn& on_token, const DoneFn& on_done) {
         const std::vector<int32_t>& p = sl.req.prompt;
         while (budget > 0 && sl.prompt_done < p.size()) {
             const bool last = sl.prompt_done + 1 == p.size();
-            I.batch.push_back({p[sl.prompt_done], int32_t(sl.cells.size()), sl.seq, last});
+            I.batch.push_back({p[sl.prompt_done], int32_t(sl.cells.size()), sl.seq, last, /*prompt=*/true});
             if (last) I.row_slot.push_back(int(i));
             sl.cells.push_back(p[sl.prompt_done]);
             ++sl.prompt_done;

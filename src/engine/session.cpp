@@ -201,23 +201,26 @@ namespace {
 // Validates and stages one chunk; returns the number of rows that want logits.
 int stage_chunk(const std::vector<BatchToken>& batch, size_t begin, size_t end, const ContextParams& p, int n_vocab,
                 std::vector<int32_t>& tok, std::vector<int32_t>& pos, std::vector<int32_t>& seq,
-                std::vector<int32_t>& out_idx, int& n_kv_max, int* seq_run_max = nullptr) {
-    int n_out = 0, run = 0;
+                std::vector<int32_t>& out_idx, int& n_kv_max, int* prompt_rows = nullptr) {
+    // Generated rows first, then prompt rows (BatchToken::prompt), each in batch order:
+    // the backend takes the prompt rows as one range (BatchView::prompt_rows).
+    // out_idx lists the wanted rows' staged indices in batch order.
+    int n_prompt = 0;
+    for (size_t i = begin; i < end; ++i) n_prompt += batch[i].prompt;
+    if (prompt_rows) *prompt_rows = n_prompt;
+    int n_out = 0, next_gen = 0, next_prompt = int(end - begin) - n_prompt;
     n_kv_max = 0;
-    if (seq_run_max) *seq_run_max = 0;
     for (size_t i = begin; i < end; ++i) {
         const BatchToken& t = batch[i];
         if (t.token < 0 || t.token >= n_vocab) fail("token id {} is out of range [0, {})", t.token, n_vocab);
         if (t.pos < 0 || t.pos >= p.n_ctx)
             fail("position {} is beyond the context size {} (use a larger -c/--ctx-size)", t.pos, p.n_ctx);
         if (t.seq < 0 || t.seq >= p.n_seq) fail("sequence id {} is out of range [0, {})", t.seq, p.n_seq);
-        const size_t j = i - begin;
+        const size_t j = size_t(t.prompt ? next_prompt++ : next_gen++);
         tok[j] = t.token;
         pos[j] = t.pos;
         seq[j] = t.seq;
         n_kv_max = std::max(n_kv_max, t.pos + 1);
-        run = i > begin && batch[i - 1].seq == t.seq ? run + 1 : 1;
-        if (seq_run_max) *seq_run_max = std::max(*seq_run_max, run);
         if (t.want_logits) out_idx[n_out++] = int32_t(j);
     }
     return n_out;
@@ -275,7 +278,8 @@ void Session::decode_reduced(const std::vector<BatchToken>& batch, int mode, int
             be_.download(I.topk.logits.data() + old, I.d_topk_vals, add * sizeof(float));
         }
     };
-    if (I.graphs && batch.size() == 1 && batch[0].want_logits) {
+    // Graphs replay decode steps: generated rows only (prompt rows take the tiled attention).
+    if (I.graphs && batch.size() == 1 && batch[0].want_logits && !batch[0].prompt) {
         int n_kv = 0;
         stage_chunk(batch, 0, 1, p_, I.n_vocab, I.h_tokens, I.h_pos, I.h_seq, I.h_out_idx, n_kv);  // validates
         I.step(batch[0], p_.n_ctx, sel, k);
@@ -284,7 +288,7 @@ void Session::decode_reduced(const std::vector<BatchToken>& batch, int mode, int
     }
     // A decode step of 2..64 sequences: every row wants logits.
     if (I.graphs && I.batch_graphs && batch.size() >= 2 && batch.size() <= size_t(Impl::kMaxBucket) &&
-        std::all_of(batch.begin(), batch.end(), [](const BatchToken& t) { return t.want_logits; })) {
+        std::all_of(batch.begin(), batch.end(), [](const BatchToken& t) { return t.want_logits && !t.prompt; })) {
         int n_kv = 0;
         stage_chunk(batch, 0, batch.size(), p_, I.n_vocab, I.h_tokens, I.h_pos, I.h_seq, I.h_out_idx, n_kv);  // validates
         I.batch_step(batch, p_.n_ctx, sel, k);
@@ -297,7 +301,7 @@ void Session::decode_reduced(const std::vector<BatchToken>& batch, int mode, int
         const int n = int(end - begin);
         BatchView bv;
         int n_out = stage_chunk(batch, begin, end, p_, I.n_vocab, I.h_tokens, I.h_pos, I.h_seq, I.h_out_idx,
-                                bv.n_kv_max, &bv.seq_run_max);
+                                bv.n_kv_max, &bv.prompt_rows);
         const bool keep = n_out > 0;
         if (!keep) I.h_out_idx[0] = 0, n_out = 1;
         be_.upload(I.d_tokens, I.h_tokens.data(), size_t(n) * 4);
@@ -320,7 +324,7 @@ const std::vector<float>& Session::eval(const std::vector<int32_t>& tokens, int 
     Impl& I = *impl_;
     I.one_seq.resize(tokens.size());
     for (size_t i = 0; i < tokens.size(); ++i)
-        I.one_seq[i] = {tokens[i], start_pos + int32_t(i), seq, all_logits || i + 1 == tokens.size()};
+        I.one_seq[i] = {tokens[i], start_pos + int32_t(i), seq, all_logits || i + 1 == tokens.size(), tokens.size() > 1};
     return decode(I.one_seq);
 }
 

@@ -28,6 +28,11 @@ struct BatchToken {
     int32_t pos;
     int32_t seq;
     bool want_logits;
+    // A prompt token (prefill), not a generated one being fed back. Prompt rows are
+    // attended by the backend's tiled (flash) kernel and generated rows by its decode
+    // kernel, whatever else shares the batch: a row's result is the same alone or
+    // batched with others (vega run --parallel equals each prompt alone).
+    bool prompt = false;
 };
 
 class Session {

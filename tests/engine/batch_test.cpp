@@ -89,6 +89,44 @@ INSTANTIATE_TEST_SUITE_P(Models, BatchedStep,
                              return data_file_id(std::get<0>(info.param)) + "_B" + std::to_string(std::get<1>(info.param));
                          });
 
+// A batch whose prompt rows (BatchToken::prompt) and generated rows interleave: the
+// session stages generated rows first and prompt rows after them (the backend's
+// decode and tiled attention kernels), and still returns the wanted rows' logits in
+// the caller's order, each equal to its sequence evaluated alone.
+TEST(Session, PromptAndGeneratedRowsInterleavedKeepTheCallersOrder) {
+    VEGA_REQUIRE_TEST_DATA();
+    Loaded l = load_model("models/synth-llama-q4_0.gguf");
+    const int n_vocab = l.model->hparams().n_vocab;
+    const std::vector<int32_t> prompt0 = {5, 17, 42, 8, 99}, prefix1 = {7, 7, 300, 12, 61, 2, 44, 10, 3, 29};
+    const int32_t gen1 = 77;
+    ContextParams cp;
+    cp.n_ctx = 32;
+    cp.n_seq = 2;
+    Session s(*l.model, *l.be, cp);
+    std::vector<BatchToken> b;
+    for (size_t p = 0; p < prefix1.size(); ++p) b.push_back({prefix1[p], int32_t(p), 1, false, true});
+    s.decode(b);
+    // seq 0's prompt with a generated row of seq 1 between its rows; rows 0, 1, 3, 5 want logits.
+    b = {{prompt0[0], 0, 0, true, true},   {gen1, 10, 1, true, false},      {prompt0[1], 1, 0, false, true},
+         {prompt0[2], 2, 0, true, true},   {prompt0[3], 3, 0, false, true}, {prompt0[4], 4, 0, true, true}};
+    const std::vector<float> got = s.decode(b);
+    ASSERT_EQ(got.size(), size_t(4) * n_vocab);
+    cp.n_seq = 1;
+    Session alone(*l.model, *l.be, cp);
+    const std::vector<float> rows0 = alone.eval(prompt0, 0, 0, /*all_logits=*/true);
+    Session alone1(*l.model, *l.be, cp);
+    alone1.eval(prefix1, 0);
+    const std::vector<float> row1 = alone1.eval({gen1}, int(prefix1.size()));
+    const float* want[4] = {rows0.data(), row1.data(), rows0.data() + size_t(2) * n_vocab,
+                            rows0.data() + size_t(4) * n_vocab};
+    const bool cpu = test_device() == "cpu";
+    for (int i = 0; i < 4; ++i) {
+        const double e = nmse(got.data() + size_t(i) * n_vocab, want[i], size_t(n_vocab));
+        if (cpu) EXPECT_EQ(e, 0.0) << "wanted row " << i;
+        else EXPECT_LT(e, 5e-3) << "wanted row " << i;
+    }
+}
+
 // Greedy generation through the Scheduler (4 slots, 9 requests of different
 // lengths joining as others finish, prompts chunked into a small batch) equals
 // each prompt generated alone.

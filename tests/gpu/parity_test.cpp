@@ -467,16 +467,17 @@ TEST_F(Parity, KvStoreAndAttention) {
     }
 }
 
-// Prompt attention through the tiled (flash) kernel: the batch says its rows come
-// in runs of one sequence (BatchView::seq_run_max), as a prompt chunk's do. Every
-// head dim it serves, GQA 1, 4 and 8, chunks shorter and longer than a tile and not
-// multiples of it, depths 0 to 16384, the causal edge inside the chunk, and a batch
-// mixing a chunk with other sequences' rows (one pass per sequence in a tile).
+// Prompt attention through the tiled (flash) kernel: the batch's last rows are prompt
+// rows (BatchView::prompt_rows). Every head dim it serves, GQA 1, 4 and 8, chunks
+// shorter and longer than a tile and not multiples of it, depths 0 to 16384, the
+// causal edge inside the chunk, prompt rows of two sequences in one tile (one pass
+// per sequence), and generated rows ahead of the prompt rows (the split kernel).
 class PromptAttention : public Parity {
 protected:
     struct Case {
         int hd, n_kv_head, group, depth, chunk;
-        bool mixed = false;  // rows of a second sequence between the chunk's
+        bool mixed = false;   // prompt rows of a second sequence between the chunk's
+        int generated = 0;    // generated (decode) rows of the second sequence before the prompt rows
     };
     // Fills positions [0, n) of sequence sq in layer 1 of both caches.
     void fill(KvCache& cg, KvCache& cc, const KvCacheDesc& d, int sq, int n) {
@@ -503,16 +504,15 @@ protected:
         auto cg = gpu_->create_kv_cache(d);
         auto cc = cpu_->create_kv_cache(d);
         fill(*cg, *cc, d, 0, c.depth + c.chunk);
-        if (c.mixed) fill(*cg, *cc, d, 1, d.n_ctx);
-        // The chunk: positions depth.. of sequence 0 (its own K/V already in the cache,
-        // as the rope + store kernel leaves them); mixed: a row of sequence 1 after
-        // every 37 rows of the chunk.
+        if (c.mixed || c.generated) fill(*cg, *cc, d, 1, d.n_ctx);
+        // Generated rows of sequence 1 first, then the chunk: positions depth.. of
+        // sequence 0 (its own K/V already in the cache, as the rope + store kernel
+        // leaves them); mixed: a row of sequence 1 after every 37 rows of the chunk.
         std::vector<int32_t> pos, seq;
-        int run = 0, longest = 0;
+        for (int i = 0; i < c.generated; ++i) pos.push_back(int32_t((i * 104729 + 11) % d.n_ctx)), seq.push_back(1);
         for (int i = 0; i < c.chunk; ++i) {
             pos.push_back(c.depth + i), seq.push_back(0);
-            longest = std::max(longest, ++run);
-            if (c.mixed && i % 37 == 36) pos.push_back(int32_t((i * 7919) % d.n_ctx)), seq.push_back(1), run = 0;
+            if (c.mixed && i % 37 == 36) pos.push_back(int32_t((i * 7919) % d.n_ctx)), seq.push_back(1);
         }
         const int rows = int(pos.size()), n_head = c.n_kv_head * c.group;
         auto [pg, pc] = ints(pos);
@@ -521,21 +521,24 @@ protected:
         bg.n_tokens = bc.n_tokens = rows;
         bg.pos = pg, bg.seq = sg, bc.pos = pc, bc.seq = sc;
         bg.n_kv_max = bc.n_kv_max = d.n_ctx;
-        bg.seq_run_max = bc.seq_run_max = longest;
+        bg.prompt_rows = bc.prompt_rows = rows - c.generated;
         auto q = pair(randn(size_t(rows) * n_head * c.hd));
         auto out = pair_n(size_t(rows) * n_head * c.hd);
         const float scale = 1.f / std::sqrt(float(c.hd));
-        const int64_t tiled = gpu_->attention_stats().tiled;
+        const Backend::AttentionStats before = gpu_->attention_stats();
         gpu_->attention(*cg, 1, q.g, out.g, n_head, scale, bg);
         cpu_->attention(*cc, 1, q.c, out.c, n_head, scale, bc);
-        // Runs of 8 rows and more take the tiled kernel on every target (shorter: the split one).
-        EXPECT_EQ(gpu_->attention_stats().tiled - tiled, longest >= 8 ? 1 : 0) << name(c);
+        // Every target has a tiled kernel for these shapes: one launch for the prompt
+        // rows, and the split kernel for the generated rows when there are any.
+        EXPECT_EQ(gpu_->attention_stats().tiled - before.tiled, 1) << name(c);
+        EXPECT_EQ(gpu_->attention_stats().other - before.other, c.generated > 0 ? 1 : 0) << name(c);
         return compare(out, "prompt attention");
     }
     static std::string name(const Case& c) {
         return "head_dim " + std::to_string(c.hd) + " kv heads " + std::to_string(c.n_kv_head) + " GQA " +
                std::to_string(c.group) + " depth " + std::to_string(c.depth) + " chunk " + std::to_string(c.chunk) +
-               (c.mixed ? " (mixed)" : "");
+               (c.mixed ? " (two sequences)" : "") +
+               (c.generated ? " after " + std::to_string(c.generated) + " generated rows" : "");
     }
     // f16 q and p (the tensor cores' and v_dot2's inputs): ~1e-7 typical.
     static constexpr double kBound = 2e-5;
@@ -563,7 +566,8 @@ TEST_F(PromptAttention, ChunkLengthsAndDepths) {
 }
 
 TEST_F(PromptAttention, ChunkMixedWithOtherSequences) {
-    for (const Case& c : {Case{128, 2, 4, 100, 300, true}, Case{64, 1, 1, 0, 150, true}, Case{96, 2, 8, 3000, 90, true}}) {
+    for (const Case& c : {Case{128, 2, 4, 100, 300, true}, Case{64, 1, 1, 0, 150, true}, Case{96, 2, 8, 3000, 90, true},
+                          Case{128, 2, 4, 500, 200, false, 5}, Case{64, 1, 8, 0, 1, false, 16}}) {
         const double e = run(c);
         EXPECT_LT(e, kBound) << name(c);
         std::printf("  %-50s nmse %.2e\n", name(c).c_str(), e);

@@ -536,19 +536,25 @@ private:
     // also writes out's q8 form into the second activation buffer. Returns whether it did.
     bool run_attention(const ops::KvLayer& L, const float* q, float* out, int n_head, float scale, const BatchView& b,
                        bool want_q8) {
-        // Runs of rows of one sequence (prompts): the tiled kernel reads each K/V row
-        // once per tile of query rows, not once per row. (Never in a captured graph:
-        // those are decode steps, seq_run_max unknown.)
-        if (tiled_attn_ && !capturing_) {
-            if (ops::attention_tiled(L, q, out, b.n_tokens, n_head, scale, b.pos, b.seq, b.seq_run_max, stream_)) {
+        // Prompt rows (the batch's last prompt_rows): the tiled kernel, which reads each
+        // K/V row once per tile of query rows, not once per row; the generated rows
+        // before them: the split kernel below. (Captured graphs are decode steps.)
+        const int n_prompt = std::clamp(b.prompt_rows, 0, b.n_tokens);
+        if (tiled_attn_ && !capturing_ && n_prompt > 0) {
+            const int r0 = b.n_tokens - n_prompt;
+            const int64_t w = int64_t(n_head) * L.hd;
+            if (ops::attention_tiled(L, q + r0 * w, out + r0 * w, n_prompt, n_head, scale, b.pos + r0, b.seq + r0,
+                                     stream_)) {
                 rt::check("attention (tiled)");
                 ++attn_stats_.tiled;
-                return false;
+                if (r0 == 0) return false;
+                BatchView gen = b;  // the generated rows: split kernel, out in f32 (the input is quantized as a whole)
+                gen.n_tokens = r0, gen.prompt_rows = 0;
+                return run_attention(L, q, out, n_head, scale, gen, false);
             }
-            if (b.seq_run_max >= 64 && !ops::attention_tiled_serves(L, n_head))
-                note(fmt::format("GPU: prompt attention has no tiled kernel for this cache ({}, {} heads of {} dims, "
-                                 "{} kv heads); prompts run the per-row split kernel",
-                                 L.f16 ? "f16" : "f32", n_head, L.hd, L.n_kv_head));
+            note(fmt::format("GPU: prompt attention has no tiled kernel for this cache ({}, {} heads of {} dims, "
+                             "{} kv heads); prompts run the per-row split kernel",
+                             L.f16 ? "f16" : "f32", n_head, L.hd, L.n_kv_head));
         }
         ++attn_stats_.other;
         // A captured graph must serve every later position: cover the whole context.

@@ -184,12 +184,11 @@ void attention(const KvLayer& c, const float* q, float* out, int rows, int n_hea
 // (kernels/attention_mma.cu on NVIDIA, tensor cores; kernels/attention_dot2.cu on
 // gfx906). A tile holding rows of several sequences runs one pass per sequence.
 // attention_tiled_serves: whether the target has a kernel for this cache and head
-// count (f16 cache; head dims 64, 80, 96, 112, 128, 256). attention_tiled returns
-// false, launching nothing, where it does not, or where the batch's longest run of
-// one sequence (BatchView::seq_run_max) is under the target's kTiledAttnMinRun.
+// count (f16 cache; head dims 64, 80, 96, 112, 128, 256); attention_tiled returns
+// false, launching nothing, where it does not.
 bool attention_tiled_serves(const KvLayer& c, int n_head);
 bool attention_tiled(const KvLayer& c, const float* q, float* out, int rows, int n_head, float scale,
-                     const int32_t* pos, const int32_t* seq, int seq_run_max, void* s);
+                     const int32_t* pos, const int32_t* seq, void* s);
 // Blocks per (token, head) for a batch of `rows` tokens over at most n_kv_max
 // positions on a device of n_sm SMs / CUs: 1 from arch::kAttnWholePairsPerSm pairs
 // per SM on, else one per split, at most enough to give the device

@@ -35,12 +35,9 @@ constexpr int kAttnWholePairsPerSm = 2;  // from this many (token, head) pairs p
 // one K/V tile of a wave's width in positions (lane = position for q.k, lane = dims
 // for p.v), each wave kTiledAttnWaveRows query rows (2 from head dim 256 on, for the
 // LDS). 8 waves: the 48 KB of LDS of a 128-dim tile leave one block per CU, 2 waves
-// per SIMD. Batches whose longest run of rows of one sequence reaches
-// kTiledAttnMinRun take it; shorter (decode) keep the split kernel. Not measured on
-// a card.
+// per SIMD. Not measured on a card.
 constexpr int kTiledAttnWaves = 8;
 constexpr int kTiledAttnWaveRows = 4;
-constexpr int kTiledAttnMinRun = 8;
 constexpr bool kPdl = false;             // no programmatic dependent launch on HIP
 constexpr bool kMultiMatLaunch = false;  // one matrix per launch: selecting among three GpuMat
                                          // parameters puts a per-lane copy in LDS (audit)

@@ -21,10 +21,6 @@ constexpr int kAttnBlocksPerSm = 8;  // split-attention blocks per SM over all (
 // positions: one block per pair writes its output directly (no partials, no
 // merge). A/B 2026-11-24, B=16 (512 pairs): one block per pair +3% over 3 splits.
 constexpr int kAttnWholePairsPerSm = 2;
-// Prompt attention on the tensor cores (kernels/attention_mma.cu, 64 query rows a
-// block): batches whose longest run of rows of one sequence reaches this take it;
-// shorter runs (decode, batched decode) keep the split kernel.
-constexpr int kTiledAttnMinRun = 8;
 constexpr bool kPdl = true;             // programmatic dependent launch (sm_90; checked at run time)
 constexpr bool kMultiMatLaunch = true;  // q, k, v (three GpuMat parameters) in one matvec launch
 constexpr const char* kName = "nvidia";

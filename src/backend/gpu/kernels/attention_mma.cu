@@ -292,8 +292,8 @@ bool ops::attention_tiled_serves(const KvLayer& c, int n_head) {
 }
 
 bool ops::attention_tiled(const KvLayer& c, const float* q, float* out, int rows, int n_head, float scale,
-                          const int32_t* pos, const int32_t* seq, int seq_run_max, void* s) {
-    if (seq_run_max < arch::kTiledAttnMinRun || !attention_tiled_serves(c, n_head)) return false;
+                          const int32_t* pos, const int32_t* seq, void* s) {
+    if (!attention_tiled_serves(c, n_head)) return false;
     if (rows <= 0) return true;
     switch (c.hd) {
         case 64: return launch_hd<64>(c, q, out, rows, n_head, scale, pos, seq, s);
