@@ -5,8 +5,9 @@
 # and tg128 at depth 8192 (both engines), and with TILED_AB=1 the vega rows again with
 # VEGA_GPU_TILED_ATTN=0 (the split kernel: the before).
 #   scripts/attn_bench.sh [BUILD_DIR]   (default build-h200; llama.cpp from $LLAMA_PEER_DIR/b/bin)
-# MODELS (default "llama2-7b:Q4_0 llama3-8b:Q4_K_M"), DEPTHS (default 0,8192), TG_DEPTH
-# (default 8192; empty: no tg rows). Resumable: a model whose rows are in $OUT/done.* is skipped.
+# MODELS (default "llama2-7b:Q4_0 llama3-8b:Q4_K_M"), PP (default 512,2048), DEPTHS (default
+# 0,8192), TG_DEPTH (default 8192; empty: no tg rows); vega's -c is the deepest depth + 2112.
+# Resumable: a model whose rows are in $OUT/done.* is skipped.
 set -u
 . "$(dirname "$0")/device_env.sh"
 B=${1:-build-h200}
@@ -19,22 +20,25 @@ lbench() { timeout 400 "$L/llama-bench" -ngl 99 -fa 1 "$@" 2>&1 | grep -E "^\||r
 L=${LLAMA_PEER_DIR:-/tmp/llama-peer}/b/bin
 DEPTHS=${DEPTHS:-0,8192}
 TG_DEPTH=${TG_DEPTH-8192}
+PP=${PP:-512,2048}
+deepest=$(echo "$DEPTHS,${TG_DEPTH:-0}" | tr ',' '\n' | sort -n | tail -1)
+CTX=$((deepest + 2112))
 for spec in ${MODELS:-llama2-7b:Q4_0 llama3-8b:Q4_K_M}; do
   shape=${spec%%:*} t=${spec##*:}
   [ -f "$OUT/done.$shape.$t" ] && continue
   m=/tmp/attn-$shape-$t.gguf
   [ -f $m ] || { log "synth $shape $t"; timeout 500 "$B/vega" synth --shape $shape --type $t -o $m > "$OUT/synth-$shape-$t.log" 2>&1 || { rm -f $m; continue; }; }
-  log "$shape $t: vega pp512/pp2048 at depths $DEPTHS"
-  vbench -m $m -c 10304 -r 2 -p 512,2048 -n 0 -d $DEPTHS
+  log "$shape $t: vega pp $PP at depths $DEPTHS (-c $CTX)"
+  vbench -m $m -c $CTX -r 2 -p $PP -n 0 -d $DEPTHS
   if [ "${TILED_AB:-0}" = 1 ]; then
     log "$shape $t: vega, split kernel for prompts (VEGA_GPU_TILED_ATTN=0)"
-    VEGA_GPU_TILED_ATTN=0 vbench -m $m -c 10304 -r 1 -p 512,2048 -n 0 -d $DEPTHS
+    VEGA_GPU_TILED_ATTN=0 vbench -m $m -c $CTX -r 1 -p $PP -n 0 -d $DEPTHS
   fi
   log "$shape $t: llama.cpp"
-  lbench -m $m -r 2 -p 512,2048 -n 0 -d $DEPTHS
+  lbench -m $m -r 2 -p $PP -n 0 -d $DEPTHS
   if [ -n "$TG_DEPTH" ]; then
     log "$shape $t: tg128 at depth $TG_DEPTH, vega then llama.cpp"
-    vbench -m $m -c 10304 -r 2 -p 0 -n 128 -d $TG_DEPTH
+    vbench -m $m -c $CTX -r 2 -p 0 -n 128 -d $TG_DEPTH
     lbench -m $m -r 2 -p 0 -n 128 -d $TG_DEPTH
   fi
   touch "$OUT/done.$shape.$t"
