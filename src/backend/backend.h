@@ -67,6 +67,11 @@ struct KvCacheDesc {
 
 // The layout of one layer's K (or V) of a cache described by d (kv_layout.h).
 inline KvLayout kv_layout(const KvCacheDesc& d) { return {d.n_seq, d.n_ctx, d.n_kv_head, d.head_dim}; }
+// Bytes of K and V over all layers of a cache described by d (what create_kv_cache allocates).
+inline size_t kv_cache_bytes(const KvCacheDesc& d) {
+    const size_t elem = d.type == GgmlType::F16 ? 2 : 4;
+    return 2 * size_t(d.n_layer) * size_t(kv_layout(d).layer_elems()) * elem;
+}
 
 // Opaque per-backend KV cache: K and V per layer laid out as kv_layout.h says.
 class KvCache {
@@ -174,6 +179,9 @@ public:
     virtual void upload(void* dst, const void* src, size_t bytes) = 0;
     virtual void download(void* dst, const void* src, size_t bytes) = 0;
     virtual void synchronize() = 0;
+    // Bytes the backend could still allocate (GPU: the device's free memory; CPU: the
+    // system's available memory), 0 when unknown. For fit checks before large allocations.
+    virtual size_t free_memory() const { return 0; }
     // Makes a GGUF tensor available to ops. The CPU keeps pointing into the mapping.
     virtual Weight upload_weight(const gguf::TensorInfo& t) = 0;
     // Sizes internal scratch (activation quantization etc.) for matmuls of up to

@@ -103,6 +103,13 @@ Loaded load(const ModelOptions& opts, bool verbose, int n_seq) {
     const char* bg = std::getenv("VEGA_BATCH_GRAPHS");
     cp.batch_graphs = !(bg && std::string(bg) == "0");
     l.session = std::make_unique<Session>(*l.model, *l.backend, cp);
+    if (verbose) {
+        const ContextParams& p = l.session->params();
+        const double mib = double(l.session->kv_bytes()) / (1 << 20);
+        std::fprintf(stderr, "vega: KV cache %.*f %s: %d cells x %d sequence(s), %s (-c, --parallel, --kv-type)\n",
+                     mib < 1024 ? 1 : 2, mib < 1024 ? mib : mib / 1024, mib < 1024 ? "MiB" : "GiB", p.n_ctx, p.n_seq,
+                     p.kv_type == GgmlType::F16 ? "f16" : "f32");
+    }
     // VEGA_GRAPHS=0: every decode step runs op by op (A/B and diagnosis of graph replay).
     if (const char* g = std::getenv("VEGA_GRAPHS"); g && std::string(g) == "0") l.session->set_use_graphs(false);
     l.load_seconds = now_seconds() - t0;

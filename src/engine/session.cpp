@@ -157,6 +157,15 @@ Session::Session(const Model& model, Backend& backend, const ContextParams& p)
     d.n_kv_head = hp.n_head_kv;
     d.head_dim = hp.head_dim;
     d.type = p_.kv_type;
+    // The cache is the session's one large allocation: check it fits first and say
+    // what to lower (an allocation failure deep in the backend, or the OOM killer on
+    // the CPU, would say neither).
+    const size_t kv_bytes = kv_cache_bytes(d);
+    if (const size_t avail = backend.free_memory(); avail > 0 && kv_bytes > avail)
+        fail("the KV cache does not fit: {} sequence(s) x {} cells ({}) x {} layers needs {:.2f} GiB, {:.2f} GiB "
+             "is free on {}; lower -c/--ctx-size or --parallel, or use a smaller --kv-type",
+             p_.n_seq, d.n_ctx, type_traits(d.type).name, d.n_layer, double(kv_bytes) / (1 << 30),
+             double(avail) / (1 << 30), backend.name());
     Impl& I = *impl_;
     I.cache = backend.create_kv_cache(d);
     I.n_batch = p_.n_batch;
@@ -191,6 +200,8 @@ Session::Session(const Model& model, Backend& backend, const ContextParams& p)
 }
 
 Session::~Session() = default;
+
+size_t Session::kv_bytes() const { return impl_->cache->bytes(); }
 
 void Session::set_use_graphs(bool on) { impl_->graphs = on && be_.supports_capture(); }
 bool Session::use_graphs() const { return impl_->graphs; }

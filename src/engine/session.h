@@ -41,6 +41,8 @@ public:
     ~Session();
 
     const ContextParams& params() const { return p_; }
+    // Bytes of the KV cache (K and V, every layer and sequence; kv_cache_bytes()).
+    size_t kv_bytes() const;
     int n_vocab() const { return model_.hparams().n_vocab; }
 
     // Runs the forward pass on `batch` (any size: split into n_batch pieces). The

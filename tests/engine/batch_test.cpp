@@ -13,6 +13,7 @@
 #include <vector>
 
 #include "backend/backend_factory.h"
+#include "core/error.h"
 #include "engine/scheduler.h"
 #include "engine/session.h"
 #include "model/model.h"
@@ -125,6 +126,34 @@ TEST(Session, PromptAndGeneratedRowsInterleavedKeepTheCallersOrder) {
         if (cpu) EXPECT_EQ(e, 0.0) << "wanted row " << i;
         else EXPECT_LT(e, 5e-3) << "wanted row " << i;
     }
+}
+
+// A context whose KV cache cannot fit says so before allocating it: the bytes needed,
+// the bytes free, and what to lower.
+TEST(Session, KvCacheThatCannotFitIsRefusedWithWhatToLower) {
+    VEGA_REQUIRE_TEST_DATA();
+    Loaded l = load_model("models/stories260K.gguf");
+    ContextParams cp;
+    cp.n_ctx = 1 << 20;
+    cp.n_seq = 256;  // stories260K: 5 layers x 4 kv heads x 8 dims, f32: 320 GiB
+    cp.kv_type = GgmlType::F32;
+    if (l.be->free_memory() == 0) GTEST_SKIP() << "this backend cannot say how much memory is free";
+    try {
+        Session s(*l.model, *l.be, cp);
+        FAIL() << "a 320 GiB KV cache was accepted";
+    } catch (const Error& e) {
+        const std::string m = e.what();
+        EXPECT_NE(m.find("KV cache does not fit"), std::string::npos) << m;
+        EXPECT_NE(m.find("GiB"), std::string::npos) << m;
+        EXPECT_NE(m.find("lower -c/--ctx-size or --parallel"), std::string::npos) << m;
+    }
+    ContextParams ok;
+    ok.n_ctx = 256;
+    Session s(*l.model, *l.be, ok);
+    KvCacheDesc d;
+    d.n_layer = l.model->hparams().n_layer, d.n_seq = 1, d.n_ctx = 256, d.n_kv_head = l.model->hparams().n_head_kv;
+    d.head_dim = l.model->hparams().head_dim;
+    EXPECT_EQ(s.kv_bytes(), kv_cache_bytes(d));
 }
 
 // Greedy generation through the Scheduler (4 slots, 9 requests of different

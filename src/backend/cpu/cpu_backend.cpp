@@ -5,6 +5,8 @@
 #include <cmath>
 #include <cstdlib>
 #include <cstring>
+#include <fstream>
+#include <string>
 #include <vector>
 
 #include "backend/backend_factory.h"
@@ -59,6 +61,17 @@ public:
 
     std::string name() const override {
         return "cpu (" + std::to_string(pool_.size()) + " threads" + (cpu_has_avx2() ? ", avx2)" : ")");
+    }
+
+    // MemAvailable of /proc/meminfo (Linux), 0 elsewhere.
+    size_t free_memory() const override {
+        std::ifstream f("/proc/meminfo");
+        std::string key;
+        size_t kb = 0;
+        std::string unit;
+        while (f >> key >> kb >> unit)
+            if (key == "MemAvailable:") return kb * 1024;
+        return 0;
     }
 
     void* alloc(size_t bytes, const char* what) override {

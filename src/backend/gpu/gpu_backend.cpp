@@ -244,6 +244,11 @@ public:
         rt::check("kv_store");
     }
     AttentionStats attention_stats() const override { return attn_stats_; }
+    size_t free_memory() const override {
+        size_t free_b = 0, total_b = 0;
+        rt::mem_info(&free_b, &total_b);
+        return free_b;
+    }
     void attention(KvCache& c, int layer, const float* q, float* out, int n_head, float scale,
                    const BatchView& b) override {
         run_attention(cache(c).layer(layer), q, out, n_head, scale, b, false);
