@@ -40,11 +40,21 @@ router counts as one latency round trip or its bytes. Weights read per token: at
 router, 8 of 128 experts' gate/up/down, the output matrix (Q6_K, as llama-quantize leaves it
 in a Q4_0 file).
 
+A prompt at depth (pp512 @ d8192, llama2-7b Q4_0): the tiled attention kernel
+(kernels/attention_dot2.cu) from its instruction budget per tile (docs/KERNELS.md): per
+wave and K/V tile, 512 v_dot2_f32_f16 (4 query rows x 64 positions x 128 dims, q.k and
+p.v) and 32 non-broadcast ds_read_b128 (1 KB each); the CU issues 64 v_dot2 lanes a clock
+(full rate: 26.5 TFLOPS f16 at 1.725 GHz) and reads 128 LDS bytes a clock. The kernel takes
+the larger of the two plus --attn-overhead (softmax, staging, barriers; a fraction), with
+the causal half-tile of each block's last tile. The matmuls of a 512-row prompt run on the
+8-row batch matvec (issue 25 will replace it): weights read once per 8 rows, at 860 GB/s.
+
   scripts/mi50_model.py [--audit docs/GFX906_AUDIT.md] [--lat 0.6,0.9,1.2] [--gap 1,3]
                         [--trips N]  (what-if: every decode matvec at N round trips per iteration)
                         [--launches-per-layer N]  (what-if: N kernels per layer instead of 7)
                         [--moe-attn-launches N] [--moe-ffn-launches N]  (what-if: qwen3moe's 7 + 5)
                         [--moe-expert-trips N] [--moe-down-rows R]  (what-if: the grouped expert matvec)
+                        [--attn-overhead F] [--depth D]  (the prompt-at-depth model)
 """
 import argparse
 import math
@@ -188,6 +198,25 @@ def moe_token_time(audit, lat, gap, quant="Q4_0"):
     return t, b
 
 
+CLOCK = 1.725e9
+LDS_BYTES_PER_CLK = 128
+
+
+def prompt_at_depth(rows, depth, overhead, heads=32, hd=128, quant="Q4_0"):
+    """Seconds of a `rows`-row prompt at `depth` (llama2-7b shape): (attention, matmuls)."""
+    # Attention: (row, position) pairs over all layers and heads, causal inside the chunk.
+    pairs = LAYERS * heads * rows * (depth + (rows + 1) / 2)
+    tile_pairs = 4 * 64  # a wave's 4 rows x a 64-position tile
+    waves_tiles = pairs / tile_pairs
+    dot2_clk = waves_tiles * 512 * 64 / (CUS * 64)          # v_dot2 lane-ops / (64 lanes a clock per CU)
+    lds_clk = waves_tiles * 32 * 1024 / (CUS * LDS_BYTES_PER_CLK)
+    attn = max(dot2_clk, lds_clk) * (1 + overhead) / CLOCK
+    # Matmuls: 8-row batch matvec, every weight byte read once per 8 rows.
+    wbytes = LAYERS * (4 * E * E + 3 * E * F) * BPW[quant] + VOCAB * E * BPW["Q6_K"]
+    mm = math.ceil(rows / 8) * wbytes / BW
+    return attn, mm
+
+
 def main():
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--audit", default="docs/GFX906_AUDIT.md")
@@ -203,6 +232,9 @@ def main():
                     help="what-if: round trips per iteration of the grouped expert matvec")
     ap.add_argument("--moe-down-rows", type=int, default=1,
                     help="what-if: output rows per wave of the grouped expert down projection")
+    ap.add_argument("--attn-overhead", type=float, default=0.5,
+                    help="prompt model: softmax, staging and barriers as a fraction of the v_dot2 time")
+    ap.add_argument("--depth", type=int, default=8192, help="prompt model: cache depth before the 512-row prompt")
     a = ap.parse_args()
     global TRIPS_OVERRIDE, SMALL_PER_LAYER, MOE_ATTN_LAUNCHES, MOE_FFN_LAUNCHES, EXPERT_TRIPS, EXPERT_DOWN_ROWS
     TRIPS_OVERRIDE = a.trips or None
@@ -262,6 +294,14 @@ def main():
     print(f"- router: {MOE_EXPERTS} x {MOE_E} F32 ({router / 2**20:.0f} MiB): {router / BW * 1e6:.1f} us at 860 GB/s, "
           f"{2 * lat * 1e6:.1f} us latency-bound")
 
+
+    print()
+    print(f"llama2-7b Q4_0 pp512 @ d{a.depth} (tiled v_dot2 attention, 8-row matvec matmuls; "
+          f"attention overhead {a.attn_overhead:.0%}):")
+    for depth in (0, a.depth):
+        attn, mm = prompt_at_depth(512, depth, a.attn_overhead)
+        print(f"- d{depth}: attention {attn * 1e3:.1f} ms + matmuls {mm * 1e3:.1f} ms -> "
+              f"{512 / (attn + mm):.0f} t/s (attention alone {512 / attn:.0f} t/s)")
 
 if __name__ == "__main__":
     main()
