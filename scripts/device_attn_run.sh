@@ -8,7 +8,9 @@
 # (poll archives $W into the call's $OUT as run.tgz every 10 s, so a call cut short still returns logs).
 # PARITY_FILTER, E2E_FILTER, EMU=0 (skip the emulation build), BENCH=0 (tests only),
 # PPL=1 (vega perplexity -c 2048 on the GPU and the CPU), MOE="Q8_0 ..." (then
-# scripts/moe_bench.sh on qwen3moe-30b-a3b in those types).
+# scripts/moe_bench.sh on qwen3moe-30b-a3b in those types; DENSE=1 adds llama2-7b Q4_0 tg128
+# and B=16), SWEEP=1 (scripts/gpu_sweep.sh: every synth shape x type, GPU vs CPU),
+# ATTN_BLOCKS_AB="4 16" (tg128 @ d8192 on llama2-7b Q4_0 per VEGA_GPU_ATTN_BLOCKS value).
 W=${W:-/tmp/attn_run}
 if [ "${1:-}" = poll ]; then
   for i in $(seq 1 "${2:-500}"); do
@@ -67,6 +69,11 @@ if [ "${PPL:-0}" = 1 ] && [ ! -f $W/ppl.done ]; then
   done
   touch $W/ppl.done
 fi
+if [ "${SWEEP:-0}" = 1 ] && [ ! -f $W/sweep.done ]; then
+  log "every synth shape x type, GPU vs CPU (scripts/gpu_sweep.sh)"
+  OUT=$W/sweep bash scripts/gpu_sweep.sh build-h200 | tail -30
+  touch $W/sweep.done
+fi
 if [ "${EMU:-1}" = 1 ]; then
   build build-h200-emu ON vega_gpu_parity_tests vega_engine_tests \
     && tests build-h200-emu emu "${EMU_PARITY_FILTER:-PromptAttention.*:Parity.KvStoreAndAttention:Parity.*Block*}" \
@@ -76,6 +83,14 @@ if [ "${BENCH:-1}" = 1 ]; then
   if [ -n "$lb" ]; then log "waiting for llama.cpp"; wait $lb; fi
   tail -1 $W/llama_build.log 2>/dev/null
   OUT=$W/bench TILED_AB=${TILED_AB:-1} bash scripts/attn_bench.sh build-h200
-  [ -n "${MOE:-}" ] && OUT=$W/moe TYPES="$MOE" DENSE=0 bash scripts/moe_bench.sh build-h200
+  if [ -n "${ATTN_BLOCKS_AB:-}" ]; then
+    m=/tmp/attn-llama2-7b-Q4_0.gguf
+    [ -f $m ] || build-h200/vega synth --shape llama2-7b --type Q4_0 -o $m > /dev/null 2>&1
+    for nb in ${ATTN_BLOCKS_AB}; do
+      log "tg128 @ d8192, VEGA_GPU_ATTN_BLOCKS=$nb"
+      VEGA_GPU_ATTN_BLOCKS=$nb timeout 200 build-h200/vega bench -m $m --device gpu -c 10304 -r 2 -p 0 -n 128 -d 8192 2>&1 | grep -E "tg128|rror"
+    done
+  fi
+  [ -n "${MOE:-}" ] && OUT=$W/moe TYPES="$MOE" DENSE=${DENSE:-0} bash scripts/moe_bench.sh build-h200
 fi
 touch $W/finished
