@@ -10,7 +10,9 @@
 # PPL=1 (vega perplexity -c 2048 on the GPU and the CPU), MOE="Q8_0 ..." (then
 # scripts/moe_bench.sh on qwen3moe-30b-a3b in those types; DENSE=1 adds llama2-7b Q4_0 tg128
 # and B=16), SWEEP=1 (scripts/gpu_sweep.sh: every synth shape x type, GPU vs CPU),
-# ATTN_BLOCKS_AB="4 16" (tg128 @ d8192 on llama2-7b Q4_0 per VEGA_GPU_ATTN_BLOCKS value).
+# ATTN_BLOCKS_AB="4 16" (tg128 @ d8192 on llama2-7b Q4_0 per VEGA_GPU_ATTN_BLOCKS value),
+# SWEEP_SHAPES / SWEEP_TYPES (the sweep's SHAPES / TYPES), SWEEP_AB=1 (the sweep again with
+# VEGA_GPU_TILED_ATTN=0).
 W=${W:-/tmp/attn_run}
 if [ "${1:-}" = poll ]; then
   for i in $(seq 1 "${2:-500}"); do
@@ -71,7 +73,13 @@ if [ "${PPL:-0}" = 1 ] && [ ! -f $W/ppl.done ]; then
 fi
 if [ "${SWEEP:-0}" = 1 ] && [ ! -f $W/sweep.done ]; then
   log "every synth shape x type, GPU vs CPU (scripts/gpu_sweep.sh)"
-  OUT=$W/sweep bash scripts/gpu_sweep.sh build-h200 | tail -30
+  SHAPES=${SWEEP_SHAPES:-1b llama2-7b llama3-8b qwen2-7b qwen3moe-tiny qwen3moe-30b-a3b} TYPES=${SWEEP_TYPES:-Q4_0 Q8_0 Q4_K_M Q6_K} \
+    OUT=$W/sweep bash scripts/gpu_sweep.sh build-h200 | tail -30
+  if [ "${SWEEP_AB:-0}" = 1 ]; then
+    log "the same with prompts through the split kernel (VEGA_GPU_TILED_ATTN=0)"
+    VEGA_GPU_TILED_ATTN=0 SHAPES=${SWEEP_SHAPES:-1b llama2-7b llama3-8b qwen2-7b qwen3moe-tiny qwen3moe-30b-a3b} \
+      TYPES=${SWEEP_TYPES:-Q4_0 Q8_0 Q4_K_M Q6_K} OUT=$W/sweep_split bash scripts/gpu_sweep.sh build-h200 | tail -30
+  fi
   touch $W/sweep.done
 fi
 if [ "${EMU:-1}" = 1 ]; then
