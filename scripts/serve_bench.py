@@ -9,6 +9,8 @@ library only, so it runs on the GPU machines too.
 Each request asks for exactly --max-tokens tokens (ignore_eos, as llama.cpp's server also
 accepts) with a different prompt; tokens are counted from the usage the server reports
 (stream_options.include_usage), or from the number of content chunks when it sends none.
+--prompt-words N makes each prompt N words long (a long-context request: time to first
+token is then the prompt's speed); the prompt token count the server reports is printed.
 """
 import argparse
 import http.client
@@ -18,6 +20,18 @@ import sys
 import threading
 import time
 import urllib.parse
+
+
+WORDS = ("the", "river", "bent", "north", "past", "old", "stone", "houses", "where", "children", "played", "until",
+         "evening", "light", "faded", "over", "quiet", "hills", "and", "fields")
+
+
+def make_prompt(i, n_words):
+    """Request i's prompt: distinct from its first words on (no shared cached prefix)."""
+    head = f"Request {i}: once upon a time, in a land far away,"
+    if n_words <= 0:
+        return head
+    return head + " " + " ".join(WORDS[(i * 7 + k * k) % len(WORDS)] for k in range(n_words))
 
 
 def one_request(url, prompt, max_tokens, timeout):
@@ -48,10 +62,11 @@ def one_request(url, prompt, max_tokens, timeout):
                     ttft = time.perf_counter() - t0
     conn.close()
     n = usage["completion_tokens"] if usage else chunks
-    return ttft if ttft is not None else time.perf_counter() - t0, n, time.perf_counter() - t0
+    n_prompt = usage.get("prompt_tokens", 0) if usage else 0
+    return ttft if ttft is not None else time.perf_counter() - t0, n, time.perf_counter() - t0, n_prompt
 
 
-def run_level(url, streams, n_requests, max_tokens, timeout):
+def run_level(url, streams, n_requests, max_tokens, timeout, prompt_words=0):
     lock = threading.Lock()
     next_i = [0]
     results, errors = [], []
@@ -64,7 +79,7 @@ def run_level(url, streams, n_requests, max_tokens, timeout):
             if i >= n_requests:
                 return
             try:
-                r = one_request(url, f"Request {i}: once upon a time, in a land far away,", max_tokens, timeout)
+                r = one_request(url, make_prompt(i, prompt_words), max_tokens, timeout)
                 with lock:
                     results.append(r)
             except Exception as e:  # noqa: BLE001 - reported below
@@ -88,6 +103,7 @@ def run_level(url, streams, n_requests, max_tokens, timeout):
         "ttft_median_ms": 1000 * statistics.median(ttfts) if ttfts else 0.0,
         "ttft_p90_ms": 1000 * ttfts[min(len(ttfts) - 1, int(0.9 * len(ttfts)))] if ttfts else 0.0,
         "first_error": errors[0] if errors else "",
+        "prompt_tokens": statistics.median([r[3] for r in results]) if results else 0,
     }
 
 
@@ -99,20 +115,22 @@ def main():
     ap.add_argument("--max-tokens", type=int, default=128)
     ap.add_argument("--timeout", type=float, default=600)
     ap.add_argument("--label", default="server")
+    ap.add_argument("--prompt-words", type=int, default=0, help="words per prompt (long-context requests)")
     ap.add_argument("--json", action="store_true")
     a = ap.parse_args()
     rows = []
     for s in [int(x) for x in a.streams.split(",") if x]:
         n = a.requests or max(4, 2 * s)
-        rows.append(run_level(a.url, s, n, a.max_tokens, a.timeout))
+        rows.append(run_level(a.url, s, n, a.max_tokens, a.timeout, a.prompt_words))
     if a.json:
         print(json.dumps({"label": a.label, "max_tokens": a.max_tokens, "levels": rows}, indent=2))
     else:
-        print(f"| {a.label} | streams | requests | aggregate t/s | per-stream t/s | TTFT median ms | TTFT p90 ms | errors |")
-        print("| --- | ---: | ---: | ---: | ---: | ---: | ---: | ---: |")
+        print(f"| {a.label} | streams | requests | prompt tokens | aggregate t/s | per-stream t/s | TTFT median ms | "
+              f"TTFT p90 ms | errors |")
+        print("| --- | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: |")
         for r in rows:
-            print(f"| | {r['streams']} | {r['requests']} | {r['aggregate_tps']:.1f} | {r['per_stream_tps']:.1f} | "
-                  f"{r['ttft_median_ms']:.1f} | {r['ttft_p90_ms']:.1f} | {r['errors']} |")
+            print(f"| | {r['streams']} | {r['requests']} | {r['prompt_tokens']:.0f} | {r['aggregate_tps']:.1f} | "
+                  f"{r['per_stream_tps']:.1f} | {r['ttft_median_ms']:.1f} | {r['ttft_p90_ms']:.1f} | {r['errors']} |")
     bad = [r for r in rows if r["errors"]]
     for r in bad:
         print(f"streams {r['streams']}: {r['errors']} errors, first: {r['first_error']}", file=sys.stderr)

@@ -9,6 +9,7 @@
 #   LLAMA_TARGETS: what else to build with llama-server (e.g. for scripts/peer_bench.sh).
 #   STREAMS=1,4,16,32 MAX_TOKENS=128 PARALLEL=32 CTX=1024: each slot's context (vega's -c
 #   is per slot; llama-server's -c is split over its slots, so it gets CTX x PARALLEL);
+#   PROMPT_WORDS=N: prompts of N words (time to first token of a long request; CTX must hold it);
 #   MODEL=a GGUF instead of the synth file, DEVICE=cpu and
 #   PEER=0 (vega alone) to try the script on a machine without a GPU.
 # Logs and summary.txt go to $OUT (default ./serve_bench_out).
@@ -36,7 +37,7 @@ wait_health() {  # wait_health PORT PID
 }
 bench() {  # bench LABEL PORT
   timeout 400 python3 "$here/serve_bench.py" --url "http://127.0.0.1:$2" --streams "$STREAMS" \
-    --max-tokens "$MAX_TOKENS" --label "$1" 2>&1 | tee -a "$S"
+    --max-tokens "$MAX_TOKENS" --prompt-words "${PROMPT_WORDS:-0}" --label "$1" 2>&1 | tee -a "$S"
 }
 
 if [ ! -x "$B/vega" ]; then
