@@ -81,7 +81,10 @@ void check_rope(bool neox) {
 TEST(CpuOps, RopeNormalMatchesDouble) { check_rope(false); }
 TEST(CpuOps, RopeNeoxMatchesDouble) { check_rope(true); }
 
+// prompt_rows 0: every row through the per-row loop; 10: every row through the tiled
+// prompt path (prompt_attention.h); 4: the last 4 rows tiled, the first 6 per row.
 TEST(CpuOps, AttentionGqaTwoSequencesMatchesDouble) {
+    for (int prompt_rows : {0, 10, 4})
     for (GgmlType kv : {GgmlType::F32, GgmlType::F16}) {
         auto be = make_cpu_backend(2);
         KvCacheDesc d;
@@ -100,6 +103,7 @@ TEST(CpuOps, AttentionGqaTwoSequencesMatchesDouble) {
         b.pos = pos.data();
         b.seq = seq.data();
         b.n_kv_max = 6;
+        b.prompt_rows = prompt_rows;
         const int kvdim = d.n_kv_head * d.head_dim, qdim = n_head * d.head_dim;
         std::vector<float> k = randn(size_t(T) * kvdim, 4), v = randn(size_t(T) * kvdim, 5), q = randn(size_t(T) * qdim, 6);
         be->kv_store(*cache, 1, k.data(), v.data(), b);
@@ -128,7 +132,52 @@ TEST(CpuOps, AttentionGqaTwoSequencesMatchesDouble) {
                     ref[(t * n_head + h) * d.head_dim + i] = o;
                 }
             }
-        EXPECT_LT(nmse(out, ref), kv == GgmlType::F32 ? 1e-12 : 1e-6) << type_traits(kv).name;
+        EXPECT_LT(nmse(out, ref), kv == GgmlType::F32 ? 1e-12 : 1e-6) << type_traits(kv).name << " prompt rows " << prompt_rows;
+        EXPECT_EQ(be->attention_stats().tiled, prompt_rows > 0 ? 1 : 0);
+        EXPECT_EQ(be->attention_stats().other, prompt_rows < T ? 1 : 0);
+    }
+}
+
+// The tiled prompt path against the per-row loop at prompt sizes: chunks shorter and
+// longer than a tile of rows (16) and of positions (64), at depth, GQA 1, 4, 8, head dims
+// 64, 80, 128, an f16 cache, and two sequences' prompts in one batch.
+TEST(CpuOps, PromptAttentionTilesMatchThePerRowLoop) {
+    struct Case {
+        int hd, n_kv_head, group, depth, chunk;
+    };
+    auto be = make_cpu_backend(2);
+    for (const Case c : {Case{64, 2, 1, 0, 1}, Case{128, 1, 4, 0, 15}, Case{128, 1, 4, 5, 16}, Case{80, 2, 8, 63, 17},
+                         Case{64, 1, 1, 200, 100}, Case{128, 2, 4, 1000, 70}}) {
+        KvCacheDesc d;
+        d.n_layer = 1, d.n_seq = 2, d.n_ctx = c.depth + c.chunk, d.n_kv_head = c.n_kv_head, d.head_dim = c.hd;
+        d.type = GgmlType::F16;
+        auto cache = be->create_kv_cache(d);
+        const int n_head = c.n_kv_head * c.group, kvdim = c.n_kv_head * c.hd, qdim = n_head * c.hd;
+        // Both sequences filled to depth + chunk; the batch: sequence 0's chunk, then sequence 1's.
+        for (int sq = 0; sq < 2; ++sq) {
+            std::vector<int32_t> pos(size_t(d.n_ctx)), seq(size_t(d.n_ctx), sq);
+            for (int i = 0; i < d.n_ctx; ++i) pos[size_t(i)] = i;
+            BatchView b;
+            b.n_tokens = d.n_ctx, b.pos = pos.data(), b.seq = seq.data();
+            const std::vector<float> k = randn(size_t(d.n_ctx) * kvdim, 20 + sq), v = randn(size_t(d.n_ctx) * kvdim, 30 + sq);
+            be->kv_store(*cache, 0, k.data(), v.data(), b);
+        }
+        std::vector<int32_t> pos, seq;
+        for (int sq = 0; sq < 2; ++sq)
+            for (int i = 0; i < c.chunk; ++i) pos.push_back(c.depth + i), seq.push_back(sq);
+        const int T = int(pos.size());
+        const std::vector<float> q = randn(size_t(T) * qdim, 40);
+        std::vector<float> tiled(size_t(T) * qdim), per_row(tiled.size());
+        BatchView b;
+        b.n_tokens = T, b.pos = pos.data(), b.seq = seq.data(), b.n_kv_max = d.n_ctx;
+        const float scale = 1.f / std::sqrt(float(c.hd));
+        b.prompt_rows = T;
+        be->attention(*cache, 0, q.data(), tiled.data(), n_head, scale, b);
+        b.prompt_rows = 0;
+        be->attention(*cache, 0, q.data(), per_row.data(), n_head, scale, b);
+        const std::vector<double> ref(per_row.begin(), per_row.end());
+        EXPECT_LT(nmse(tiled, ref), 1e-11) << "head_dim " << c.hd << " GQA " << c.group << " depth " << c.depth
+                                           << " chunk " << c.chunk;
     }
 }
 

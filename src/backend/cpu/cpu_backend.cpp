@@ -10,6 +10,7 @@
 #include <vector>
 
 #include "backend/backend_factory.h"
+#include "backend/cpu/prompt_attention.h"
 #include "backend/cpu/thread_pool.h"
 #include "core/error.h"
 #include "core/half.h"
@@ -288,8 +289,19 @@ public:
         const KvCacheDesc& d = kc.desc();
         const bool f16 = d.type == GgmlType::F16;
         const int hd = d.head_dim, group = n_head / d.n_kv_head;
+        // Prompt rows (the batch's last prompt_rows): tile by tile (prompt_attention.h);
+        // generated rows: one (row, head) at a time below, with a score row of n_ctx.
+        const int n_gen = b.n_tokens - std::clamp(b.prompt_rows, 0, b.n_tokens);
+        if (n_gen < b.n_tokens) {
+            cpu::KvView v;
+            v.k = kc.k(), v.v = kc.v(), v.f16 = f16, v.layout = kv_layout(d), v.layer_base = kc.row(layer, 0, 0, 0);
+            cpu::prompt_attention(pool_, v, q, out, n_head, scale, b.pos, b.seq, n_gen, b.n_tokens, prompt_scratch_);
+            ++attn_stats_.tiled;
+        }
+        if (n_gen == 0) return;
+        ++attn_stats_.other;
         scores_.resize(size_t(pool_.size()) * d.n_ctx);
-        pool_.parallel_for(int64_t(b.n_tokens) * n_head, 1, [&](int64_t beg, int64_t end, int thread) {
+        pool_.parallel_for(int64_t(n_gen) * n_head, 1, [&](int64_t beg, int64_t end, int thread) {
             float* s = scores_.data() + size_t(thread) * d.n_ctx;
             for (int64_t th = beg; th < end; ++th) {
                 const int t = int(th / n_head), h = int(th % n_head), kvh = h / group;
@@ -320,6 +332,8 @@ public:
             }
         });
     }
+
+    AttentionStats attention_stats() const override { return attn_stats_; }
 
     void gather_rows(const float* x, const int32_t* idx, int n_idx, int64_t n, float* y) override {
         for (int j = 0; j < n_idx; ++j) std::memmove(y + size_t(j) * n, x + size_t(idx[j]) * n, size_t(n) * sizeof(float));
@@ -407,6 +421,8 @@ private:
     std::vector<float> in_norm_;
     std::vector<BlockQ8Act> in_q8_;
     std::vector<float> scores_;
+    cpu::PromptAttentionScratch prompt_scratch_;
+    AttentionStats attn_stats_;
     std::vector<int32_t> topk_scratch_;
     std::vector<int> pair_begin_, pairs_, active_, fill_;  // group_by_expert
     const float* in_ = nullptr;
