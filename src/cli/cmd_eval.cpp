@@ -59,7 +59,7 @@ void eval(const EvalOptions& o) {
     out.write(reinterpret_cast<const char*>(rows.data()), std::streamsize(rows.size() * sizeof(float)));
     int pos = int(prompt.size());
     for (int32_t t : cont) {
-        const std::vector<float>& r = s.eval({t}, pos++, 0, false);
+        const std::vector<float>& r = s.eval({t}, pos++, 0, false, /*prompt=*/false);  // fed back as generated
         out.write(reinterpret_cast<const char*>(r.data()), std::streamsize(r.size() * sizeof(float)));
     }
     if (!out) fail("error writing '{}'", o.logits_out);

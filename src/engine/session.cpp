@@ -331,11 +331,12 @@ void Session::decode_reduced(const std::vector<BatchToken>& batch, int mode, int
     be_.synchronize();
 }
 
-const std::vector<float>& Session::eval(const std::vector<int32_t>& tokens, int start_pos, int seq, bool all_logits) {
+const std::vector<float>& Session::eval(const std::vector<int32_t>& tokens, int start_pos, int seq, bool all_logits,
+                                        bool prompt) {
     Impl& I = *impl_;
     I.one_seq.resize(tokens.size());
     for (size_t i = 0; i < tokens.size(); ++i)
-        I.one_seq[i] = {tokens[i], start_pos + int32_t(i), seq, all_logits || i + 1 == tokens.size(), tokens.size() > 1};
+        I.one_seq[i] = {tokens[i], start_pos + int32_t(i), seq, all_logits || i + 1 == tokens.size(), prompt};
     return decode(I.one_seq);
 }
 

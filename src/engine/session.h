@@ -71,9 +71,10 @@ public:
     int batch_graph_replays() const;
 
     // Convenience for one sequence: evaluates tokens at positions start.. and returns
-    // the logits of the last token (or of every token when all_logits).
+    // the logits of the last token (or of every token when all_logits). prompt: they are
+    // prompt tokens (BatchToken::prompt); false for a generated token fed back.
     const std::vector<float>& eval(const std::vector<int32_t>& tokens, int start_pos, int seq = 0,
-                                   bool all_logits = false);
+                                   bool all_logits = false, bool prompt = true);
 
 private:
     void decode_reduced(const std::vector<BatchToken>& batch, int mode, int k);

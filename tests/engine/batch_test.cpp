@@ -62,7 +62,7 @@ TEST_P(BatchedStep, MatchesSingleSequenceSteps) {
     Session batched(*l.model, *l.be, cp);
     std::vector<BatchToken> b;
     for (int i = 0; i < B; ++i)
-        for (size_t p = 0; p < prefix[i].size(); ++p) b.push_back({prefix[i][p], int32_t(p), i, false});
+        for (size_t p = 0; p < prefix[i].size(); ++p) b.push_back({prefix[i][p], int32_t(p), i, false, /*prompt=*/true});
     batched.decode(b);
     b.clear();
     for (int i = 0; i < B; ++i) b.push_back({next[i], int32_t(prefix[i].size()), i, true});
@@ -74,7 +74,7 @@ TEST_P(BatchedStep, MatchesSingleSequenceSteps) {
     const bool cpu = test_device() == "cpu";
     for (int i = 0; i < B; ++i) {
         single.eval(prefix[i], 0);
-        const std::vector<float>& ref = single.eval({next[i]}, int(prefix[i].size()));
+        const std::vector<float>& ref = single.eval({next[i]}, int(prefix[i].size()), 0, false, /*prompt=*/false);
         const float* row = got.data() + size_t(i) * n_vocab;
         const double e = nmse(row, ref.data(), size_t(n_vocab));
         if (cpu) EXPECT_EQ(e, 0.0) << "sequence " << i << " (position " << prefix[i].size() << ")";
@@ -117,7 +117,7 @@ TEST(Session, PromptAndGeneratedRowsInterleavedKeepTheCallersOrder) {
     const std::vector<float> rows0 = alone.eval(prompt0, 0, 0, /*all_logits=*/true);
     Session alone1(*l.model, *l.be, cp);
     alone1.eval(prefix1, 0);
-    const std::vector<float> row1 = alone1.eval({gen1}, int(prefix1.size()));
+    const std::vector<float> row1 = alone1.eval({gen1}, int(prefix1.size()), 0, false, /*prompt=*/false);
     const float* want[4] = {rows0.data(), row1.data(), rows0.data() + size_t(2) * n_vocab,
                             rows0.data() + size_t(4) * n_vocab};
     const bool cpu = test_device() == "cpu";
