@@ -8,6 +8,7 @@
 
 #include "backend/backend_factory.h"
 #include "cli/limited_option.h"
+#include "core/env.h"
 #include "core/error.h"
 #ifdef VEGA_HAVE_NET
 #include "hub/hub.h"
@@ -100,8 +101,7 @@ Loaded load(const ModelOptions& opts, bool verbose, int n_seq) {
     cp.kv_type = parse_kv_type(o.kv_type);
     // Batched decode steps replay one graph per batch-size bucket (checked on the H200:
     // the GPU end-to-end tests pass with it); VEGA_BATCH_GRAPHS=0 turns it off (A/B).
-    const char* bg = std::getenv("VEGA_BATCH_GRAPHS");
-    cp.batch_graphs = !(bg && std::string(bg) == "0");
+    cp.batch_graphs = env::flag("VEGA_BATCH_GRAPHS", true);
     l.session = std::make_unique<Session>(*l.model, *l.backend, cp);
     if (verbose) {
         const ContextParams& p = l.session->params();
@@ -111,7 +111,7 @@ Loaded load(const ModelOptions& opts, bool verbose, int n_seq) {
                      p.kv_type == GgmlType::F16 ? "f16" : "f32");
     }
     // VEGA_GRAPHS=0: every decode step runs op by op (A/B and diagnosis of graph replay).
-    if (const char* g = std::getenv("VEGA_GRAPHS"); g && std::string(g) == "0") l.session->set_use_graphs(false);
+    if (!env::flag("VEGA_GRAPHS", true)) l.session->set_use_graphs(false);
     l.load_seconds = now_seconds() - t0;
     return l;
 }

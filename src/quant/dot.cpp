@@ -4,6 +4,7 @@
 #include <cstdlib>
 #include <cstring>
 
+#include "core/env.h"
 #include "quant/internal.h"
 #include "quant/quant.h"
 
@@ -25,8 +26,7 @@ bool cpu_has_avx2() {
 
 bool using_avx2() {
     static const bool use = [] {
-        const char* env = std::getenv("VEGA_NO_AVX2");
-        const bool disabled = env != nullptr && std::strcmp(env, "1") == 0;
+        const bool disabled = env::flag("VEGA_NO_AVX2", false);
         return !disabled && avx2_compiled() && cpu_has_avx2();
     }();
     return use;

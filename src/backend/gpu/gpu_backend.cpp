@@ -14,6 +14,7 @@
 #include "backend/gpu/ops.h"
 #include "backend/gpu/repack.h"
 #include "backend/gpu/runtime.h"
+#include "core/env.h"
 #include "core/error.h"
 #include "gguf/gguf.h"
 
@@ -643,10 +644,7 @@ private:
     // VEGA_GPU_ATTN_MERGE=0: the attention splits merged by a second kernel;
     // VEGA_GPU_FUSE_QKV_ROPE=0: rope + cache store as their own kernel after q+k+v;
     // VEGA_GPU_TILED_ATTN=0: prompts through the split (decode) attention kernel.
-    static bool env_on(const char* name) {
-        const char* e = std::getenv(name);
-        return !(e && std::string(e) == "0");
-    }
+    static bool env_on(const char* name) { return env::flag(name, true); }
     const bool fuse_ = env_on("VEGA_GPU_FUSE");
     const bool fuse_h_q8_ = fuse_ && env_on("VEGA_GPU_FUSE_SWIGLU_Q8");
     const bool merge_attn_ = env_on("VEGA_GPU_ATTN_MERGE");

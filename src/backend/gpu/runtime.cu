@@ -2,6 +2,7 @@
 #include <cstdlib>
 #include <string>
 
+#include "core/env.h"
 #include "backend/gpu/runtime.h"
 #include "backend/gpu/arch/arch.h"
 #include "backend/gpu/vendor.h"
@@ -96,8 +97,7 @@ bool pdl_enabled() {
 #if defined(VEGA_GPU_CUDA)
     if (!arch::kPdl) return false;  // the target table (the gfx906 emulation build: none)
     static const bool on = [] {
-        const char* e = std::getenv("VEGA_GPU_PDL");
-        if (e && std::string(e) == "0") return false;
+        if (!env::flag("VEGA_GPU_PDL", true)) return false;
         int dev = 0, major = 0;
         if (cudaGetDevice(&dev) != cudaSuccess) return false;
         if (cudaDeviceGetAttribute(&major, cudaDevAttrComputeCapabilityMajor, dev) != cudaSuccess) return false;

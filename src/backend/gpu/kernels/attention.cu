@@ -23,6 +23,7 @@
 // @audit kernel=*attn_split<*,?false,?8,?2>* min_waves=4 expect=dpp loop_inflight=2 loop_trips=3 loop_vmcnt0=2 loop_cndmask=6 loop_x4 no_flat no_glc
 // @audit kernel=*attn_combine* min_waves=4 loop_inflight=8 loop_trips=1 loop_vmcnt0=0 loop_cndmask=0 no_flat no_glc
 // @audit kernel=* min_waves=4
+#include "core/env.h"
 #include "backend/gpu/kernels/norm.h"
 #include "backend/gpu/launch.h"
 #include "backend/gpu/ops.h"
@@ -528,10 +529,7 @@ void ops::rope_store(const KvLayer& c, float* q, float* k, const float* v, int r
 
 int ops::attention_parts(int n_kv_max, int rows, int n_head, int n_sm) {
     // The target's blocks per SM, or VEGA_GPU_ATTN_BLOCKS, read once.
-    static const int env_per_sm = [] {
-        const char* v = std::getenv("VEGA_GPU_ATTN_BLOCKS");
-        return v && std::atoi(v) > 0 ? std::atoi(v) : 0;
-    }();
+    static const int env_per_sm = std::max(0, env::integer("VEGA_GPU_ATTN_BLOCKS", 0));
     const int per_sm = env_per_sm > 0 ? env_per_sm : arch::kAttnBlocksPerSm;
     const int64_t splits = (int64_t(std::max(n_kv_max, 1)) + kAttnSplit - 1) / kAttnSplit;
     const int64_t pairs = std::max<int64_t>(1, int64_t(rows) * n_head);

@@ -26,6 +26,7 @@
 //
 // Weights are read from DRAM once per step: the column groups (NT*8 activation
 // rows each) of a row tile run next to each other and share it through L2.
+#include "core/env.h"
 #include "backend/gpu/launch.h"
 #include "backend/gpu/ops.h"
 #include "backend/gpu/runtime.h"
@@ -600,10 +601,7 @@ __global__ void __launch_bounds__(Ring<T, MT, NT, WM>::kThreads, 1) matmul_mma_k
 }
 
 // An integer tuning override from the environment, or fallback when unset or empty.
-int env_int(const char* name, int fallback) {
-    const char* v = std::getenv(name);
-    return v && *v ? std::atoi(v) : fallback;
-}
+int env_int(const char* name, int fallback) { return env::integer(name, fallback); }
 
 int device_sms() {  // of the device current at the first call (as mma_device_ok)
     static const int n = [] {

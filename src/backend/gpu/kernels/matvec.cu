@@ -24,6 +24,7 @@
 // stream, so loop_x4 is not declared for matvec_f.
 // @audit kernel=*matvec_f<* min_waves=4 expect=global_load_dwordx4,dpp loop_inflight=0 loop_waits=4 loop_vmcnt0=3 loop_cndmask=43 no_flat no_glc
 // @audit kernel=*matvec_f<*,?8,?* min_waves=4 expect=global_load_dwordx4,dpp loop_inflight=0 loop_waits=4 loop_vmcnt0=3 loop_cndmask=120 no_flat no_glc
+#include "core/env.h"
 #include "backend/gpu/launch.h"
 #include "backend/gpu/ops.h"
 #include "backend/gpu/runtime.h"
@@ -484,7 +485,7 @@ ops::MatvecTuning& tuning() {
     static ops::MatvecTuning t = [] {
         ops::MatvecTuning r;
         auto parse = [](const char* name, ops::MatvecTuning::Shape& sh) {
-            if (const char* v = std::getenv(name)) std::sscanf(v, "%d,%d", &sh.rows, &sh.unroll);
+            env::int_pair(name, sh.rows, sh.unroll);
         };
         parse("VEGA_GPU_MV", r.plain);
         parse("VEGA_GPU_SWIGLU", r.swiglu);
