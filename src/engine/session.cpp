@@ -9,6 +9,16 @@ namespace vega {
 
 enum class Select { Logits, Argmax, TopK };
 
+// The ids block a captured decode step reads from backend memory: one array of `stride`
+// ints per field, in this order (fresh: BatchView::fresh; a one-token step's is its pos,
+// so that block stops after kArgmax).
+struct StepIds {
+    enum Field { kTokens, kPos, kSeq, kOutIdx, kArgmax, kFresh, kFields };
+    int32_t* base = nullptr;
+    int stride = 1;
+    int32_t* at(Field f) const { return base + int(f) * stride; }
+};
+
 struct Session::Impl {
     Backend& be;
     std::unique_ptr<KvCache> cache;
@@ -23,9 +33,7 @@ struct Session::Impl {
     std::vector<float> logits;
     std::vector<int32_t> greedy;
     std::vector<BatchToken> one_seq;
-    // Graph replay of decode steps. A captured step reads its ids from one block of
-    // backend memory, {tokens, pos, seq, out_idx, argmax, fresh}, each `stride` ints
-    // (fresh: BatchView::fresh; a one-token step's is its pos):
+    // Graph replay of decode steps. A captured step reads its ids from one StepIds block:
     // d_step (stride 1) for one-token steps, d_bstep (stride kMaxBucket) for steps of
     // 2..64 sequences (ContextParams::batch_graphs), padded to a bucket with rows of
     // the hidden sequence `pad_seq`. One graph per (bucket, selection).
@@ -69,14 +77,15 @@ struct Session::Impl {
 
     // Records forward (+ argmax or top-k) of `rows` rows whose ids are in `ids` (see
     // above). A failure turns the path off (`enabled`) and propagates.
-    int capture(int32_t* ids, int stride, int rows, int n_ctx, Select sel, int k, bool& enabled) {
+    int capture(StepIds ids, int rows, int n_ctx, Select sel, int k, bool& enabled) {
         BatchView b;
-        b.n_tokens = rows, b.tokens = ids, b.pos = ids + stride, b.seq = ids + 2 * stride, b.n_kv_max = n_ctx;
-        b.fresh = stride == 1 ? b.pos : ids + 5 * stride;
+        b.n_tokens = rows, b.tokens = ids.at(StepIds::kTokens), b.pos = ids.at(StepIds::kPos);
+        b.seq = ids.at(StepIds::kSeq), b.n_kv_max = n_ctx;
+        b.fresh = ids.stride == 1 ? b.pos : ids.at(StepIds::kFresh);
         be.capture_begin();
         try {
-            fwd->run(b, ids + 3 * stride, rows, d_logits);
-            select(sel, rows, k, ids + 4 * stride);
+            fwd->run(b, ids.at(StepIds::kOutIdx), rows, d_logits);
+            select(sel, rows, k, ids.at(StepIds::kArgmax));
         } catch (...) {
             try {
                 be.release_graph(be.capture_end());
@@ -89,14 +98,14 @@ struct Session::Impl {
     }
     // Replays g over the ids already uploaded, capturing it first (again when the
     // top-k's k changed: it is baked into the graph).
-    void replay(Graph& g, int32_t* ids, int stride, int rows, int n_ctx, Select sel, int k, bool& enabled) {
+    void replay(Graph& g, StepIds ids, int rows, int n_ctx, Select sel, int k, bool& enabled) {
         if (g.id >= 0 && sel == Select::TopK && g.k != k) {
             be.release_graph(g.id);
             g.id = -1;
         }
         if (g.id < 0) {
             be.synchronize();
-            g.id = capture(ids, stride, rows, n_ctx, sel, k, enabled);
+            g.id = capture(ids, rows, n_ctx, sel, k, enabled);
             g.k = k;
         }
         be.replay(g.id);
@@ -110,32 +119,36 @@ struct Session::Impl {
     // A decode step of n (2..64) rows through its bucket's graph: rows n.. are padding.
     void batch_step(const std::vector<BatchToken>& batch, int n_ctx, Select sel, int k) {
         const int n = int(batch.size()), bi = bucket_of(n), bucket = kBuckets[bi];
-        int32_t* h = h_bstep.data();
+        const StepIds host{h_bstep.data(), kMaxBucket}, dev{d_bstep, kMaxBucket};
+        int32_t *tok = host.at(StepIds::kTokens), *pos = host.at(StepIds::kPos), *seq = host.at(StepIds::kSeq);
         for (int i = 0; i < bucket; ++i) {
             const bool pad = i >= n;
-            h[i] = pad ? 0 : batch[size_t(i)].token;
-            h[kMaxBucket + i] = pad ? 0 : batch[size_t(i)].pos;
-            h[2 * kMaxBucket + i] = pad ? pad_seq : batch[size_t(i)].seq;
-            h[3 * kMaxBucket + i] = i;
+            tok[i] = pad ? 0 : batch[size_t(i)].token;
+            pos[i] = pad ? 0 : batch[size_t(i)].pos;
+            seq[i] = pad ? pad_seq : batch[size_t(i)].seq;
+            host.at(StepIds::kOutIdx)[i] = i;
         }
         // fresh: the lowest position this step writes for the row's sequence (a
         // sequence may hold several rows of one step).
         for (int i = 0; i < bucket; ++i) {
-            int32_t lo = h[kMaxBucket + i];
+            int32_t lo = pos[i];
             for (int j = 0; j < bucket; ++j)
-                if (h[2 * kMaxBucket + j] == h[2 * kMaxBucket + i]) lo = std::min(lo, h[kMaxBucket + j]);
-            h[5 * kMaxBucket + i] = lo;
+                if (seq[j] == seq[i]) lo = std::min(lo, pos[j]);
+            host.at(StepIds::kFresh)[i] = lo;
         }
-        be.upload(d_bstep, h, size_t(4 * kMaxBucket) * sizeof(int32_t));
-        be.upload(d_bstep + 5 * kMaxBucket, h + 5 * kMaxBucket, size_t(kMaxBucket) * sizeof(int32_t));
-        replay(bgraph[bi][int(sel)], d_bstep, kMaxBucket, bucket, n_ctx, sel, k, batch_graphs);
+        // Tokens .. out_idx in one upload (argmax is the step's output), then fresh.
+        be.upload(dev.base, host.base, size_t(StepIds::kArgmax * kMaxBucket) * sizeof(int32_t));
+        be.upload(dev.at(StepIds::kFresh), host.at(StepIds::kFresh), size_t(kMaxBucket) * sizeof(int32_t));
+        replay(bgraph[bi][int(sel)], dev, bucket, n_ctx, sel, k, batch_graphs);
         ++n_replays;
     }
     // A one-token step: uploads its ids and replays its graph.
     void step(const BatchToken& t, int n_ctx, Select sel, int k) {
-        const int32_t ids[4] = {t.token, t.pos, t.seq, 0};
+        int32_t ids[StepIds::kArgmax];  // tokens, pos, seq, out_idx (stride 1)
+        ids[StepIds::kTokens] = t.token, ids[StepIds::kPos] = t.pos, ids[StepIds::kSeq] = t.seq;
+        ids[StepIds::kOutIdx] = 0;
         be.upload(d_step, ids, sizeof(ids));
-        replay(one_graph[int(sel)], d_step, 1, 1, n_ctx, sel, k, graphs);
+        replay(one_graph[int(sel)], StepIds{d_step, 1}, 1, n_ctx, sel, k, graphs);
     }
 };
 
@@ -180,12 +193,13 @@ Session::Session(const Model& model, Backend& backend, const ContextParams& p)
     I.d_argmax = ibuf("argmax output");
     I.d_logits = static_cast<float*>(backend.alloc(B * size_t(I.n_vocab) * sizeof(float), "logits"));
     I.graphs = backend.supports_capture();
-    I.d_step = static_cast<int32_t*>(backend.alloc(8 * sizeof(int32_t), "decode step ids"));
+    I.d_step = static_cast<int32_t*>(backend.alloc(StepIds::kFields * sizeof(int32_t), "decode step ids"));
     if (batch_graphs && I.n_batch >= Impl::kMaxBucket) {
         I.batch_graphs = true;
         I.pad_seq = p_.n_seq;
-        I.d_bstep = static_cast<int32_t*>(backend.alloc(6 * Impl::kMaxBucket * sizeof(int32_t), "batched step ids"));
-        I.h_bstep.assign(6 * Impl::kMaxBucket, 0);
+        I.d_bstep = static_cast<int32_t*>(
+            backend.alloc(StepIds::kFields * Impl::kMaxBucket * sizeof(int32_t), "batched step ids"));
+        I.h_bstep.assign(StepIds::kFields * Impl::kMaxBucket, 0);
     }
     const size_t KB = B * size_t(Backend::kTopKMax);
     I.d_topk_ids = static_cast<int32_t*>(backend.alloc(KB * sizeof(int32_t), "top-k ids"));
@@ -294,7 +308,7 @@ void Session::decode_reduced(const std::vector<BatchToken>& batch, int mode, int
         int n_kv = 0;
         stage_chunk(batch, 0, 1, p_, I.n_vocab, I.h_tokens, I.h_pos, I.h_seq, I.h_out_idx, n_kv);  // validates
         I.step(batch[0], p_.n_ctx, sel, k);
-        fetch(1, I.d_step + 4);
+        fetch(1, StepIds{I.d_step, 1}.at(StepIds::kArgmax));
         return;
     }
     // A decode step of 2..64 sequences: every row wants logits.
@@ -303,7 +317,7 @@ void Session::decode_reduced(const std::vector<BatchToken>& batch, int mode, int
         int n_kv = 0;
         stage_chunk(batch, 0, batch.size(), p_, I.n_vocab, I.h_tokens, I.h_pos, I.h_seq, I.h_out_idx, n_kv);  // validates
         I.batch_step(batch, p_.n_ctx, sel, k);
-        fetch(int(batch.size()), I.d_bstep + 4 * Impl::kMaxBucket);
+        fetch(int(batch.size()), StepIds{I.d_bstep, Impl::kMaxBucket}.at(StepIds::kArgmax));
         be_.synchronize();
         return;
     }
