@@ -64,6 +64,19 @@ TEST(BatchGraphs, BucketStepsEqualOpByOpSteps) {
     }
     EXPECT_EQ(g.batch_graph_replays(), 6);  // every step went through a bucket graph
     EXPECT_EQ(plain.batch_graph_replays(), 0);
+    // One-row steps: the one-token graph (ids block of stride 1), every selection mode.
+    for (int i = 0; i < 3; ++i) {
+        const int s = 5 + i;
+        const std::vector<BatchToken> b = {{tok(rng), len[size_t(s)]++, s, true}};
+        if (i == 0) {
+            EXPECT_EQ(g.decode(b), plain.decode(b)) << "one-row logits";
+        } else if (i == 1) {
+            EXPECT_EQ(g.decode_greedy(b), plain.decode_greedy(b)) << "one-row argmax";
+        } else {
+            EXPECT_EQ(g.decode_top_k(b, 5).ids, plain.decode_top_k(b, 5).ids) << "one-row top-k";
+        }
+    }
+    EXPECT_EQ(g.batch_graph_replays(), 6);  // (not a bucket step)
 }
 
 TEST(BatchGraphs, SchedulerGenerationIsUnchanged) {
