@@ -25,6 +25,7 @@
 #include "backend/gpu/launch.h"
 #include "backend/gpu/ops.h"
 #include "backend/gpu/runtime.h"
+#include "backend/gpu/kernels/tile_pass.h"
 #include "backend/gpu/wave.h"
 
 namespace vega::gpu {
@@ -81,23 +82,10 @@ __global__ void __launch_bounds__(kThreads) attn_dot2_k(ops::KvLayer c, const fl
         s_q[r][w] = pack_h2(v.x * qscale, v.y * qscale);
     }
 
-    uint64_t pending = 0;  // thread 0: the tile's tokens not yet attended
-    if (threadIdx.x == 0)
-        for (int i = 0; i < bt && t0 + i < rows; ++i) pending |= uint64_t(1) << i;
+    uint64_t pending = threadIdx.x == 0 ? tile_tokens(t0, bt, rows) : 0;  // thread 0: tokens not yet attended
     for (;;) {
         __syncthreads();  // the previous pass has read s_pos (and q is in place)
-        if (threadIdx.x == 0) {
-            int cur = -1, len = 0;
-            if (pending) cur = seq[t0 + __ffsll(static_cast<long long>(pending)) - 1];
-            for (int i = 0; i < bt; ++i) {
-                const bool on = (pending >> i & 1) && seq[t0 + i] == cur;
-                const int p = on ? pos[t0 + i] : -1;
-                if (on) pending &= ~(uint64_t(1) << i), len = max(len, p + 1);
-                for (int h = 0; h < G; ++h) s_pos[i * G + h] = p;
-            }
-            for (int r = bt * G; r < kBm; ++r) s_pos[r] = -1;
-            s_seq = cur, s_len = len;
-        }
+        if (threadIdx.x == 0) next_tile_pass(pending, pos, seq, t0, bt, G, kBm, s_pos, &s_seq, &s_len);
         __syncthreads();
         if (s_seq < 0) break;  // every token attended
         const int kv_len = s_len;

@@ -31,6 +31,7 @@
 #include "backend/gpu/ops.h"
 #include "backend/gpu/runtime.h"
 #include "backend/gpu/kernels/tensor_core.h"
+#include "backend/gpu/kernels/tile_pass.h"
 #include "backend/gpu/arch/arch.h"
 #include "backend/gpu/wave.h"
 
@@ -110,24 +111,11 @@ __global__ void __launch_bounds__(kThreads) attn_mma_k(ops::KvLayer c, const flo
         dst[1] = pack_half2(v.z * qscale, v.w * qscale);
     }
 
-    uint64_t pending = 0;  // thread 0: the tile's tokens not yet attended (bit i: token t0 + i)
-    if (threadIdx.x == 0)
-        for (int i = 0; i < bt && t0 + i < rows; ++i) pending |= uint64_t(1) << i;
+    uint64_t pending = threadIdx.x == 0 ? tile_tokens(t0, bt, rows) : 0;  // thread 0: tokens not yet attended
     const int r_lo = warp * 16 + g, r_hi = r_lo + 8;  // this lane's two rows
     for (;;) {
         __syncthreads();  // the previous pass has read s_pos (and Q is in place)
-        if (threadIdx.x == 0) {
-            int cur = -1, len = 0;
-            if (pending) cur = seq[t0 + __ffsll(static_cast<long long>(pending)) - 1];
-            for (int i = 0; i < bt; ++i) {
-                const bool on = (pending >> i & 1) && seq[t0 + i] == cur;
-                const int p = on ? pos[t0 + i] : -1;
-                if (on) pending &= ~(uint64_t(1) << i), len = max(len, p + 1);
-                for (int h = 0; h < G; ++h) s_pos[i * G + h] = p;
-            }
-            for (int r = bt * G; r < kBm; ++r) s_pos[r] = -1;
-            s_seq = cur, s_len = len;
-        }
+        if (threadIdx.x == 0) next_tile_pass(pending, pos, seq, t0, bt, G, kBm, s_pos, &s_seq, &s_len);
         __syncthreads();
         if (s_seq < 0) break;  // every token attended
         const int kv_len = s_len;
@@ -252,28 +240,12 @@ __global__ void __launch_bounds__(kThreads) attn_mma_k(ops::KvLayer c, const flo
     }
 }
 
-bool tensor_cores_ok() {
-    static const bool ok = [] {
-        int dev = 0, major = 0;
-        if (cudaGetDevice(&dev) != cudaSuccess) return false;
-        if (cudaDeviceGetAttribute(&major, cudaDevAttrComputeCapabilityMajor, dev) != cudaSuccess) return false;
-        return major >= 8;
-    }();
-    return ok;
-}
-
 template <int HD>
 bool launch_hd(const ops::KvLayer& c, const float* q, float* out, int rows, int n_head, float scale,
                const int32_t* pos, const int32_t* seq, void* s) {
     using T = Tile<HD>;
-    static const bool ok = [] {  // the device lends this much shared memory to one block (opt-in)
-        int dev = 0, optin = 0;
-        if (cudaGetDevice(&dev) != cudaSuccess) return false;
-        if (cudaDeviceGetAttribute(&optin, cudaDevAttrMaxSharedMemoryPerBlockOptin, dev) != cudaSuccess) return false;
-        if (optin < T::kBytes + 1024) return false;
-        return cudaFuncSetAttribute(attn_mma_k<HD>, cudaFuncAttributeMaxDynamicSharedMemorySize, T::kBytes) ==
-               cudaSuccess;
-    }();
+    // (1 KB for the kernel's static shared memory: s_pos and the pass's sequence and length.)
+    static const bool ok = allow_dynamic_smem(attn_mma_k<HD>, T::kBytes, 1024);
     if (!ok) return false;
     const int G = n_head / c.n_kv_head, bt = kBm / G;
     const dim3 grid{unsigned((rows + bt - 1) / bt), unsigned(c.n_kv_head)};
@@ -286,7 +258,7 @@ bool launch_hd(const ops::KvLayer& c, const float* q, float* out, int rows, int 
 bool ops::attention_tiled_serves(const KvLayer& c, int n_head) {
     if (!c.f16 || c.n_kv_head <= 0 || n_head % c.n_kv_head || n_head / c.n_kv_head > kBm) return false;
     switch (c.hd) {
-        case 64: case 80: case 96: case 112: case 128: case 256: return tensor_cores_ok();
+        case 64: case 80: case 96: case 112: case 128: case 256: return mma_device_ok();
         default: return false;
     }
 }

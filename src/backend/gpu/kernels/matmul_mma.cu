@@ -625,14 +625,7 @@ template <GgmlType T, int NT, int WM, bool SW>
 bool launch_nt(const MmaMats& P, const ops::Act& a, void* s) {
     constexpr int MT = 2;
     using L = Ring<T, MT, NT, WM>;
-    static const bool ok = [] {  // the device lends this much shared memory to one block (opt-in)
-        int dev = 0, optin = 0;
-        if (cudaGetDevice(&dev) != cudaSuccess) return false;
-        if (cudaDeviceGetAttribute(&optin, cudaDevAttrMaxSharedMemoryPerBlockOptin, dev) != cudaSuccess) return false;
-        if (optin < L::kBytes) return false;
-        return cudaFuncSetAttribute(matmul_mma_k<T, MT, NT, WM, SW>, cudaFuncAttributeMaxDynamicSharedMemorySize, L::kBytes) ==
-               cudaSuccess;
-    }();
+    static const bool ok = allow_dynamic_smem(matmul_mma_k<T, MT, NT, WM, SW>, L::kBytes);
     if (!ok) return false;
     const int rows_per_tile = SW ? WM * kMmaM : L::kRows;
     MmaMats Q = P;
@@ -695,17 +688,6 @@ bool dispatch(const MmaMats& P, const ops::Act& a, void* s) {
 #undef VEGA_MMA_CASE
         default: return false;
     }
-}
-
-// The mma instructions need sm_80; builds for older archs keep the matvec path.
-bool mma_device_ok() {
-    static const bool ok = [] {
-        int dev = 0, major = 0;
-        if (cudaGetDevice(&dev) != cudaSuccess) return false;
-        if (cudaDeviceGetAttribute(&major, cudaDevAttrComputeCapabilityMajor, dev) != cudaSuccess) return false;
-        return major >= 8;
-    }();
-    return ok;
 }
 
 }  // namespace

@@ -98,4 +98,29 @@ __device__ __forceinline__ uint32_t pack_half2(float lo, float hi) {
 #endif
 }
 
+#if defined(VEGA_GPU_CUDA)
+// Host side. Whether the current device has the mma instructions (sm_80+), read once;
+// the kernels above are launched only where it does.
+inline bool mma_device_ok() {
+    static const bool ok = [] {
+        int dev = 0, major = 0;
+        if (cudaGetDevice(&dev) != cudaSuccess) return false;
+        if (cudaDeviceGetAttribute(&major, cudaDevAttrComputeCapabilityMajor, dev) != cudaSuccess) return false;
+        return major >= 8;
+    }();
+    return ok;
+}
+// Raises kernel k's dynamic shared memory limit to `dynamic` bytes where the current
+// device lends a block dynamic + static_bytes (opt-in); false where it does not (the
+// caller keeps another path). Call once per kernel (callers cache it in a static).
+template <typename... P>
+bool allow_dynamic_smem(void (*k)(P...), int dynamic, int static_bytes = 0) {
+    int dev = 0, optin = 0;
+    if (cudaGetDevice(&dev) != cudaSuccess) return false;
+    if (cudaDeviceGetAttribute(&optin, cudaDevAttrMaxSharedMemoryPerBlockOptin, dev) != cudaSuccess) return false;
+    if (optin < dynamic + static_bytes) return false;
+    return cudaFuncSetAttribute(k, cudaFuncAttributeMaxDynamicSharedMemorySize, dynamic) == cudaSuccess;
+}
+#endif
+
 }  // namespace vega::gpu
