@@ -9,11 +9,6 @@
 namespace vega::cpu {
 namespace {
 
-// A task: rows [r0, r1) of one sequence (at most kPromptTileRows), one kv head.
-struct Task {
-    int r0, r1, kvh;
-};
-
 // n elements of a K or V row from the cache into f32.
 void decode_row(const uint8_t* base, size_t idx, bool f16, int n, float* dst) {
     if (f16) {
@@ -34,7 +29,8 @@ void prompt_attention(ThreadPool& pool, const KvView& c, const float* q, float* 
                       PromptAttentionScratch& scratch) {
     const int hd = c.layout.head_dim, n_kv_head = c.layout.n_kv_head, group = n_head / n_kv_head;
     // Runs of consecutive rows of one sequence, cut into tasks of kPromptTileRows rows.
-    std::vector<Task> tasks;
+    std::vector<PromptTask>& tasks = scratch.tasks;
+    tasks.clear();
     for (int r = row_begin; r < row_end;) {
         int e = r + 1;
         while (e < row_end && e - r < kPromptTileRows && seq[e] == seq[r]) ++e;
@@ -57,7 +53,7 @@ void prompt_attention(ThreadPool& pool, const KvView& c, const float* q, float* 
         float* l = m + pairs;
         float* o = l + pairs;
         for (int64_t ti = beg; ti < end; ++ti) {
-            const Task& tk = tasks[size_t(ti)];
+            const PromptTask& tk = tasks[size_t(ti)];
             const int n_pairs = (tk.r1 - tk.r0) * group;
             int n_kv = 0;
             for (int t = tk.r0; t < tk.r1; ++t) n_kv = std::max(n_kv, pos[t] + 1);

@@ -28,8 +28,14 @@ struct KvView {
     size_t layer_base = 0;  // elements before this layer
 };
 
-// Per-thread scratch, grown (never shrunk) outside the parallel loop.
+// A task: rows [r0, r1) of one sequence (at most kPromptTileRows), one kv head.
+struct PromptTask {
+    int r0, r1, kvh;
+};
+// Scratch kept between calls (grown, never shrunk, outside the parallel loop): the
+// call's tasks, and per thread its tiles and running softmax state.
 struct PromptAttentionScratch {
+    std::vector<PromptTask> tasks;
     std::vector<float> per_thread;
     size_t stride = 0;
 };
