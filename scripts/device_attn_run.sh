@@ -14,14 +14,7 @@
 # SWEEP_SHAPES / SWEEP_TYPES (the sweep's SHAPES / TYPES), SWEEP_AB=1 (the sweep again with
 # VEGA_GPU_TILED_ATTN=0).
 W=${W:-/tmp/attn_run}
-if [ "${1:-}" = poll ]; then
-  for i in $(seq 1 "${2:-500}"); do
-    [ -f $W/finished ] && break
-    [ $((i % 10)) = 0 ] && tar czf "${OUT:-.}/run.tgz" -C $W . 2>/dev/null
-    sleep 1
-  done
-  tar czf "${OUT:-.}/run.tgz" -C $W . 2>/dev/null; tail -60 $W/log.txt 2>/dev/null; exit 0
-fi
+[ "${1:-}" = poll ] && exec bash "$(dirname "$0")/device_poll.sh" "$W" "${2:-500}" 60
 set -u
 mkdir -p $W
 exec >> $W/log.txt 2>&1

@@ -9,15 +9,7 @@
 # (poll archives $W into the call's $OUT as run.tgz every 10 s, so a call cut short still returns logs).
 # Test data: $VEGA_TEST_DATA or .devdata/testdata. TYPES (default Q4_0 Q4_K_M Q8_0), E2E_FILTER.
 W=${W:-/tmp/moe_run}
-if [ "${1:-}" = poll ]; then
-  for i in $(seq 1 "${2:-500}"); do
-    [ -f $W/finished ] && break
-    [ $((i % 10)) = 0 ] && tar czf "${OUT:-.}/run.tgz" -C $W . 2>/dev/null
-    sleep 1
-  done
-  # One archive (the device returns a few files only), and the log in the reply.
-  tar czf "${OUT:-.}/run.tgz" -C $W . 2>/dev/null; tail -80 $W/log.txt 2>/dev/null; exit 0
-fi
+[ "${1:-}" = poll ] && exec bash "$(dirname "$0")/device_poll.sh" "$W" "${2:-500}" 80
 set -u
 mkdir -p $W
 exec >> $W/log.txt 2>&1
