@@ -12,7 +12,7 @@
 # and B=16), SWEEP=1 (scripts/gpu_sweep.sh: every synth shape x type, GPU vs CPU),
 # ATTN_BLOCKS_AB="4 16" (tg128 @ d8192 on llama2-7b Q4_0 per VEGA_GPU_ATTN_BLOCKS value),
 # SWEEP_SHAPES / SWEEP_TYPES (the sweep's SHAPES / TYPES), SWEEP_AB=1 (the sweep again with
-# VEGA_GPU_TILED_ATTN=0).
+# VEGA_GPU_TILED_ATTN=0), KV_TYPES="f16 q8_0" (attn_bench.sh's KV cache types).
 W=${W:-/tmp/attn_run}
 [ "${1:-}" = poll ] && exec bash "$(dirname "$0")/device_poll.sh" "$W" "${2:-500}" 60
 set -u
@@ -55,11 +55,13 @@ build build-h200 OFF vega vega_gpu_parity_tests vega_engine_tests || { touch $W/
 tests build-h200 cuda "${PARITY_FILTER:-PromptAttention.*:Parity.*}" \
   "${E2E_FILTER:--*llama_f32*:*qwen3_f32*:*qwen3moe_f32*:Cli.Tokenize*:ToolCalls.*}"
 if [ "${PPL:-0}" = 1 ] && [ ! -f $W/ppl.done ]; then
-  log "perplexity -c 2048, GPU then CPU (f16 KV)"
+  log "perplexity -c 2048, GPU then CPU, f16 and q8_0 KV caches"
   for m in stories260K synth-llama-q4_0; do
-    for dev in gpu cpu; do
-      echo "$m $dev: $(timeout 300 build-h200/vega perplexity -m $VEGA_TEST_DATA/models/$m.gguf -f $VEGA_TEST_DATA/text/wp200k.txt \
-        -c 2048 --chunks 16 --device $dev 2>&1 | grep -E "Final|rror")"
+    for kv in f16 q8_0; do
+      for dev in gpu cpu; do
+        echo "$m $dev $kv: $(timeout 300 build-h200/vega perplexity -m $VEGA_TEST_DATA/models/$m.gguf -f $VEGA_TEST_DATA/text/wp200k.txt \
+          -c 2048 --chunks 16 --device $dev --kv-type $kv 2>&1 | grep -E "Final|rror")"
+      done
     done
   done
   touch $W/ppl.done
@@ -77,13 +79,13 @@ if [ "${SWEEP:-0}" = 1 ] && [ ! -f $W/sweep.done ]; then
 fi
 if [ "${EMU:-1}" = 1 ]; then
   build build-h200-emu ON vega_gpu_parity_tests vega_engine_tests \
-    && tests build-h200-emu emu "${EMU_PARITY_FILTER:-PromptAttention.*:Parity.KvStoreAndAttention:Parity.*Block*}" \
-             "${EMU_E2E_FILTER:-AllReferences/*llama*:AllReferences/*qwen3_q8*:ParallelRun.*}"
+    && tests build-h200-emu emu "${EMU_PARITY_FILTER:-PromptAttention.*:Parity.KvStoreAndAttention:Parity.RopeStoreIntoQ8Cache:Parity.*Block*}" \
+             "${EMU_E2E_FILTER:-AllReferences/*llama*:AllReferences/*qwen3_q8*:ParallelRun.*:KvCacheQ8.*}"
 fi
 if [ "${BENCH:-1}" = 1 ]; then
   if [ -n "$lb" ]; then log "waiting for llama.cpp"; wait $lb; fi
   tail -1 $W/llama_build.log 2>/dev/null
-  OUT=$W/bench TILED_AB=${TILED_AB:-1} bash scripts/attn_bench.sh build-h200
+  OUT=$W/bench TILED_AB=${TILED_AB:-1} KV_TYPES=${KV_TYPES:-f16} bash scripts/attn_bench.sh build-h200
   if [ -n "${ATTN_BLOCKS_AB:-}" ]; then
     m=/tmp/attn-llama2-7b-Q4_0.gguf
     [ -f $m ] || build-h200/vega synth --shape llama2-7b --type Q4_0 -o $m > /dev/null 2>&1

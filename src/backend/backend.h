@@ -62,16 +62,18 @@ struct KvCacheDesc {
     int n_ctx = 0;
     int n_kv_head = 0;
     int head_dim = 0;
-    GgmlType type = GgmlType::F16;  // F16 or F32
+    GgmlType type = GgmlType::F16;  // F16, F32 or Q8_0 (kv_layout.h)
 };
 
+// The cache element of a KV cache type; fails (naming it) for a type a cache cannot hold.
+KvElem kv_elem(GgmlType t);
 // The layout of one layer's K (or V) of a cache described by d (kv_layout.h).
-inline KvLayout kv_layout(const KvCacheDesc& d) { return {d.n_seq, d.n_ctx, d.n_kv_head, d.head_dim}; }
+inline KvLayout kv_layout(const KvCacheDesc& d) { return {d.n_seq, d.n_ctx, d.n_kv_head, d.head_dim, kv_elem(d.type)}; }
 // Bytes of K and V over all layers of a cache described by d (what create_kv_cache allocates).
-inline size_t kv_cache_bytes(const KvCacheDesc& d) {
-    const size_t elem = d.type == GgmlType::F16 ? 2 : 4;
-    return 2 * size_t(d.n_layer) * size_t(kv_layout(d).layer_elems()) * elem;
-}
+inline size_t kv_cache_bytes(const KvCacheDesc& d) { return 2 * size_t(d.n_layer) * size_t(kv_layout(d).layer_bytes()); }
+// Checks that a cache of d can be made: its type is one a cache holds, and q8_0 has
+// a head dimension it can block (a multiple of 8). Fails naming what to change.
+void check_kv_cache_desc(const KvCacheDesc& d);
 
 // Opaque per-backend KV cache: K and V per layer laid out as kv_layout.h says.
 class KvCache {

@@ -1,5 +1,6 @@
 #include "cli/common.h"
 
+#include <cctype>
 #include <chrono>
 #include <cstdio>
 #include <cstdlib>
@@ -29,7 +30,7 @@ void add_model_options(CLI::App& cmd, ModelOptions& o, bool ctx_option) {
         ->capture_default_str();
     if (ctx_option) add_limited_option(cmd, o.ctx, lim.ctx_size, "context size in tokens (0: the model's, at most 4096; the default)");
     add_limited_option(cmd, o.batch, lim.batch_size, "most tokens per forward call")->capture_default_str();
-    cmd.add_option("--kv-type", o.kv_type, "KV cache type: f16 or f32")->capture_default_str();
+    cmd.add_option("--kv-type", o.kv_type, "KV cache type: f16, q8_0 (about half the memory; K and V in 8-bit blocks) or f32")->capture_default_str();
 }
 
 void add_sampling_options(CLI::App& cmd, SamplerParams& sp) {
@@ -47,10 +48,18 @@ void add_sampling_options(CLI::App& cmd, SamplerParams& sp) {
     cmd.add_option("--seed", sp.seed, "sampling seed (0 = random)")->capture_default_str();
 }
 
+// The --kv-type spelling of a cache type (f16, q8_0, f32).
+std::string kv_type_name(GgmlType t) {
+    std::string n = type_traits(t).name;
+    for (char& c : n) c = char(std::tolower(static_cast<unsigned char>(c)));
+    return n;
+}
+
 GgmlType parse_kv_type(const std::string& s) {
     if (s == "f16") return GgmlType::F16;
     if (s == "f32") return GgmlType::F32;
-    fail("unknown --kv-type '{}' (use f16 or f32)", s);
+    if (s == "q8_0" || s == "q8") return GgmlType::Q8_0;
+    fail("unknown --kv-type '{}' (use f16, q8_0 or f32)", s);
 }
 
 double now_seconds() {
@@ -108,7 +117,7 @@ Loaded load(const ModelOptions& opts, bool verbose, int n_seq) {
         const double mib = double(l.session->kv_bytes()) / (1 << 20);
         std::fprintf(stderr, "vega: KV cache %.*f %s: %d cells x %d sequence(s), %s (-c, --parallel, --kv-type)\n",
                      mib < 1024 ? 1 : 2, mib < 1024 ? mib : mib / 1024, mib < 1024 ? "MiB" : "GiB", p.n_ctx, p.n_seq,
-                     p.kv_type == GgmlType::F16 ? "f16" : "f32");
+                     kv_type_name(p.kv_type).c_str());
     }
     // VEGA_GRAPHS=0: every decode step runs op by op (A/B and diagnosis of graph replay).
     if (!env::flag("VEGA_GRAPHS", true)) l.session->set_use_graphs(false);

@@ -48,6 +48,7 @@ struct Loaded {
 Loaded load(const ModelOptions& o, bool verbose, int n_seq = 1);
 
 GgmlType parse_kv_type(const std::string& s);
+std::string kv_type_name(GgmlType t);
 double now_seconds();
 
 }  // namespace vega::cli

@@ -158,7 +158,6 @@ Session::Session(const Model& model, Backend& backend, const ContextParams& p)
     if (p_.n_ctx <= 0) p_.n_ctx = std::min(hp.n_ctx_train, 4096);
     if (p_.n_batch <= 0) fail("n_batch must be positive (got {})", p_.n_batch);
     if (p_.n_seq <= 0) fail("n_seq must be positive (got {})", p_.n_seq);
-    if (p_.kv_type != GgmlType::F16 && p_.kv_type != GgmlType::F32) fail("KV cache type must be f16 or f32");
     p_.n_batch = std::min(p_.n_batch, p_.n_ctx * p_.n_seq);
 
     KvCacheDesc d;
@@ -170,6 +169,7 @@ Session::Session(const Model& model, Backend& backend, const ContextParams& p)
     d.n_kv_head = hp.n_head_kv;
     d.head_dim = hp.head_dim;
     d.type = p_.kv_type;
+    check_kv_cache_desc(d);
     // The cache is the session's one large allocation: check it fits first and say
     // what to lower (an allocation failure deep in the backend, or the OOM killer on
     // the CPU, would say neither).

@@ -2,10 +2,12 @@
 #include <gtest/gtest.h>
 
 #include <cmath>
+#include <cstring>
 #include <random>
 #include <vector>
 
 #include "backend/backend_factory.h"
+#include "backend/cpu/kv_rows.h"
 #include "gguf/gguf.h"
 #include "quant/quant.h"
 #include "random.h"
@@ -85,7 +87,7 @@ TEST(CpuOps, RopeNeoxMatchesDouble) { check_rope(true); }
 // prompt path (prompt_attention.h); 4: the last 4 rows tiled, the first 6 per row.
 TEST(CpuOps, AttentionGqaTwoSequencesMatchesDouble) {
     for (int prompt_rows : {0, 10, 4})
-    for (GgmlType kv : {GgmlType::F32, GgmlType::F16}) {
+    for (GgmlType kv : {GgmlType::F32, GgmlType::F16, GgmlType::Q8_0}) {
         auto be = make_cpu_backend(2);
         KvCacheDesc d;
         d.n_layer = 2;
@@ -132,7 +134,10 @@ TEST(CpuOps, AttentionGqaTwoSequencesMatchesDouble) {
                     ref[(t * n_head + h) * d.head_dim + i] = o;
                 }
             }
-        EXPECT_LT(nmse(out, ref), kv == GgmlType::F32 ? 1e-12 : 1e-6) << type_traits(kv).name << " prompt rows " << prompt_rows;
+        // q8_0: K and V in 8-bit blocks (about 3e-5 relative error each against these
+        // unquantized inputs); measured 1e-5 to 2e-5 here.
+        const double bound = kv == GgmlType::F32 ? 1e-12 : kv == GgmlType::F16 ? 1e-6 : 2e-4;
+        EXPECT_LT(nmse(out, ref), bound) << type_traits(kv).name << " prompt rows " << prompt_rows;
         EXPECT_EQ(be->attention_stats().tiled, prompt_rows > 0 ? 1 : 0);
         EXPECT_EQ(be->attention_stats().other, prompt_rows < T ? 1 : 0);
     }
@@ -140,17 +145,19 @@ TEST(CpuOps, AttentionGqaTwoSequencesMatchesDouble) {
 
 // The tiled prompt path against the per-row loop at prompt sizes: chunks shorter and
 // longer than a tile of rows (16) and of positions (64), at depth, GQA 1, 4, 8, head dims
-// 64, 80, 128, an f16 cache, and two sequences' prompts in one batch.
+// 64, 80, 128, f16 and q8_0 caches (head dim 80: 16-element q8_0 blocks), and two
+// sequences' prompts in one batch.
 TEST(CpuOps, PromptAttentionTilesMatchThePerRowLoop) {
     struct Case {
         int hd, n_kv_head, group, depth, chunk;
     };
     auto be = make_cpu_backend(2);
+    for (GgmlType kv : {GgmlType::F16, GgmlType::Q8_0})
     for (const Case c : {Case{64, 2, 1, 0, 1}, Case{128, 1, 4, 0, 15}, Case{128, 1, 4, 5, 16}, Case{80, 2, 8, 63, 17},
                          Case{64, 1, 1, 200, 100}, Case{128, 2, 4, 1000, 70}}) {
         KvCacheDesc d;
         d.n_layer = 1, d.n_seq = 2, d.n_ctx = c.depth + c.chunk, d.n_kv_head = c.n_kv_head, d.head_dim = c.hd;
-        d.type = GgmlType::F16;
+        d.type = kv;
         auto cache = be->create_kv_cache(d);
         const int n_head = c.n_kv_head * c.group, kvdim = c.n_kv_head * c.hd, qdim = n_head * c.hd;
         // Both sequences filled to depth + chunk; the batch: sequence 0's chunk, then sequence 1's.
@@ -176,9 +183,58 @@ TEST(CpuOps, PromptAttentionTilesMatchThePerRowLoop) {
         b.prompt_rows = 0;
         be->attention(*cache, 0, q.data(), per_row.data(), n_head, scale, b);
         const std::vector<double> ref(per_row.begin(), per_row.end());
-        EXPECT_LT(nmse(tiled, ref), 1e-11) << "head_dim " << c.hd << " GQA " << c.group << " depth " << c.depth
-                                           << " chunk " << c.chunk;
+        EXPECT_LT(nmse(tiled, ref), 1e-11) << type_traits(kv).name << " head_dim " << c.hd << " GQA " << c.group
+                                           << " depth " << c.depth << " chunk " << c.chunk;
     }
+}
+
+// The q8_0 cache's rows are ggml's q8_0 blocks (values and f16 scale, in two planes):
+// 32-element blocks bit for bit as quant::quantize_row makes them, and back as
+// quant::dequantize_row decodes them; head dims 80 and 8 take 16- and 8-element
+// blocks, within half a step of the input; a head dim of 4 has no q8_0 form.
+TEST(KvCacheQ8, RowsAreGgmlQ8_0Blocks) {
+    for (int hd : {64, 128, 80, 8}) {
+        KvLayout L{1, 4, 2, hd, KvElem::Q8_0};
+        const int B = L.q8_block();
+        EXPECT_EQ(B, hd % 32 == 0 ? 32 : hd % 16 == 0 ? 16 : 8);
+        const size_t n = size_t(L.layer_elems());
+        std::vector<uint8_t> vals(n);
+        std::vector<uint16_t> scales(n / size_t(B));
+        std::vector<float> x = randn(n, 50, 2.f), back(n);
+        x[3] = 0.f;
+        for (int i = 0; i < hd; ++i) x[size_t(L.row(0, 1, 2)) + size_t(i)] = 0.f;  // an all-zero row: scale 0
+        for (size_t r = 0; r < n; r += size_t(hd)) cpu::encode_kv_row(vals.data(), scales.data(), L, r, hd, x.data() + r);
+        for (size_t r = 0; r < n; r += size_t(hd)) cpu::decode_kv_row(vals.data(), scales.data(), L, r, hd, back.data() + r);
+        for (size_t b = 0; b < n / size_t(B); ++b) {
+            const float d = f16_to_f32(scales[b]);
+            for (int i = 0; i < B; ++i) {
+                const size_t e = b * size_t(B) + size_t(i);
+                ASSERT_LE(std::fabs(back[e] - x[e]), 0.5f * d * 1.01f + 1e-7f) << "head_dim " << hd << " element " << e;
+            }
+        }
+        if (B != 32) continue;
+        std::vector<uint8_t> ggml(quant::row_bytes(GgmlType::Q8_0, int64_t(n)));
+        quant::quantize_row(GgmlType::Q8_0, x.data(), ggml.data(), int64_t(n));
+        std::vector<float> ggml_back(n);
+        quant::dequantize_row(GgmlType::Q8_0, ggml.data(), ggml_back.data(), int64_t(n));
+        for (size_t b = 0; b < n / 32; ++b) {
+            BlockQ8_0 blk;
+            std::memcpy(&blk, ggml.data() + b * sizeof(BlockQ8_0), sizeof blk);
+            ASSERT_EQ(blk.d, scales[b]) << "block " << b;
+            ASSERT_EQ(std::memcmp(blk.qs, vals.data() + b * 32, 32), 0) << "block " << b;
+        }
+        EXPECT_EQ(back, ggml_back);
+    }
+    KvCacheDesc d;
+    d.n_layer = 1, d.n_ctx = 8, d.n_kv_head = 2, d.head_dim = 4, d.type = GgmlType::Q8_0;
+    try {
+        check_kv_cache_desc(d);
+        ADD_FAILURE() << "a q8_0 cache of head dim 4 was accepted";
+    } catch (const std::exception& e) {
+        EXPECT_NE(std::string(e.what()).find("multiple of 8"), std::string::npos) << e.what();
+    }
+    d.head_dim = 64;
+    EXPECT_EQ(kv_cache_bytes(d), size_t(2) * 8 * 2 * 64 * 1 + size_t(2) * 8 * 2 * 64 / 32 * 2);
 }
 
 TEST(CpuOps, QuantizedMatmulMatchesDequantizedDouble) {

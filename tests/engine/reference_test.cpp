@@ -211,5 +211,71 @@ TEST(Perplexity, Stories260KWithinHalfPercentOfReference) {
     EXPECT_NEAR(ppl, ref, 0.005 * ref);
 }
 
+// `vega perplexity` output -> its final estimate.
+double final_ppl(const CmdResult& r) {
+    const auto at = r.out.find("Final estimate: PPL = ");
+    if (at == std::string::npos) return -1;
+    double ppl = 0, err = 0;
+    if (std::sscanf(r.out.c_str() + at, "Final estimate: PPL = %lf +/- %lf", &ppl, &err) != 2) return -1;
+    return ppl;
+}
+
+// A q8_0 KV cache (K and V in 8-bit blocks): perplexity within 1% of the f16 cache's
+// (stories260K, head dim 8: 8-element blocks; prompts through the tiled attention).
+TEST(KvCacheQ8, PerplexityWithinOnePercentOfF16) {
+    VEGA_REQUIRE_TEST_DATA();
+    double ppl[2];
+    for (int i = 0; i < 2; ++i) {
+        const CmdResult r = run_vega("perplexity -m " + quote(data_file("models/stories260K.gguf")) + " -f " +
+                                     quote(data_file("text/wp200k.txt")) + " -c 256 --chunks 40 --kv-type " +
+                                     (i ? "q8_0" : "f16") + " --device " + test_device() + " -t 2");
+        ASSERT_EQ(r.exit_code, 0) << r.err;
+        ppl[i] = final_ppl(r);
+        ASSERT_GT(ppl[i], 0) << r.out;
+    }
+    std::printf("[ perplexity ] f16 cache %.4f, q8_0 cache %.4f (%+.3f%%)\n", ppl[0], ppl[1], 100 * (ppl[1] / ppl[0] - 1));
+    EXPECT_NEAR(ppl[1], ppl[0], 0.01 * ppl[0]);
+}
+
+// Teacher-forced logits with a q8_0 cache against the same run with an f16 cache:
+// llama (head dim 64: 32-element blocks) and qwen3 (q/k head norms before the store).
+TEST(KvCacheQ8, EvalLogitsNearTheF16Cache) {
+    VEGA_REQUIRE_TEST_DATA();
+    for (const char* stem : {"synth-llama-q4_0", "synth-qwen3-q8_0"}) {
+        std::vector<float> logits[2];
+        for (int i = 0; i < 2; ++i) {
+            const std::string out = temp_dir() + "/" + stem + (i ? ".q8.logits" : ".f16.logits");
+            const CmdResult r = run_vega("eval -q -m " + quote(data_file(std::string("models/") + stem + ".gguf")) +
+                                         " --tokens-file " + quote(data_file(std::string("reference/") + stem + ".tokens.txt")) +
+                                         " --logits-out " + quote(out) + " --kv-type " + (i ? "q8_0" : "f16") +
+                                         " --device " + test_device() + " -t 2");
+            ASSERT_EQ(r.exit_code, 0) << r.err;
+            logits[i] = read_f32(out);
+            std::filesystem::remove(out);
+        }
+        ASSERT_EQ(logits[0].size(), logits[1].size());
+        ASSERT_FALSE(logits[0].empty());
+        double num = 0, den = 0;
+        for (size_t j = 0; j < logits[0].size(); ++j) {
+            ASSERT_TRUE(std::isfinite(logits[1][j])) << stem << " logit " << j;
+            const double e = double(logits[1][j]) - logits[0][j];
+            num += e * e, den += double(logits[0][j]) * logits[0][j];
+        }
+        std::printf("[ %s ] q8_0 against f16 cache: NMSE %.3g\n", stem, num / den);
+        EXPECT_LT(num / den, 1e-3) << stem;
+    }
+}
+
+// A model whose head dimension has no 8-element blocks: one clear error, nothing run.
+TEST(KvCacheQ8, HeadDimWithoutBlocksIsRefused) {
+    VEGA_REQUIRE_TEST_DATA();
+    const CmdResult r = run_vega("run -m " + quote(data_file("models/llama-2-tiny-random.gguf")) +
+                                 " -p hi -n 1 --kv-type q8_0 --device " + test_device());
+    EXPECT_NE(r.exit_code, 0);
+    EXPECT_NE(r.err.find("--kv-type q8_0 needs a head dimension that is a multiple of 8 (this model's is 4)"),
+              std::string::npos)
+        << r.err;
+}
+
 }  // namespace
 }  // namespace vega::test

@@ -21,40 +21,39 @@ namespace vega {
 
 namespace {
 
-// K/V for all layers, [layer][seq][kv_head][ctx][head_dim], f16 bits or f32.
+// K/V for all layers, [layer][seq][kv_head][ctx][head_dim] (kv_layout.h): f32, f16
+// bits, or q8_0 values with their scale planes.
 class CpuKvCache : public KvCache {
 public:
     explicit CpuKvCache(const KvCacheDesc& d) {
         desc_ = d;
-        per_layer_ = size_t(kv_layout(d).layer_elems());
-        elem_ = d.type == GgmlType::F16 ? 2 : 4;
-        k_.assign(per_layer_ * d.n_layer * elem_, 0);
-        v_.assign(per_layer_ * d.n_layer * elem_, 0);
+        layout_ = kv_layout(d);
+        const size_t elems = size_t(layout_.layer_elems()) * d.n_layer;
+        k_.assign(elems * kv_value_bytes(layout_.elem), 0);
+        v_.assign(elems * kv_value_bytes(layout_.elem), 0);
+        if (layout_.elem == KvElem::Q8_0) {
+            k_scale_.assign(elems / layout_.q8_block(), 0);
+            v_scale_.assign(elems / layout_.q8_block(), 0);
+        }
     }
-    size_t bytes() const override { return k_.size() + v_.size(); }
-    // Start of row (layer, seq, head, pos).
+    size_t bytes() const override { return k_.size() + v_.size() + 2 * (k_scale_.size() + v_scale_.size()); }
+    // Element offset of row (layer, seq, head, pos) in the planes.
     size_t row(int layer, int seq, int head, int pos) const {
-        return size_t(layer) * per_layer_ + size_t(kv_layout(desc_).row(seq, head, pos));
+        return size_t(layer) * size_t(layout_.layer_elems()) + size_t(layout_.row(seq, head, pos));
     }
-    uint8_t* k() { return k_.data(); }
-    uint8_t* v() { return v_.data(); }
-    size_t elem() const { return elem_; }
+    cpu::KvView view(int layer) {
+        cpu::KvView v;
+        v.k = k_.data(), v.v = v_.data(), v.layout = layout_, v.layer_base = row(layer, 0, 0, 0);
+        v.k_scale = k_scale_.empty() ? nullptr : k_scale_.data();
+        v.v_scale = v_scale_.empty() ? nullptr : v_scale_.data();
+        return v;
+    }
 
 private:
-    size_t per_layer_ = 0, elem_ = 2;
+    KvLayout layout_;
     std::vector<uint8_t> k_, v_;
+    std::vector<uint16_t> k_scale_, v_scale_;
 };
-
-inline float load_kv(const uint8_t* base, size_t idx, bool f16) {
-    if (f16) {
-        uint16_t h;
-        std::memcpy(&h, base + idx * 2, 2);
-        return f16_to_f32(h);
-    }
-    float f;
-    std::memcpy(&f, base + idx * 4, 4);
-    return f;
-}
 
 class CpuBackend final : public Backend {
 public:
@@ -263,22 +262,13 @@ public:
     void kv_store(KvCache& c, int layer, const float* k, const float* v, const BatchView& b) override {
         auto& kc = static_cast<CpuKvCache&>(c);
         const KvCacheDesc& d = kc.desc();
-        const bool f16 = d.type == GgmlType::F16;
+        const cpu::KvView cv = kc.view(layer);
         for (int t = 0; t < b.n_tokens; ++t) {
             for (int h = 0; h < d.n_kv_head; ++h) {
-                const size_t dst = kc.row(layer, b.seq[t], h, b.pos[t]);
-                const float* ks = k + (size_t(t) * d.n_kv_head + h) * d.head_dim;
-                const float* vs = v + (size_t(t) * d.n_kv_head + h) * d.head_dim;
-                for (int i = 0; i < d.head_dim; ++i) {
-                    if (f16) {
-                        const uint16_t kh = f32_to_f16(ks[i]), vh = f32_to_f16(vs[i]);
-                        std::memcpy(kc.k() + (dst + i) * 2, &kh, 2);
-                        std::memcpy(kc.v() + (dst + i) * 2, &vh, 2);
-                    } else {
-                        std::memcpy(kc.k() + (dst + i) * 4, &ks[i], 4);
-                        std::memcpy(kc.v() + (dst + i) * 4, &vs[i], 4);
-                    }
-                }
+                const size_t dst = cv.layer_base + size_t(cv.layout.row(b.seq[t], h, b.pos[t]));
+                const size_t src = (size_t(t) * d.n_kv_head + h) * d.head_dim;
+                cpu::encode_kv_row(cv.k, cv.k_scale, cv.layout, dst, d.head_dim, k + src);
+                cpu::encode_kv_row(cv.v, cv.v_scale, cv.layout, dst, d.head_dim, v + src);
             }
         }
     }
@@ -287,22 +277,23 @@ public:
                    const BatchView& b) override {
         auto& kc = static_cast<CpuKvCache&>(c);
         const KvCacheDesc& d = kc.desc();
-        const bool f16 = d.type == GgmlType::F16;
+        const cpu::KvView cv = kc.view(layer);
         const int hd = d.head_dim, group = n_head / d.n_kv_head;
         // Prompt rows (the batch's last prompt_rows): tile by tile (prompt_attention.h);
         // generated rows: one (row, head) at a time below, with a score row of n_ctx.
         const int n_gen = b.n_tokens - std::clamp(b.prompt_rows, 0, b.n_tokens);
         if (n_gen < b.n_tokens) {
-            cpu::KvView v;
-            v.k = kc.k(), v.v = kc.v(), v.f16 = f16, v.layout = kv_layout(d), v.layer_base = kc.row(layer, 0, 0, 0);
-            cpu::prompt_attention(pool_, v, q, out, n_head, scale, b.pos, b.seq, n_gen, b.n_tokens, prompt_scratch_);
+            cpu::prompt_attention(pool_, cv, q, out, n_head, scale, b.pos, b.seq, n_gen, b.n_tokens, prompt_scratch_);
             ++attn_stats_.tiled;
         }
         if (n_gen == 0) return;
         ++attn_stats_.other;
-        scores_.resize(size_t(pool_.size()) * d.n_ctx);
+        // Per thread: a score row [n_ctx] and one decoded K or V row [hd].
+        const size_t per_thread = size_t(d.n_ctx) + size_t(hd);
+        scores_.resize(size_t(pool_.size()) * per_thread);
         pool_.parallel_for(int64_t(n_gen) * n_head, 1, [&](int64_t beg, int64_t end, int thread) {
-            float* s = scores_.data() + size_t(thread) * d.n_ctx;
+            float* s = scores_.data() + size_t(thread) * per_thread;
+            float* kv_row = s + d.n_ctx;
             for (int64_t th = beg; th < end; ++th) {
                 const int t = int(th / n_head), h = int(th % n_head), kvh = h / group;
                 const int n_kv = b.pos[t] + 1;
@@ -311,8 +302,8 @@ public:
                 float mx = -INFINITY;
                 for (int j = 0; j < n_kv; ++j) {
                     float acc = 0.f;
-                    const size_t r = base + size_t(j) * hd;
-                    for (int i = 0; i < hd; ++i) acc += qh[i] * load_kv(kc.k(), r + i, f16);
+                    cpu::decode_kv_row(cv.k, cv.k_scale, cv.layout, base + size_t(j) * hd, hd, kv_row);
+                    for (int i = 0; i < hd; ++i) acc += qh[i] * kv_row[i];
                     s[j] = acc * scale;
                     mx = std::max(mx, s[j]);
                 }
@@ -326,8 +317,8 @@ public:
                 std::fill(o, o + hd, 0.f);
                 for (int j = 0; j < n_kv; ++j) {
                     const float pj = s[j] * inv;
-                    const size_t r = base + size_t(j) * hd;
-                    for (int i = 0; i < hd; ++i) o[i] += pj * load_kv(kc.v(), r + i, f16);
+                    cpu::decode_kv_row(cv.v, cv.v_scale, cv.layout, base + size_t(j) * hd, hd, kv_row);
+                    for (int i = 0; i < hd; ++i) o[i] += pj * kv_row[i];
                 }
             }
         });

@@ -2,27 +2,8 @@
 
 #include <algorithm>
 #include <cmath>
-#include <cstring>
-
-#include "core/half.h"
 
 namespace vega::cpu {
-namespace {
-
-// n elements of a K or V row from the cache into f32.
-void decode_row(const uint8_t* base, size_t idx, bool f16, int n, float* dst) {
-    if (f16) {
-        for (int i = 0; i < n; ++i) {
-            uint16_t h;
-            std::memcpy(&h, base + (idx + size_t(i)) * 2, 2);
-            dst[i] = f16_to_f32(h);
-        }
-    } else {
-        std::memcpy(dst, base + idx * 4, size_t(n) * 4);
-    }
-}
-
-}  // namespace
 
 void prompt_attention(ThreadPool& pool, const KvView& c, const float* q, float* out, int n_head, float scale,
                       const int32_t* pos, const int32_t* seq, int row_begin, int row_end,
@@ -64,8 +45,8 @@ void prompt_attention(ThreadPool& pool, const KvView& c, const float* q, float* 
             for (int j0 = 0; j0 < n_kv; j0 += kPromptTileKv) {
                 const int n = std::min(kPromptTileKv, n_kv - j0);
                 for (int j = 0; j < n; ++j) {
-                    decode_row(c.k, base + size_t(j0 + j) * hd, c.f16, hd, kt + size_t(j) * hd);
-                    decode_row(c.v, base + size_t(j0 + j) * hd, c.f16, hd, vt + size_t(j) * hd);
+                    decode_kv_row(c.k, c.k_scale, c.layout, base + size_t(j0 + j) * hd, hd, kt + size_t(j) * hd);
+                    decode_kv_row(c.v, c.v_scale, c.layout, base + size_t(j0 + j) * hd, hd, vt + size_t(j) * hd);
                 }
                 for (int p = 0; p < n_pairs; ++p) {
                     const int t = tk.r0 + p / group, h = tk.kvh * group + p % group;

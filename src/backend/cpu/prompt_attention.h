@@ -10,23 +10,13 @@
 #include <cstdint>
 #include <vector>
 
+#include "backend/cpu/kv_rows.h"
 #include "backend/cpu/thread_pool.h"
-#include "backend/kv_layout.h"
 
 namespace vega::cpu {
 
 constexpr int kPromptTileRows = 16;  // query tokens per task
 constexpr int kPromptTileKv = 64;    // K/V positions per tile
-
-// One layer of the cache: element (seq, head, pos, dim) of K is at
-// k + (layer_elems_before + layout.row(seq, head, pos) + dim) * elem bytes.
-struct KvView {
-    const uint8_t* k = nullptr;
-    const uint8_t* v = nullptr;
-    bool f16 = true;
-    KvLayout layout;
-    size_t layer_base = 0;  // elements before this layer
-};
 
 // A task: rows [r0, r1) of one sequence (at most kPromptTileRows), one kv head.
 struct PromptTask {

@@ -36,13 +36,22 @@ public:
     GpuKvCache(const KvCacheDesc& d, void* buf, size_t bytes) : buf_(buf), bytes_(bytes) { desc_ = d; }
     size_t bytes() const override { return bytes_; }
     void* buf() const { return buf_; }
+    // Layer il: its K and V value planes ([layer][K, V]), then for q8_0 the scale
+    // planes after all of them ([layer][K, V] again); kv_cache_bytes(desc) in all.
     ops::KvLayer layer(int il) const {
-        const size_t esz = desc_.type == GgmlType::F16 ? 2 : 4;
-        const size_t per = size_t(kv_layout(desc_).layer_elems()) * esz;
+        const KvLayout lay = kv_layout(desc_);
+        const size_t elems = size_t(lay.layer_elems()), per = elems * kv_value_bytes(lay.elem);
+        auto* base = static_cast<uint8_t*>(buf_);
         ops::KvLayer L;
-        L.k = static_cast<uint8_t*>(buf_) + 2 * size_t(il) * per;
-        L.v = static_cast<uint8_t*>(buf_) + (2 * size_t(il) + 1) * per;
-        L.f16 = desc_.type == GgmlType::F16;
+        L.k = base + 2 * size_t(il) * per;
+        L.v = base + (2 * size_t(il) + 1) * per;
+        if (lay.elem == KvElem::Q8_0) {
+            auto* scales = reinterpret_cast<uint16_t*>(base + 2 * size_t(desc_.n_layer) * per);
+            const size_t n_scale = elems / size_t(lay.q8_block());
+            L.k_scale = scales + 2 * size_t(il) * n_scale;
+            L.v_scale = scales + (2 * size_t(il) + 1) * n_scale;
+        }
+        L.elem = lay.elem;
         L.n_seq = desc_.n_seq, L.n_ctx = desc_.n_ctx, L.n_kv_head = desc_.n_kv_head, L.hd = desc_.head_dim;
         return L;
     }
@@ -169,9 +178,8 @@ public:
     }
 
     std::unique_ptr<KvCache> create_kv_cache(const KvCacheDesc& d) override {
-        if (d.type != GgmlType::F16 && d.type != GgmlType::F32) fail("GPU KV cache type must be F16 or F32");
-        const size_t esz = d.type == GgmlType::F16 ? 2 : 4;
-        const size_t bytes = 2 * size_t(d.n_layer) * size_t(kv_layout(d).layer_elems()) * esz;
+        check_kv_cache_desc(d);
+        const size_t bytes = kv_cache_bytes(d);
         void* buf = alloc(bytes, "KV cache");
         rt::memset(buf, 0, bytes, stream_);
         alloc_attention_scratch();
@@ -308,7 +316,8 @@ public:
         block_input(x, a.norm, a.eps, T, E, link);
         const bool no_bias = !a.bq && !a.bk && !a.bv;  // (q/k head norms: the kernel's per-head tail)
         bool stored = false;
-        if (fuse_qkv_rope_ && no_bias && a.wq.type == a.wk.type && a.wq.type == a.wv.type) {
+        // (q8_0 caches: rope_store quantizes whole blocks of a head; the epilogue stores element by element.)
+        if (fuse_qkv_rope_ && no_bias && a.wq.type == a.wk.type && a.wq.type == a.wv.type && L.elem != KvElem::Q8_0) {
             check_input(a.wq), check_input(a.wk), check_input(a.wv);
             const GpuMat W[3] = {mat(a.wq), mat(a.wk), mat(a.wv)};
             float* const y[3] = {buf.q, buf.k, buf.v};
@@ -549,7 +558,9 @@ private:
         if (tiled_attn_ && !capturing_ && n_prompt > 0) {
             const int r0 = b.n_tokens - n_prompt;
             const int64_t w = int64_t(n_head) * L.hd;
-            if (ops::attention_tiled(L, q + r0 * w, out + r0 * w, n_prompt, n_head, scale, b.pos + r0, b.seq + r0,
+            // A q8_0 cache: the prompt rows' sequences, up to their positions, staged in f16 first.
+            const ops::KvLayer T = L.elem == KvElem::Q8_0 ? staged_f16(L, n_prompt, b.pos + r0, b.seq + r0, b.n_kv_max) : L;
+            if (ops::attention_tiled(T, q + r0 * w, out + r0 * w, n_prompt, n_head, scale, b.pos + r0, b.seq + r0,
                                      stream_)) {
                 rt::check("attention (tiled)");
                 ++attn_stats_.tiled;
@@ -560,7 +571,8 @@ private:
             }
             note(fmt::format("GPU: prompt attention has no tiled kernel for this cache ({}, {} heads of {} dims, "
                              "{} kv heads); prompts run the per-row split kernel",
-                             L.f16 ? "f16" : "f32", n_head, L.hd, L.n_kv_head));
+                             L.elem == KvElem::F16 ? "f16" : L.elem == KvElem::F32 ? "f32" : "q8_0", n_head, L.hd,
+                             L.n_kv_head));
         }
         ++attn_stats_.other;
         // A captured graph must serve every later position: cover the whole context.
@@ -582,6 +594,27 @@ private:
         }
         rt::check("attention");
         return q8;
+    }
+
+    // The f16 copy of q8_0 layer L that the tiled prompt kernels read: positions below
+    // n_kv_max of the rows' sequences (ops::kv_dequant_f16), in a buffer grown to the
+    // deepest prompt so far (at most one f16 layer of the cache), reused by every layer.
+    ops::KvLayer staged_f16(const ops::KvLayer& L, int rows, const int32_t* pos, const int32_t* seq, int n_kv_max) {
+        ops::KvLayer T = L;
+        T.elem = KvElem::F16, T.k_scale = T.v_scale = nullptr;
+        T.n_ctx = std::min(L.n_ctx, (std::max(n_kv_max, 1) + 255) / 256 * 256);
+        const size_t half = size_t(T.layout().layer_elems()) * 2;
+        if (2 * half > stage_bytes_ || L.n_seq > stage_seqs_) {
+            if (stage_) release(stage_), release(stage_need_);
+            stage_bytes_ = std::max(2 * half, stage_bytes_), stage_seqs_ = std::max(L.n_seq, stage_seqs_);
+            stage_ = alloc(stage_bytes_, "q8_0 KV staged in f16 for prompt attention");
+            rt::memset(stage_, 0, stage_bytes_, stream_);  // (the kernels read rows below each sequence's length only)
+            stage_need_ = static_cast<int*>(alloc(size_t(stage_seqs_) * sizeof(int), "q8_0 KV staging lengths"));
+        }
+        T.k = stage_, T.v = static_cast<uint8_t*>(stage_) + half;
+        ops::kv_dequant_f16(L, T, rows, pos, seq, std::min(std::max(n_kv_max, 1), L.n_ctx), stage_need_, stream_);
+        rt::check("q8_0 KV staged in f16");
+        return T;
     }
 
     void alloc_attention_scratch() {
@@ -637,6 +670,10 @@ private:
     float* ss_ = nullptr;  // [n/32] sums of squares of the deferred-norm input
     int32_t* plan_buf_ = nullptr;  // the expert plan's arrays (plan_) and route_counter_
     int* route_counter_ = nullptr;
+    void* stage_ = nullptr;  // staged_f16: K then V, f16
+    int* stage_need_ = nullptr;
+    size_t stage_bytes_ = 0;
+    int stage_seqs_ = 0;
     int* head_count_ = nullptr;  // ops::QkvRope::count (the q/k-norm tail of the q+k+v kernel)
     ops::ExpertPlan plan_;
     // A/B switches: VEGA_GPU_FUSE=0 turns every decode fusion below off;

@@ -37,13 +37,16 @@ struct RopeArgs {
     const float* freq_factors = nullptr;  // device [n_rot/2] or null
 };
 
-// The cache of one layer: K and V laid out as kv_layout.h says, f16 or f32.
+// The cache of one layer: K and V laid out as kv_layout.h says, f16, f32 or q8_0
+// (values in k / v, one f16 scale per layout().q8_block() elements in k_scale / v_scale).
 struct KvLayer {
     void* k = nullptr;
     void* v = nullptr;
-    bool f16 = true;
+    uint16_t* k_scale = nullptr;
+    uint16_t* v_scale = nullptr;
+    KvElem elem = KvElem::F16;
     int n_seq = 1, n_ctx = 0, n_kv_head = 0, hd = 0;
-    VEGA_HOST_DEVICE KvLayout layout() const { return {n_seq, n_ctx, n_kv_head, hd}; }
+    VEGA_HOST_DEVICE KvLayout layout() const { return {n_seq, n_ctx, n_kv_head, hd, elem}; }
     // Element offset of (seq, kv head, pos), dimension 0, in k or v.
     VEGA_HOST_DEVICE int64_t row(int seq, int head, int pos) const { return layout().row(seq, head, pos); }
 };
@@ -162,7 +165,7 @@ void rope(float* x, int rows, int n_head, int hd, const RopeArgs& r, const int32
 void rope_store(const KvLayer& c, float* q, float* k, const float* v, int rows, int n_head, const RopeArgs& r,
                 const int32_t* pos, const int32_t* seq, void* s, const float* q_norm = nullptr,
                 const float* k_norm = nullptr, float eps = 0.f);
-// Writes k, v [rows][n_kv_head*hd] at (seq[i], pos[i]).
+// Writes k, v [rows][n_kv_head*hd] at (seq[i], pos[i]) (rounded or quantized to the cache's type).
 void kv_store(const KvLayer& c, const float* k, const float* v, int rows, const int32_t* pos, const int32_t* seq,
               void* s);
 // out [rows][n_head*hd] = softmax(q k^T * scale) v over positions 0..pos[i] of seq[i].
@@ -185,7 +188,8 @@ void attention(const KvLayer& c, const float* q, float* out, int rows, int n_hea
 // gfx906). A tile holding rows of several sequences runs one pass per sequence.
 // attention_tiled_serves: whether the target has a kernel for this cache and head
 // count (f16 cache; head dims 64, 80, 96, 112, 128, 256); attention_tiled returns
-// false, launching nothing, where it does not.
+// false, launching nothing, where it does not. A q8_0 cache's prompt rows go through
+// kv_dequant_f16 first (the tiled kernels read f16 tiles).
 bool attention_tiled_serves(const KvLayer& c, int n_head);
 bool attention_tiled(const KvLayer& c, const float* q, float* out, int rows, int n_head, float scale,
                      const int32_t* pos, const int32_t* seq, void* s);
@@ -194,6 +198,12 @@ bool attention_tiled(const KvLayer& c, const float* q, float* out, int rows, int
 // per SM on, else one per split, at most enough to give the device
 // arch::kAttnBlocksPerSm blocks per SM (VEGA_GPU_ATTN_BLOCKS overrides both).
 int attention_parts(int n_kv_max, int rows, int n_head, int n_sm);
+// The f16 copy of a q8_0 cache layer that prompt attention reads: for each sequence s
+// of the rows (pos, seq [rows], device), positions 0..max pos of s into dst (an f16
+// KvLayer of the same heads and head dim, n_seq at least c's, n_ctx >= n_kv_max).
+// need [c.n_seq] ints of scratch.
+void kv_dequant_f16(const KvLayer& c, const KvLayer& dst, int rows, const int32_t* pos, const int32_t* seq,
+                    int n_kv_max, int* need, void* s);
 
 // ---- mixture of experts (kernels/moe.cu) ----
 // The (row, slot) pairs p = r * n_used + j of a batch grouped by expert, in device

@@ -30,11 +30,13 @@
 #include "backend/gpu/runtime.h"
 #include "backend/gpu/wave.h"
 #include "backend/gpu/kernels/head_rope.h"
+#include "backend/gpu/kernels/kv_elem.h"
 #include "backend/gpu/kernels/rope.h"
 #include "backend/gpu/kernels/vector_load.h"
 
 #include <algorithm>
 #include <cstdlib>
+#include <type_traits>
 
 namespace vega::gpu {
 namespace {
@@ -71,33 +73,25 @@ __global__ void rope_k(float* __restrict__ x, int n_head, int hd, ops::RopeArgs 
     rotate(p[d.a], p[d.b], cs, sn, &p[d.a], &p[d.b]);
 }
 
-template <bool F16>
-__global__ void kv_store_k(ops::KvLayer c, const float* __restrict__ k, const float* __restrict__ v,
-                           const int32_t* __restrict__ pos, const int32_t* __restrict__ seq) {
+// k, v [rows][n_kv_head * hd] into the cache: grid (n_kv_head, rows), one head row
+// of K and of V per block (q8_0: one thread per block of the row).
+__global__ void __launch_bounds__(kRopeThreads) kv_store_k(ops::KvLayer c, const float* __restrict__ k,
+                                                           const float* __restrict__ v,
+                                                           const int32_t* __restrict__ pos,
+                                                           const int32_t* __restrict__ seq) {
     pdl_wait();
     pdl_trigger();
-    const int width = c.n_kv_head * c.hd;
-    const int i = int(blockIdx.x) * blockDim.x + threadIdx.x;
-    if (i >= width) return;
-    const int t = blockIdx.y;
-    const int h = i / c.hd, d = i % c.hd;
-    const int64_t dst = c.row(seq[t], h, pos[t]) + d;
-    const float kv = k[int64_t(t) * width + i], vv = v[int64_t(t) * width + i];
-    if constexpr (F16) {
-        static_cast<uint16_t*>(c.k)[dst] = f2h(kv);
-        static_cast<uint16_t*>(c.v)[dst] = f2h(vv);
-    } else {
-        static_cast<float*>(c.k)[dst] = kv;
-        static_cast<float*>(c.v)[dst] = vv;
-    }
+    const int h = blockIdx.x, t = blockIdx.y;
+    const int64_t dst = c.row(seq[t], h, pos[t]), src = (int64_t(t) * c.n_kv_head + h) * c.hd;
+    store_kv_row<kRopeThreads>(k + src, c.hd, c.k, c.k_scale, c.layout(), dst);
+    store_kv_row<kRopeThreads>(v + src, c.hd, c.v, c.v_scale, c.layout(), dst);
 }
-
 
 // rope(q), rope(k) and the K/V cache write of one layer in one launch.
 // grid (n_head + n_kv_head, rows): block y = token, block x < n_head a q head,
 // else kv head x - n_head (rotated k, and v, into the cache). qn / kn (qwen3, may be
 // null): the per-head RMS norm of q / k, applied first (head_rms_norm's arithmetic).
-template <bool F16>
+template <KvElem E>
 __global__ void __launch_bounds__(kRopeThreads) rope_store_k(ops::KvLayer c, float* __restrict__ q, float* __restrict__ k,
                                                              const float* __restrict__ v, int n_head, ops::RopeArgs r,
                                                              const int32_t* __restrict__ pos,
@@ -114,33 +108,73 @@ __global__ void __launch_bounds__(kRopeThreads) rope_store_k(ops::KvLayer c, flo
     __shared__ float lds_f[kHeadRopeMaxDim];
     __shared__ double lds_d[kRopeThreads / kWave];
     const int64_t dst = c.row(seq[t], h, p);
-    norm_rope_head<kRopeThreads, F16>(x, hd, is_k ? kn : qn, eps, r, p, c, is_k ? dst : -1, lds_f, lds_d);
+    norm_rope_head<kRopeThreads, E>(x, hd, is_k ? kn : qn, eps, r, p, c, is_k ? dst : -1, lds_f, lds_d);
     if (!is_k) return;
-    const float* vr = v + (int64_t(t) * c.n_kv_head + h) * hd;
-    for (int d = threadIdx.x; d < hd; d += kRopeThreads) {
-        if constexpr (F16) static_cast<uint16_t*>(c.v)[dst + d] = f2h(vr[d]);
-        else static_cast<float*>(c.v)[dst + d] = vr[d];
+    store_kv_row<kRopeThreads>(v + (int64_t(t) * c.n_kv_head + h) * hd, hd, c.v, c.v_scale, c.layout(), dst);
+}
+
+// need [n_seq] (zero): per sequence, 1 + the largest position of the rows in it.
+__global__ void kv_need_k(int* __restrict__ need, const int32_t* __restrict__ pos, const int32_t* __restrict__ seq,
+                          int rows) {
+    pdl_wait();
+    pdl_trigger();
+    const int t = int(blockIdx.x) * blockDim.x + threadIdx.x;
+    if (t < rows) atomicMax(need + seq[t], pos[t] + 1);
+}
+
+// The q8_0 layer c -> f16 layer dst for positions < need[s]: grid (position tiles of
+// kDequantPos, n_kv_head, n_seq); a thread takes 8 elements (one 8-byte load of
+// values, their scale; one 16-byte store).
+constexpr int kDequantPos = 32;
+__global__ void __launch_bounds__(kRopeThreads) kv_dequant_k(ops::KvLayer c, ops::KvLayer dst,
+                                                             const int* __restrict__ need) {
+    pdl_wait();
+    pdl_trigger();
+    const int p0 = int(blockIdx.x) * kDequantPos, h = blockIdx.y, sq = blockIdx.z;
+    const int n = min(need[sq] - p0, kDequantPos);
+    if (n <= 0) return;
+    const int hd = c.hd, chunks = n * hd / 8, B = c.layout().q8_block();
+    const int64_t src0 = c.row(sq, h, p0), dst0 = dst.row(sq, h, p0);
+    for (int i = threadIdx.x; i < 2 * chunks; i += kRopeThreads) {
+        const bool is_v = i >= chunks;
+        const int64_t e = int64_t(is_v ? i - chunks : i) * 8;  // element within the tile (rows contiguous)
+        const int8_t* vals = static_cast<const int8_t*>(is_v ? c.v : c.k);
+        const uint16_t* sc = is_v ? c.v_scale : c.k_scale;
+        const uint2 w = *reinterpret_cast<const uint2*>(vals + src0 + e);
+        const float d = h2f(sc[(src0 + e) / B]);
+        auto f = [&](uint32_t word, int b) { return float(int8_t(word >> (8 * b))) * d; };
+        uint4 o;
+        o.x = pack_h2(f(w.x, 0), f(w.x, 1)), o.y = pack_h2(f(w.x, 2), f(w.x, 3));
+        o.z = pack_h2(f(w.y, 0), f(w.y, 1)), o.w = pack_h2(f(w.y, 2), f(w.y, 3));
+        reinterpret_cast<uint4*>(static_cast<uint16_t*>(is_v ? dst.v : dst.k) + dst0 + e)[0] = o;
     }
 }
 
-// D consecutive elements of a K or V row (f16 or f32), kept as loaded: D = 8 is
-// one 16-byte load (f16) or two (f32); D = 2 one 4- or 8-byte load (head dims that
-// are not a multiple of 8). Decoded element by element at use.
-template <bool F16, int D>
+// D consecutive elements of a K or V row, kept as loaded: f16 (D = 8: one 16-byte
+// load), f32 (two), or q8_0 (one 8-byte load and the block's scale); D = 2 (head
+// dims that are not a multiple of 8, f16 and f32 only): one 4- or 8-byte load.
+// Decoded element by element at use: raw(e) before the scale, at(e) after.
+template <KvElem E, int D>
 struct KvChunk {
-    static constexpr int kWords = F16 ? D / 2 : D;
+    static constexpr bool kQ8 = E == KvElem::Q8_0;
+    static_assert(!kQ8 || D == 8, "q8_0 chunks are 8 elements");
+    static constexpr int kWords = E == KvElem::F16 ? D / 2 : E == KvElem::F32 ? D : D / 4;
     uint32_t w[kWords];
-    __device__ __forceinline__ float at(int e) const {
-        if constexpr (F16) return h2f(uint16_t(w[e / 2] >> (16 * (e & 1))));
-        else return __uint_as_float(w[e]);
+    float scale;  // q8_0 only
+    __device__ __forceinline__ float raw(int e) const {
+        if constexpr (E == KvElem::F16) return h2f(uint16_t(w[e / 2] >> (16 * (e & 1))));
+        else if constexpr (E == KvElem::F32) return __uint_as_float(w[e]);
+        else return float(int8_t(w[e / 4] >> (8 * (e & 3))));
     }
+    __device__ __forceinline__ float at(int e) const { return kQ8 ? raw(e) * scale : raw(e); }
 };
 // The chunk at element i (a multiple of D; rows of a multiple of D elements keep
-// the vector loads aligned).
-template <bool F16, int D>
-__device__ __forceinline__ KvChunk<F16, D> load_kv(const void* base, int64_t i) {
-    KvChunk<F16, D> r;
-    load_words(reinterpret_cast<const uint32_t*>(static_cast<const uint8_t*>(base) + i * (F16 ? 2 : 4)), r.w);
+// the vector loads aligned) of a plane (scales: q8_0's, one per 1 << q8_shift elements).
+template <KvElem E, int D>
+__device__ __forceinline__ KvChunk<E, D> load_kv(const void* base, const uint16_t* scales, int q8_shift, int64_t i) {
+    KvChunk<E, D> r;
+    load_words(reinterpret_cast<const uint32_t*>(static_cast<const uint8_t*>(base) + i * kv_value_bytes(E)), r.w);
+    if constexpr (E == KvElem::Q8_0) r.scale = h2f(scales[i >> q8_shift]);
     return r;
 }
 
@@ -285,7 +319,7 @@ struct Merge {
 // fresh[t] on are written by this step's rope + cache store, so the lanes holding
 // them load again after the wait. The first batch's memory latency thus overlaps
 // the previous kernel's tail (decode steps: fresh[t] = pos[t], one row reloaded).
-template <bool F16, bool MERGE, int D, int CH>
+template <KvElem E, bool MERGE, int D, int CH>
 __global__ void __launch_bounds__(kAttnThreads) attn_split(ops::KvLayer c, const float* __restrict__ q,
                                                            float* __restrict__ part, int n_head, float scale,
                                                            const int32_t* __restrict__ pos,
@@ -320,7 +354,9 @@ __global__ void __launch_bounds__(kAttnThreads) attn_split(ops::KvLayer c, const
     constexpr bool kVEarly = CH * D <= 8;
     constexpr int kAhead = kVEarly ? kAttnAhead : 1;
     constexpr int kBatch = kGroups * kAhead;  // positions per batch
-    using Chunk = KvChunk<F16, D>;
+    using Chunk = KvChunk<E, D>;
+    constexpr bool kQ8 = Chunk::kQ8;
+    const int q8_shift = kQ8 ? 31 - __clz(c.layout().q8_block()) : 0;
     Chunk kk[kAhead * CH], vv[kAhead * CH];  // [i * CH + j]
     // The batch at pb0 of a split [p0, p1): step i's row (past p1: p0's, unused).
     auto step_row = [&](int pb0, int i, int p0, int p1) {
@@ -331,9 +367,16 @@ __global__ void __launch_bounds__(kAttnThreads) attn_split(ops::KvLayer c, const
     // q.k of step i from its K chunks (qv: the scaled q, set after pdl_wait).
     float qv[CH * D];  // [j * D + e] (flat: gfx906 registers)
     auto dot_chunk = [&](int i, int j, float a) {
+        if constexpr (kQ8) {  // the block's scale once per chunk
+            float t = 0.f;
 #pragma unroll
-        for (int e = 0; e < D; ++e) a += qv[j * D + e] * kk[i * CH + j].at(e);
-        return a;
+            for (int e = 0; e < D; ++e) t += qv[j * D + e] * kk[i * CH + j].raw(e);
+            return fmaf(kk[i * CH + j].scale, t, a);
+        } else {
+#pragma unroll
+            for (int e = 0; e < D; ++e) a += qv[j * D + e] * kk[i * CH + j].at(e);
+            return a;
+        }
     };
     // K (and V) of step i from the cache row `row`; without PDL q is known by then
     // and q.k is taken as the chunks arrive (the K registers die at once: gfx906's
@@ -342,8 +385,8 @@ __global__ void __launch_bounds__(kAttnThreads) attn_split(ops::KvLayer c, const
         sp[i] = 0.f;
 #pragma unroll
         for (int j = 0; j < CH; ++j) {
-            kk[i * CH + j] = load_kv<F16, D>(c.k, row + d0[j]);
-            if constexpr (kVEarly) vv[i * CH + j] = load_kv<F16, D>(c.v, row + d0[j]);
+            kk[i * CH + j] = load_kv<E, D>(c.k, c.k_scale, q8_shift, row + d0[j]);
+            if constexpr (kVEarly) vv[i * CH + j] = load_kv<E, D>(c.v, c.v_scale, q8_shift, row + d0[j]);
             if constexpr (!arch::kPdl) sp[i] = dot_chunk(i, j, sp[i]);
         }
     };
@@ -410,9 +453,10 @@ __global__ void __launch_bounds__(kAttnThreads) attn_split(ops::KvLayer c, const
                 const int64_t row = step_row(pb0, i, p0, p1);
 #pragma unroll
                 for (int j = 0; j < CH; ++j) {
-                    if constexpr (!kVEarly) vv[i * CH + j] = load_kv<F16, D>(c.v, row + d0[j]);
+                    if constexpr (!kVEarly) vv[i * CH + j] = load_kv<E, D>(c.v, c.v_scale, q8_shift, row + d0[j]);
+                    const float es = kQ8 ? e * vv[i * CH + j].scale : e;  // (q8_0: the scale once per chunk)
 #pragma unroll
-                    for (int x = 0; x < D; ++x) acc[j * D + x] = acc[j * D + x] * corr + e * vv[i * CH + j].at(x);
+                    for (int x = 0; x < D; ++x) acc[j * D + x] = acc[j * D + x] * corr + es * vv[i * CH + j].raw(x);
                 }
                 m = mn;
             }
@@ -510,9 +554,7 @@ void ops::rope(float* x, int rows, int n_head, int hd, const RopeArgs& r, const 
 void ops::kv_store(const KvLayer& c, const float* k, const float* v, int rows, const int32_t* pos, const int32_t* seq,
                    void* s) {
     if (rows <= 0) return;
-    const dim3 grid{grid_for(int64_t(c.n_kv_head) * c.hd, kEltThreads), unsigned(rows)};
-    if (c.f16) launch(kv_store_k<true>, grid, dim3(kEltThreads), s, c, k, v, pos, seq);
-    else launch(kv_store_k<false>, grid, dim3(kEltThreads), s, c, k, v, pos, seq);
+    launch(kv_store_k, dim3(unsigned(c.n_kv_head), unsigned(rows)), dim3(kRopeThreads), s, c, k, v, pos, seq);
 }
 
 void ops::rope_store(const KvLayer& c, float* q, float* k, const float* v, int rows, int n_head, const RopeArgs& r,
@@ -521,10 +563,28 @@ void ops::rope_store(const KvLayer& c, float* q, float* k, const float* v, int r
     if (rows <= 0) return;
     if (c.hd > kHeadRopeMaxDim) gpu_fail("rope_store: head dim over kHeadRopeMaxDim");
     const dim3 grid{unsigned(n_head + c.n_kv_head), unsigned(rows)};
-    if (c.f16)
-        launch(rope_store_k<true>, grid, dim3(kRopeThreads), s, c, q, k, v, n_head, r, pos, seq, q_norm, k_norm, eps);
-    else
-        launch(rope_store_k<false>, grid, dim3(kRopeThreads), s, c, q, k, v, n_head, r, pos, seq, q_norm, k_norm, eps);
+    auto go = [&](auto kernel) {
+        launch(kernel, grid, dim3(kRopeThreads), s, c, q, k, v, n_head, r, pos, seq, q_norm, k_norm, eps);
+    };
+    switch (c.elem) {
+        case KvElem::F16: go(rope_store_k<KvElem::F16>); break;
+        case KvElem::F32: go(rope_store_k<KvElem::F32>); break;
+        case KvElem::Q8_0: go(rope_store_k<KvElem::Q8_0>); break;
+    }
+}
+
+void ops::kv_dequant_f16(const KvLayer& c, const KvLayer& dst, int rows, const int32_t* pos, const int32_t* seq,
+                         int n_kv_max, int* need, void* s) {
+    if (rows <= 0 || n_kv_max <= 0) return;
+    if (c.elem != KvElem::Q8_0 || dst.elem != KvElem::F16 || dst.hd != c.hd || dst.n_kv_head != c.n_kv_head ||
+        dst.n_seq < c.n_seq || dst.n_ctx < n_kv_max)
+        gpu_fail("kv_dequant_f16: the staging layer does not match the q8_0 cache");
+    rt::memset(need, 0, size_t(c.n_seq) * sizeof(int), s);
+    launch(kv_need_k, dim3(unsigned((rows + kEltThreads - 1) / kEltThreads)), dim3(kEltThreads), s, need, pos, seq,
+           rows);
+    launch(kv_dequant_k, dim3(unsigned((n_kv_max + kDequantPos - 1) / kDequantPos), unsigned(c.n_kv_head),
+                              unsigned(c.n_seq)),
+           dim3(kRopeThreads), s, c, dst, (const int*)need);
 }
 
 int ops::attention_parts(int n_kv_max, int rows, int n_head, int n_sm) {
@@ -556,21 +616,31 @@ void ops::attention(const KvLayer& c, const float* q, float* out, int rows, int 
     if (variant == 2 && c.hd > 2 * 4 * kAttnGroup)
         gpu_fail("attention: head_dim " + std::to_string(c.hd) + " is not supported (over " +
                  std::to_string(8 * kAttnGroup) + " dims it must be a multiple of 8)");
-#define VEGA_ATTN_LAUNCH(F16, MERGE)                                                                                  \
-    (variant == 0   ? launch(attn_split<F16, MERGE, 8, 1>, grid, dim3(kAttnThreads), s, c, q, part, n_head, scale, pos, \
-                             seq, fresh, mg)                                                                       \
-     : variant == 1 ? launch(attn_split<F16, MERGE, 8, 2>, grid, dim3(kAttnThreads), s, c, q, part, n_head, scale, pos, \
-                             seq, fresh, mg)                                                                       \
-                    : launch(attn_split<F16, MERGE, 2, 4>, grid, dim3(kAttnThreads), s, c, q, part, n_head, scale, pos, \
-                             seq, fresh, mg))
+    if (c.elem == KvElem::Q8_0 && variant == 2)
+        gpu_fail("attention: a q8_0 cache needs head_dim % 8 == 0, not " + std::to_string(c.hd));
+    auto go = [&](auto kernel) {
+        launch(kernel, grid, dim3(kAttnThreads), s, c, q, part, n_head, scale, pos, seq, fresh, mg);
+    };
+    // The split kernel for the cache's type and the head dims' variant.
+    auto split = [&](auto elem, auto merge) {
+        constexpr KvElem E = decltype(elem)::value;
+        constexpr bool M = decltype(merge)::value;
+        if (variant == 0) go(attn_split<E, M, 8, 1>);
+        else if (variant == 1) go(attn_split<E, M, 8, 2>);
+        else if constexpr (E != KvElem::Q8_0) go(attn_split<E, M, 2, 4>);
+    };
+    auto by_type = [&](auto merge) {
+        switch (c.elem) {
+            case KvElem::F16: split(std::integral_constant<KvElem, KvElem::F16>{}, merge); break;
+            case KvElem::F32: split(std::integral_constant<KvElem, KvElem::F32>{}, merge); break;
+            case KvElem::Q8_0: split(std::integral_constant<KvElem, KvElem::Q8_0>{}, merge); break;
+        }
+    };
     if (count) {
-        if (c.f16) VEGA_ATTN_LAUNCH(true, true);
-        else VEGA_ATTN_LAUNCH(false, true);
+        by_type(std::true_type{});
         return;
     }
-    if (c.f16) VEGA_ATTN_LAUNCH(true, false);
-    else VEGA_ATTN_LAUNCH(false, false);
-#undef VEGA_ATTN_LAUNCH
+    by_type(std::false_type{});
     launch(attn_combine, dim3(unsigned(n_head), unsigned(rows)), dim3(kEltThreads), s, (const float*)part, out, n_head,
            c.hd, n_part, pos, oq, ods, oh);
 }

@@ -210,7 +210,7 @@ void launch_hd(const ops::KvLayer& c, const float* q, float* out, int rows, int 
 }  // namespace
 
 bool ops::attention_tiled_serves(const KvLayer& c, int n_head) {
-    if (!c.f16 || c.n_kv_head <= 0 || n_head % c.n_kv_head) return false;
+    if (c.elem != KvElem::F16 || c.n_kv_head <= 0 || n_head % c.n_kv_head) return false;
     const int G = n_head / c.n_kv_head;
     switch (c.hd) {
         case 64: case 80: case 96: case 112: case 128: return G <= Dot2Tile<128>::kBm;

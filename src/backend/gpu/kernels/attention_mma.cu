@@ -256,7 +256,7 @@ bool launch_hd(const ops::KvLayer& c, const float* q, float* out, int rows, int 
 }  // namespace
 
 bool ops::attention_tiled_serves(const KvLayer& c, int n_head) {
-    if (!c.f16 || c.n_kv_head <= 0 || n_head % c.n_kv_head || n_head / c.n_kv_head > kBm) return false;
+    if (c.elem != KvElem::F16 || c.n_kv_head <= 0 || n_head % c.n_kv_head || n_head / c.n_kv_head > kBm) return false;
     switch (c.hd) {
         case 64: case 80: case 96: case 112: case 128: case 256: return mma_device_ok();
         default: return false;

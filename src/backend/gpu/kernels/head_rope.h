@@ -6,6 +6,7 @@
 #pragma once
 #include <cstdint>
 
+#include "backend/gpu/kernels/kv_elem.h"
 #include "backend/gpu/kernels/norm.h"
 #include "backend/gpu/kernels/rope.h"
 #include "backend/gpu/ops.h"
@@ -18,8 +19,9 @@ constexpr int kHeadRopeMaxDim = 256;  // head dims the per-head LDS row holds
 // x [hd]: the head's values, replaced by the result (normed by nw if set, eps; then
 // the pairs j < n_rot / 2 rotated at position p). k_dst: for a k head, its cache
 // row (c.k + k_dst); negative for q. lds_f: [kHeadRopeMaxDim] floats, lds_d: [NT / kWave]
-// doubles of shared memory. F16: the cache's element type (c.f16).
-template <int NT, bool F16>
+// doubles of shared memory. E: the cache's element type (c.elem); q8_0 blocks are
+// quantized from the rotated row in lds_f once the whole head is rotated.
+template <int NT, KvElem E>
 __device__ void norm_rope_head(float* x, int hd, const float* __restrict__ nw, float eps, const ops::RopeArgs& r, int p,
                                const ops::KvLayer& c, int64_t k_dst, float* lds_f, double* lds_d) {
     const int tid = int(threadIdx.x);
@@ -35,8 +37,9 @@ __device__ void norm_rope_head(float* x, int hd, const float* __restrict__ nw, f
     }
     __syncthreads();  // the rotation below reads other threads' elements
     auto put = [&](int d, float val) {
-        if constexpr (F16) static_cast<uint16_t*>(c.k)[k_dst + d] = f2h(val);
-        else static_cast<float*>(c.k)[k_dst + d] = val;
+        if constexpr (E == KvElem::F16) static_cast<uint16_t*>(c.k)[k_dst + d] = f2h(val);
+        else if constexpr (E == KvElem::F32) static_cast<float*>(c.k)[k_dst + d] = val;
+        else lds_f[d] = val;  // q8_0: below, by blocks (each pair has one owner: in place is safe)
     };
     const int half = r.n_rot / 2;
     for (int j = tid; j < half; j += NT) {
@@ -50,7 +53,12 @@ __device__ void norm_rope_head(float* x, int hd, const float* __restrict__ nw, f
     }
     for (int d = r.n_rot + tid; d < hd; d += NT) {  // not rotated
         x[d] = lds_f[d];
-        if (k_dst >= 0) put(d, lds_f[d]);
+        if (k_dst >= 0 && E != KvElem::Q8_0) put(d, lds_f[d]);
+    }
+    if constexpr (E == KvElem::Q8_0) {
+        if (k_dst < 0) return;  // (block-uniform)
+        __syncthreads();        // the rotated head, whole, in lds_f
+        store_kv_row<NT>(lds_f, hd, c.k, c.k_scale, c.layout(), k_dst);
     }
 }
 

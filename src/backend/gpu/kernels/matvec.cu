@@ -300,7 +300,7 @@ __global__ void __launch_bounds__(block_waves(EPI, R) * kWave) VEGA_WAVES(arch::
                     if (store) {  // k, v: the head's cache row at (seq[0], pos[0])
                         const int64_t head = rr / hd;
                         const int64_t dst = c.row(e.rope.seq[0], int(head), e.rope.pos[0]) + (rr - head * hd);
-                        if (c.f16) static_cast<uint16_t*>(cache)[dst] = f2h(v);
+                        if (c.elem == KvElem::F16) static_cast<uint16_t*>(cache)[dst] = f2h(v);
                         else static_cast<float*>(cache)[dst] = v;
                     }
                 }
@@ -367,8 +367,10 @@ __global__ void __launch_bounds__(block_waves(EPI, R) * kWave) VEGA_WAVES(arch::
         float* const x = y + int64_t(head) * hd;
         const float* const nw = sel.m == 0 ? e.rope.qn : e.rope.kn;
         const int64_t k_dst = sel.m == 1 ? dst : -1;
-        if (c.f16) norm_rope_head<kWaves * kWave, true>(x, hd, nw, e.rope.eps, e.rope.r, p, c, k_dst, lds_f, lds_d);
-        else norm_rope_head<kWaves * kWave, false>(x, hd, nw, e.rope.eps, e.rope.r, p, c, k_dst, lds_f, lds_d);
+        if (c.elem == KvElem::F16)
+            norm_rope_head<kWaves * kWave, KvElem::F16>(x, hd, nw, e.rope.eps, e.rope.r, p, c, k_dst, lds_f, lds_d);
+        else
+            norm_rope_head<kWaves * kWave, KvElem::F32>(x, hd, nw, e.rope.eps, e.rope.r, p, c, k_dst, lds_f, lds_d);
     }
 }
 
@@ -625,7 +627,8 @@ bool ops::matvec_qkv_rope_ok(const GpuMat* W, int rows) {
 
 bool ops::matvec_qkv_rope(const GpuMat* W, float* const* y, const Act& a, const QkvRope& q, int n_head, void* s) {
     const KvLayer& c = q.c;
-    if (!matvec_qkv_rope_ok(W, a.rows) || c.hd <= 0 || c.hd % 2 || q.r.n_rot % 2 || q.r.n_rot > c.hd ||
+    // (A q8_0 cache quantizes whole blocks of a head: rope_store's work, not this epilogue's.)
+    if (!matvec_qkv_rope_ok(W, a.rows) || c.elem == KvElem::Q8_0 || c.hd <= 0 || c.hd % 2 || q.r.n_rot % 2 || q.r.n_rot > c.hd ||
         q.r.n_rot < 0 || W[0].n_out != int64_t(n_head) * c.hd || W[1].n_out != int64_t(c.n_kv_head) * c.hd ||
         W[2].n_out != W[1].n_out || !q.pos || !q.seq)
         return false;
