@@ -5,13 +5,15 @@
 // study measured 357 vs 14 GB/s for writes, 1.76 vs 0.37 TB/s for reads, against
 // [head][dim][seq]). Offsets are in elements, not bytes.
 //
-// Element types (KvElem): f32, f16, or q8_0. A q8_0 cache keeps two planes per layer
-// and K/V: the values, one int8 at each element offset (the same offsets as f16),
-// and one f16 scale per block of kv_q8_block(head_dim) consecutive elements of a
-// row, the block holding element offset o at o / block (blocks never straddle rows
-// or heads). A value decodes as q * scale; kv_q8_quantize is the rule (ggml's q8_0:
-// scale = amax / 127, q = round(x / scale)). 32-element blocks where the head
-// dimension allows (every model with head_dim 64, 96, 128, 256), else 16 or 8.
+// Element types (KvElem): f32, f16, or q8_0. A q8_0 cache keeps, per layer, a value
+// plane for K and one for V, one int8 at each element offset (the same offsets as
+// f16), and one scale plane of f16 (K, V) pairs, one pair per block of
+// kv_q8_block(head_dim) consecutive elements of a row: the K scale of element offset
+// o at scale_index(o) = 2 * (o / block), V's right after it (blocks never straddle
+// rows or heads; one 4-byte load gives a decode step both scales). A value decodes
+// as q * scale; kv_q8_quantize is the rule (ggml's q8_0: scale = amax / 127,
+// q = round(x / scale)). 32-element blocks where the head dimension allows (every
+// model with head_dim 64, 96, 128, 256), else 16 or 8.
 #pragma once
 #include <cmath>
 #include <cstdint>
@@ -57,9 +59,10 @@ struct KvLayout {
     VEGA_HOST_DEVICE int64_t row(int seq, int head, int pos) const {
         return ((int64_t(seq) * n_kv_head + head) * n_ctx + pos) * head_dim;
     }
-    // q8_0: elements per scale, and the scale index of element offset o.
+    // q8_0: elements per scale, and the index of element offset o's K scale in the
+    // layer's scale plane (its V scale: + 1).
     VEGA_HOST_DEVICE int q8_block() const { return kv_q8_block(head_dim); }
-    VEGA_HOST_DEVICE int64_t scale_index(int64_t o) const { return o / q8_block(); }
+    VEGA_HOST_DEVICE int64_t scale_index(int64_t o) const { return 2 * (o / q8_block()); }
     // Bytes of one layer's K (or V): values, plus the scale plane for q8_0.
     VEGA_HOST_DEVICE int64_t layer_bytes() const {
         const int64_t n = layer_elems();

@@ -31,12 +31,9 @@ public:
         const size_t elems = size_t(layout_.layer_elems()) * d.n_layer;
         k_.assign(elems * kv_value_bytes(layout_.elem), 0);
         v_.assign(elems * kv_value_bytes(layout_.elem), 0);
-        if (layout_.elem == KvElem::Q8_0) {
-            k_scale_.assign(elems / layout_.q8_block(), 0);
-            v_scale_.assign(elems / layout_.q8_block(), 0);
-        }
+        if (layout_.elem == KvElem::Q8_0) scales_.assign(2 * elems / layout_.q8_block(), 0);  // (K, V) pairs
     }
-    size_t bytes() const override { return k_.size() + v_.size() + 2 * (k_scale_.size() + v_scale_.size()); }
+    size_t bytes() const override { return k_.size() + v_.size() + 2 * scales_.size(); }
     // Element offset of row (layer, seq, head, pos) in the planes.
     size_t row(int layer, int seq, int head, int pos) const {
         return size_t(layer) * size_t(layout_.layer_elems()) + size_t(layout_.row(seq, head, pos));
@@ -44,15 +41,15 @@ public:
     cpu::KvView view(int layer) {
         cpu::KvView v;
         v.k = k_.data(), v.v = v_.data(), v.layout = layout_, v.layer_base = row(layer, 0, 0, 0);
-        v.k_scale = k_scale_.empty() ? nullptr : k_scale_.data();
-        v.v_scale = v_scale_.empty() ? nullptr : v_scale_.data();
+        v.k_scale = scales_.empty() ? nullptr : scales_.data();
+        v.v_scale = scales_.empty() ? nullptr : scales_.data() + 1;
         return v;
     }
 
 private:
     KvLayout layout_;
     std::vector<uint8_t> k_, v_;
-    std::vector<uint16_t> k_scale_, v_scale_;
+    std::vector<uint16_t> scales_;
 };
 
 class CpuBackend final : public Backend {

@@ -11,7 +11,8 @@
 namespace vega::cpu {
 
 // The K and V planes of a cache (all layers: layer l's element o at l *
-// layout.layer_elems() + o); for q8_0 also the scale planes.
+// layout.layer_elems() + o); for q8_0 also the scale plane of (K, V) pairs, seen from
+// K's (k_scale) and from V's (v_scale = k_scale + 1) side: element o's at scale_index(o).
 struct KvView {
     uint8_t* k = nullptr;
     uint8_t* v = nullptr;
@@ -21,8 +22,8 @@ struct KvView {
     size_t layer_base = 0;  // elements before this view's layer
 };
 
-// dst [n] = the n elements from element idx of a plane (vals, and scales for q8_0;
-// idx and n whole blocks for q8_0, which rows always are).
+// dst [n] = the n elements from element idx of a plane (vals, and for q8_0 its side of
+// the scale plane; idx and n whole blocks for q8_0, which rows always are).
 inline void decode_kv_row(const uint8_t* vals, const uint16_t* scales, const KvLayout& L, size_t idx, int n,
                           float* dst) {
     switch (L.elem) {
@@ -37,7 +38,7 @@ inline void decode_kv_row(const uint8_t* vals, const uint16_t* scales, const KvL
         case KvElem::Q8_0: {
             const int B = L.q8_block();
             for (int b = 0; b < n; b += B) {
-                const float d = f16_to_f32(scales[(idx + size_t(b)) / size_t(B)]);
+                const float d = f16_to_f32(scales[L.scale_index(int64_t(idx) + b)]);
                 const auto* q = reinterpret_cast<const int8_t*>(vals + idx + size_t(b));
                 for (int i = 0; i < B; ++i) dst[b + i] = float(q[i]) * d;
             }
@@ -59,7 +60,7 @@ inline void encode_kv_row(uint8_t* vals, uint16_t* scales, const KvLayout& L, si
         case KvElem::Q8_0: {
             const int B = L.q8_block();
             for (int b = 0; b < n; b += B)
-                scales[(idx + size_t(b)) / size_t(B)] =
+                scales[L.scale_index(int64_t(idx) + b)] =
                     f32_to_f16(kv_q8_quantize(src + b, B, reinterpret_cast<int8_t*>(vals + idx + size_t(b))));
             return;
         }

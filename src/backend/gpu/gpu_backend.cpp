@@ -36,8 +36,8 @@ public:
     GpuKvCache(const KvCacheDesc& d, void* buf, size_t bytes) : buf_(buf), bytes_(bytes) { desc_ = d; }
     size_t bytes() const override { return bytes_; }
     void* buf() const { return buf_; }
-    // Layer il: its K and V value planes ([layer][K, V]), then for q8_0 the scale
-    // planes after all of them ([layer][K, V] again); kv_cache_bytes(desc) in all.
+    // Layer il: its K and V value planes ([layer][K, V]), then for q8_0 the layers'
+    // scale planes of (K, V) pairs after all of them; kv_cache_bytes(desc) in all.
     ops::KvLayer layer(int il) const {
         const KvLayout lay = kv_layout(desc_);
         const size_t elems = size_t(lay.layer_elems()), per = elems * kv_value_bytes(lay.elem);
@@ -47,9 +47,8 @@ public:
         L.v = base + (2 * size_t(il) + 1) * per;
         if (lay.elem == KvElem::Q8_0) {
             auto* scales = reinterpret_cast<uint16_t*>(base + 2 * size_t(desc_.n_layer) * per);
-            const size_t n_scale = elems / size_t(lay.q8_block());
-            L.k_scale = scales + 2 * size_t(il) * n_scale;
-            L.v_scale = scales + (2 * size_t(il) + 1) * n_scale;
+            L.k_scale = scales + size_t(il) * size_t(lay.scale_index(int64_t(elems)));
+            L.v_scale = L.k_scale + 1;
         }
         L.elem = lay.elem;
         L.n_seq = desc_.n_seq, L.n_ctx = desc_.n_ctx, L.n_kv_head = desc_.n_kv_head, L.hd = desc_.head_dim;

@@ -38,7 +38,8 @@ struct RopeArgs {
 };
 
 // The cache of one layer: K and V laid out as kv_layout.h says, f16, f32 or q8_0
-// (values in k / v, one f16 scale per layout().q8_block() elements in k_scale / v_scale).
+// (values in k / v; the layer's scale plane of (K, V) pairs seen from K's side,
+// k_scale, and V's, v_scale = k_scale + 1: element o's at layout().scale_index(o)).
 struct KvLayer {
     void* k = nullptr;
     void* v = nullptr;

@@ -21,6 +21,9 @@
 // @audit kernel=*attn_split<* min_waves=4 expect=dpp loop_inflight=2 loop_trips=1 loop_vmcnt0=0 loop_cndmask=6 no_flat no_glc
 // @audit kernel=*attn_split<*,?false,?8,?1>* min_waves=4 expect=dpp loop_inflight=2 loop_trips=1 loop_vmcnt0=0 loop_cndmask=6 loop_x4 no_flat no_glc
 // @audit kernel=*attn_split<*,?false,?8,?2>* min_waves=4 expect=dpp loop_inflight=2 loop_trips=3 loop_vmcnt0=2 loop_cndmask=6 loop_x4 no_flat no_glc
+// q8_0 caches: 8-byte value chunks (dwordx2; no x4), K's and V's scales in one 4-byte load.
+// @audit kernel=*attn_split<(*KvElem)2,?false,?8,?1>* min_waves=4 expect=dpp loop_inflight=2 loop_trips=1 loop_vmcnt0=0 loop_cndmask=6 no_flat no_glc
+// @audit kernel=*attn_split<(*KvElem)2,?false,?8,?2>* min_waves=4 expect=dpp loop_inflight=2 loop_trips=3 loop_vmcnt0=2 loop_cndmask=6 no_flat no_glc
 // @audit kernel=*attn_combine* min_waves=4 loop_inflight=8 loop_trips=1 loop_vmcnt0=0 loop_cndmask=0 no_flat no_glc
 // @audit kernel=* min_waves=4
 #include "core/env.h"
@@ -75,6 +78,7 @@ __global__ void rope_k(float* __restrict__ x, int n_head, int hd, ops::RopeArgs 
 
 // k, v [rows][n_kv_head * hd] into the cache: grid (n_kv_head, rows), one head row
 // of K and of V per block (q8_0: one thread per block of the row).
+template <KvElem E, int QB>
 __global__ void __launch_bounds__(kRopeThreads) kv_store_k(ops::KvLayer c, const float* __restrict__ k,
                                                            const float* __restrict__ v,
                                                            const int32_t* __restrict__ pos,
@@ -83,15 +87,15 @@ __global__ void __launch_bounds__(kRopeThreads) kv_store_k(ops::KvLayer c, const
     pdl_trigger();
     const int h = blockIdx.x, t = blockIdx.y;
     const int64_t dst = c.row(seq[t], h, pos[t]), src = (int64_t(t) * c.n_kv_head + h) * c.hd;
-    store_kv_row<kRopeThreads>(k + src, c.hd, c.k, c.k_scale, c.layout(), dst);
-    store_kv_row<kRopeThreads>(v + src, c.hd, c.v, c.v_scale, c.layout(), dst);
+    store_kv_row<kRopeThreads, E, QB>(k + src, c.hd, c.k, c.k_scale, dst);
+    store_kv_row<kRopeThreads, E, QB>(v + src, c.hd, c.v, c.v_scale, dst);
 }
 
 // rope(q), rope(k) and the K/V cache write of one layer in one launch.
 // grid (n_head + n_kv_head, rows): block y = token, block x < n_head a q head,
 // else kv head x - n_head (rotated k, and v, into the cache). qn / kn (qwen3, may be
 // null): the per-head RMS norm of q / k, applied first (head_rms_norm's arithmetic).
-template <KvElem E>
+template <KvElem E, int QB>
 __global__ void __launch_bounds__(kRopeThreads) rope_store_k(ops::KvLayer c, float* __restrict__ q, float* __restrict__ k,
                                                              const float* __restrict__ v, int n_head, ops::RopeArgs r,
                                                              const int32_t* __restrict__ pos,
@@ -108,9 +112,20 @@ __global__ void __launch_bounds__(kRopeThreads) rope_store_k(ops::KvLayer c, flo
     __shared__ float lds_f[kHeadRopeMaxDim];
     __shared__ double lds_d[kRopeThreads / kWave];
     const int64_t dst = c.row(seq[t], h, p);
-    norm_rope_head<kRopeThreads, E>(x, hd, is_k ? kn : qn, eps, r, p, c, is_k ? dst : -1, lds_f, lds_d);
-    if (!is_k) return;
-    store_kv_row<kRopeThreads>(v + (int64_t(t) * c.n_kv_head + h) * hd, hd, c.v, c.v_scale, c.layout(), dst);
+    const float* vr = v + (int64_t(t) * c.n_kv_head + h) * hd;
+    if constexpr (E != KvElem::Q8_0) {
+        norm_rope_head<kRopeThreads, E>(x, hd, is_k ? kn : qn, eps, r, p, c, is_k ? dst : -1, lds_f, lds_d);
+        if (is_k) store_kv_row<kRopeThreads, E, QB>(vr, hd, c.v, c.v_scale, dst);
+    } else {
+        // q8_0: the head rotated into x first (no store), then K's and V's blocks by one
+        // loop (one copy of the quantizer: gfx906's SGPR budget).
+        norm_rope_head<kRopeThreads, KvElem::F32>(x, hd, is_k ? kn : qn, eps, r, p, c, -1, lds_f, lds_d);
+        if (!is_k) return;
+        __syncthreads();  // x, the rotated head, written by every thread of the block
+#pragma unroll 1
+        for (int w = 0; w < 2; ++w)
+            store_kv_row<kRopeThreads, E, QB>(w ? vr : x, hd, w ? c.v : c.k, w ? c.v_scale : c.k_scale, dst);
+    }
 }
 
 // need [n_seq] (zero): per sequence, 1 + the largest position of the rows in it.
@@ -133,7 +148,7 @@ __global__ void __launch_bounds__(kRopeThreads) kv_dequant_k(ops::KvLayer c, ops
     const int p0 = int(blockIdx.x) * kDequantPos, h = blockIdx.y, sq = blockIdx.z;
     const int n = min(need[sq] - p0, kDequantPos);
     if (n <= 0) return;
-    const int hd = c.hd, chunks = n * hd / 8, B = c.layout().q8_block();
+    const int hd = c.hd, chunks = n * hd / 8, sh = 31 - __clz(c.layout().q8_block());
     const int64_t src0 = c.row(sq, h, p0), dst0 = dst.row(sq, h, p0);
     for (int i = threadIdx.x; i < 2 * chunks; i += kRopeThreads) {
         const bool is_v = i >= chunks;
@@ -141,7 +156,7 @@ __global__ void __launch_bounds__(kRopeThreads) kv_dequant_k(ops::KvLayer c, ops
         const int8_t* vals = static_cast<const int8_t*>(is_v ? c.v : c.k);
         const uint16_t* sc = is_v ? c.v_scale : c.k_scale;
         const uint2 w = *reinterpret_cast<const uint2*>(vals + src0 + e);
-        const float d = h2f(sc[(src0 + e) / B]);
+        const float d = h2f(sc[2 * ((src0 + e) >> sh)]);  // (KvLayout::scale_index)
         auto f = [&](uint32_t word, int b) { return float(int8_t(word >> (8 * b))) * d; };
         uint4 o;
         o.x = pack_h2(f(w.x, 0), f(w.x, 1)), o.y = pack_h2(f(w.x, 2), f(w.x, 3));
@@ -168,14 +183,17 @@ struct KvChunk {
     }
     __device__ __forceinline__ float at(int e) const { return kQ8 ? raw(e) * scale : raw(e); }
 };
-// The chunk at element i (a multiple of D; rows of a multiple of D elements keep
-// the vector loads aligned) of a plane (scales: q8_0's, one per 1 << q8_shift elements).
+// The chunk's values at element i (a multiple of D; rows of a multiple of D elements
+// keep the vector loads aligned) of a plane (q8_0: the scale is set from kv_scales).
 template <KvElem E, int D>
-__device__ __forceinline__ KvChunk<E, D> load_kv(const void* base, const uint16_t* scales, int q8_shift, int64_t i) {
+__device__ __forceinline__ KvChunk<E, D> load_kv(const void* base, int64_t i) {
     KvChunk<E, D> r;
     load_words(reinterpret_cast<const uint32_t*>(static_cast<const uint8_t*>(base) + i * kv_value_bytes(E)), r.w);
-    if constexpr (E == KvElem::Q8_0) r.scale = h2f(scales[i >> q8_shift]);
     return r;
+}
+// q8_0: the (K, V) scale pair of element i (blocks of 1 << q8_shift), one 4-byte load.
+__device__ __forceinline__ uint32_t kv_scales(const uint16_t* k_scale, int q8_shift, int64_t i) {
+    return *reinterpret_cast<const uint32_t*>(k_scale + 2 * (i >> q8_shift));  // (KvLayout::scale_index)
 }
 
 // sum_j w[j] * col[j * stride] for j < n, in order of j, the column's loads issued
@@ -358,6 +376,7 @@ __global__ void __launch_bounds__(kAttnThreads) attn_split(ops::KvLayer c, const
     constexpr bool kQ8 = Chunk::kQ8;
     const int q8_shift = kQ8 ? 31 - __clz(c.layout().q8_block()) : 0;
     Chunk kk[kAhead * CH], vv[kAhead * CH];  // [i * CH + j]
+    float v_scale[kQ8 ? kAhead * CH : 1];    // q8_0: V's scales, loaded with K's
     // The batch at pb0 of a split [p0, p1): step i's row (past p1: p0's, unused).
     auto step_row = [&](int pb0, int i, int p0, int p1) {
         const int p = pb0 + i * kGroups + g;
@@ -385,8 +404,13 @@ __global__ void __launch_bounds__(kAttnThreads) attn_split(ops::KvLayer c, const
         sp[i] = 0.f;
 #pragma unroll
         for (int j = 0; j < CH; ++j) {
-            kk[i * CH + j] = load_kv<E, D>(c.k, c.k_scale, q8_shift, row + d0[j]);
-            if constexpr (kVEarly) vv[i * CH + j] = load_kv<E, D>(c.v, c.v_scale, q8_shift, row + d0[j]);
+            kk[i * CH + j] = load_kv<E, D>(c.k, row + d0[j]);
+            if constexpr (kQ8) {
+                const uint32_t s2 = kv_scales(c.k_scale, q8_shift, row + d0[j]);
+                kk[i * CH + j].scale = h2f(uint16_t(s2));
+                v_scale[i * CH + j] = h2f(uint16_t(s2 >> 16));
+            }
+            if constexpr (kVEarly) vv[i * CH + j] = load_kv<E, D>(c.v, row + d0[j]);
             if constexpr (!arch::kPdl) sp[i] = dot_chunk(i, j, sp[i]);
         }
     };
@@ -453,8 +477,9 @@ __global__ void __launch_bounds__(kAttnThreads) attn_split(ops::KvLayer c, const
                 const int64_t row = step_row(pb0, i, p0, p1);
 #pragma unroll
                 for (int j = 0; j < CH; ++j) {
-                    if constexpr (!kVEarly) vv[i * CH + j] = load_kv<E, D>(c.v, c.v_scale, q8_shift, row + d0[j]);
-                    const float es = kQ8 ? e * vv[i * CH + j].scale : e;  // (q8_0: the scale once per chunk)
+                    if constexpr (!kVEarly) vv[i * CH + j] = load_kv<E, D>(c.v, row + d0[j]);
+                    float es = e;
+                    if constexpr (kQ8) es = e * v_scale[i * CH + j];  // (the scale once per chunk)
 #pragma unroll
                     for (int x = 0; x < D; ++x) acc[j * D + x] = acc[j * D + x] * corr + es * vv[i * CH + j].raw(x);
                 }
@@ -554,7 +579,10 @@ void ops::rope(float* x, int rows, int n_head, int hd, const RopeArgs& r, const 
 void ops::kv_store(const KvLayer& c, const float* k, const float* v, int rows, const int32_t* pos, const int32_t* seq,
                    void* s) {
     if (rows <= 0) return;
-    launch(kv_store_k, dim3(unsigned(c.n_kv_head), unsigned(rows)), dim3(kRopeThreads), s, c, k, v, pos, seq);
+    const dim3 grid{unsigned(c.n_kv_head), unsigned(rows)};
+#define VEGA_KV_STORE(E, QB) launch(kv_store_k<E, QB>, grid, dim3(kRopeThreads), s, c, k, v, pos, seq)
+    VEGA_KV_DISPATCH(c, VEGA_KV_STORE);
+#undef VEGA_KV_STORE
 }
 
 void ops::rope_store(const KvLayer& c, float* q, float* k, const float* v, int rows, int n_head, const RopeArgs& r,
@@ -563,14 +591,10 @@ void ops::rope_store(const KvLayer& c, float* q, float* k, const float* v, int r
     if (rows <= 0) return;
     if (c.hd > kHeadRopeMaxDim) gpu_fail("rope_store: head dim over kHeadRopeMaxDim");
     const dim3 grid{unsigned(n_head + c.n_kv_head), unsigned(rows)};
-    auto go = [&](auto kernel) {
-        launch(kernel, grid, dim3(kRopeThreads), s, c, q, k, v, n_head, r, pos, seq, q_norm, k_norm, eps);
-    };
-    switch (c.elem) {
-        case KvElem::F16: go(rope_store_k<KvElem::F16>); break;
-        case KvElem::F32: go(rope_store_k<KvElem::F32>); break;
-        case KvElem::Q8_0: go(rope_store_k<KvElem::Q8_0>); break;
-    }
+#define VEGA_ROPE_STORE(E, QB) \
+    launch(rope_store_k<E, QB>, grid, dim3(kRopeThreads), s, c, q, k, v, n_head, r, pos, seq, q_norm, k_norm, eps)
+    VEGA_KV_DISPATCH(c, VEGA_ROPE_STORE);
+#undef VEGA_ROPE_STORE
 }
 
 void ops::kv_dequant_f16(const KvLayer& c, const KvLayer& dst, int rows, const int32_t* pos, const int32_t* seq,

@@ -6,7 +6,6 @@
 #pragma once
 #include <cstdint>
 
-#include "backend/gpu/kernels/kv_elem.h"
 #include "backend/gpu/kernels/norm.h"
 #include "backend/gpu/kernels/rope.h"
 #include "backend/gpu/ops.h"
@@ -19,8 +18,8 @@ constexpr int kHeadRopeMaxDim = 256;  // head dims the per-head LDS row holds
 // x [hd]: the head's values, replaced by the result (normed by nw if set, eps; then
 // the pairs j < n_rot / 2 rotated at position p). k_dst: for a k head, its cache
 // row (c.k + k_dst); negative for q. lds_f: [kHeadRopeMaxDim] floats, lds_d: [NT / kWave]
-// doubles of shared memory. E: the cache's element type (c.elem); q8_0 blocks are
-// quantized from the rotated row in lds_f once the whole head is rotated.
+// doubles of shared memory. E: the cache's element type (c.elem), f16 or f32 (a q8_0
+// cache quantizes whole blocks of the finished head: the caller's work, from x).
 template <int NT, KvElem E>
 __device__ void norm_rope_head(float* x, int hd, const float* __restrict__ nw, float eps, const ops::RopeArgs& r, int p,
                                const ops::KvLayer& c, int64_t k_dst, float* lds_f, double* lds_d) {
@@ -36,10 +35,10 @@ __device__ void norm_rope_head(float* x, int hd, const float* __restrict__ nw, f
         for (int d = tid; d < hd; d += NT) lds_f[d] = lds_f[d] * sc * nw[d];
     }
     __syncthreads();  // the rotation below reads other threads' elements
+    static_assert(E != KvElem::Q8_0, "q8_0: the caller stores the head's blocks");
     auto put = [&](int d, float val) {
         if constexpr (E == KvElem::F16) static_cast<uint16_t*>(c.k)[k_dst + d] = f2h(val);
-        else if constexpr (E == KvElem::F32) static_cast<float*>(c.k)[k_dst + d] = val;
-        else lds_f[d] = val;  // q8_0: below, by blocks (each pair has one owner: in place is safe)
+        else static_cast<float*>(c.k)[k_dst + d] = val;
     };
     const int half = r.n_rot / 2;
     for (int j = tid; j < half; j += NT) {
@@ -53,12 +52,7 @@ __device__ void norm_rope_head(float* x, int hd, const float* __restrict__ nw, f
     }
     for (int d = r.n_rot + tid; d < hd; d += NT) {  // not rotated
         x[d] = lds_f[d];
-        if (k_dst >= 0 && E != KvElem::Q8_0) put(d, lds_f[d]);
-    }
-    if constexpr (E == KvElem::Q8_0) {
-        if (k_dst < 0) return;  // (block-uniform)
-        __syncthreads();        // the rotated head, whole, in lds_f
-        store_kv_row<NT>(lds_f, hd, c.k, c.k_scale, c.layout(), k_dst);
+        if (k_dst >= 0) put(d, lds_f[d]);
     }
 }
 

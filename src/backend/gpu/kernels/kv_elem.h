@@ -9,10 +9,27 @@
 #include "backend/gpu/wave.h"
 #include "backend/kv_layout.h"
 
+// Expands F(E, QB) for each cache element type and q8_0 block size of layer c (a
+// kernel template per pair: QB only matters for q8_0, 32 elsewhere).
+#define VEGA_KV_DISPATCH(c, F)                                   \
+    do {                                                         \
+        switch ((c).elem) {                                      \
+            case KvElem::F16: F(KvElem::F16, 32); break;         \
+            case KvElem::F32: F(KvElem::F32, 32); break;         \
+            case KvElem::Q8_0:                                   \
+                switch ((c).layout().q8_block()) {               \
+                    case 32: F(KvElem::Q8_0, 32); break;         \
+                    case 16: F(KvElem::Q8_0, 16); break;         \
+                    default: F(KvElem::Q8_0, 8); break;          \
+                }                                                \
+                break;                                           \
+        }                                                        \
+    } while (0)
+
 namespace vega::gpu {
 
 // One q8_0 block: src [B] -> B int8 values at vals + o (o a multiple of B: 8-byte
-// aligned) and the f16 scale at scales[o / B].
+// aligned) and the f16 scale at scales[2 * (o / B)] (KvLayout::scale_index).
 template <int B>
 __device__ __forceinline__ void store_q8_block(const float* src, int8_t* vals, uint16_t* scales, int64_t o) {
     static_assert(B % 8 == 0, "blocks of 8, 16 or 32");
@@ -30,34 +47,23 @@ __device__ __forceinline__ void store_q8_block(const float* src, int8_t* vals, u
               uint32_t(uint8_t(q[8 * i + 6])) << 16 | uint32_t(uint8_t(q[8 * i + 7])) << 24;
         reinterpret_cast<uint2*>(vals + o)[i] = w;
     }
-    scales[o / B] = f2h(d);
+    scales[2 * (o / B)] = f2h(d);
 }
 
 // src [n] (memory every thread of the block can read) -> n elements of a cache plane
-// from element offset dst (values `plane`, and `scales` for q8_0: n and dst whole
-// blocks of L.q8_block()). NT threads of the block share the row.
-template <int NT>
-__device__ __forceinline__ void store_kv_row(const float* src, int n, void* plane, uint16_t* scales, const KvLayout& L,
-                                             int64_t dst) {
+// of element type E from element offset dst (values `plane`, and `scales` for q8_0:
+// n and dst whole blocks of QB = L.q8_block()). NT threads of the block share the row.
+// (E and QB at compile time: a kernel holds only its own type's code; gfx906's SGPRs.)
+template <int NT, KvElem E, int QB>
+__device__ __forceinline__ void store_kv_row(const float* src, int n, void* plane, uint16_t* scales, int64_t dst) {
     const int tid = int(threadIdx.x);
-    switch (L.elem) {  // (uniform)
-        case KvElem::F16:
-            for (int d = tid; d < n; d += NT) static_cast<uint16_t*>(plane)[dst + d] = f2h(src[d]);
-            return;
-        case KvElem::F32:
-            for (int d = tid; d < n; d += NT) static_cast<float*>(plane)[dst + d] = src[d];
-            return;
-        case KvElem::Q8_0: {
-            auto* vals = static_cast<int8_t*>(plane);
-            const int B = L.q8_block();
-            for (int b = tid; b * B < n; b += NT) {
-                const int64_t o = dst + int64_t(b) * B;
-                if (B == 32) store_q8_block<32>(src + b * B, vals, scales, o);
-                else if (B == 16) store_q8_block<16>(src + b * B, vals, scales, o);
-                else store_q8_block<8>(src + b * B, vals, scales, o);
-            }
-            return;
-        }
+    if constexpr (E == KvElem::F16) {
+        for (int d = tid; d < n; d += NT) static_cast<uint16_t*>(plane)[dst + d] = f2h(src[d]);
+    } else if constexpr (E == KvElem::F32) {
+        for (int d = tid; d < n; d += NT) static_cast<float*>(plane)[dst + d] = src[d];
+    } else {
+        for (int b = tid; b * QB < n; b += NT)
+            store_q8_block<QB>(src + b * QB, static_cast<int8_t*>(plane), scales, dst + int64_t(b) * QB);
     }
 }
 
