@@ -422,8 +422,9 @@ TEST_F(Parity, KvStoreAndAttention) {
     // caches agree and so must the attention.
     for (GgmlType kv : {GgmlType::F16, GgmlType::F32, GgmlType::Q8_0}) {
         for (auto [n_ctx, hd] : {std::pair{40, 128}, std::pair{1100, 128}, std::pair{70, 64}, std::pair{300, 256},
-                                 std::pair{17000, 128}, std::pair{90, 80}, std::pair{50, 8}}) {
-            if (hd % 32 && kv != GgmlType::Q8_0) continue;  // (q8_0's 16- and 8-element blocks)
+                                 std::pair{17000, 128}, std::pair{90, 80}, std::pair{50, 8}, std::pair{40, 200}}) {
+            // (q8_0's 16- and 8-element blocks; 200 dims: 8-dim chunks over 128 dims)
+            if (hd % 32 && kv != GgmlType::Q8_0) continue;
             KvCacheDesc d;
             d.n_layer = 2, d.n_seq = 2, d.n_ctx = n_ctx, d.n_kv_head = 2, d.head_dim = hd, d.type = kv;
             auto cg = gpu_->create_kv_cache(d);
