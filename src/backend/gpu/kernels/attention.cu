@@ -21,9 +21,7 @@
 // @audit kernel=*attn_split<* min_waves=4 expect=dpp loop_inflight=2 loop_trips=1 loop_vmcnt0=0 loop_cndmask=6 no_flat no_glc
 // @audit kernel=*attn_split<*,?false,?8,?1>* min_waves=4 expect=dpp loop_inflight=2 loop_trips=1 loop_vmcnt0=0 loop_cndmask=6 loop_x4 no_flat no_glc
 // @audit kernel=*attn_split<*,?false,?8,?2>* min_waves=4 expect=dpp loop_inflight=2 loop_trips=3 loop_vmcnt0=2 loop_cndmask=6 loop_x4 no_flat no_glc
-// q8_0 caches: 16-byte value chunks where head_dim % 16 == 0, else 8-byte (dwordx2; no x4);
-// K's and V's scales in one 4-byte load.
-// @audit kernel=*attn_split<(*KvElem)2,?false,?16,?1>* min_waves=4 expect=dpp loop_inflight=2 loop_trips=1 loop_vmcnt0=0 loop_cndmask=6 loop_x4 no_flat no_glc
+// q8_0 caches: 8-byte value chunks (dwordx2; no x4), K's and V's scales in one 4-byte load.
 // @audit kernel=*attn_split<(*KvElem)2,?false,?8,?1>* min_waves=4 expect=dpp loop_inflight=2 loop_trips=1 loop_vmcnt0=0 loop_cndmask=6 no_flat no_glc
 // @audit kernel=*attn_split<(*KvElem)2,?false,?8,?2>* min_waves=4 expect=dpp loop_inflight=2 loop_trips=3 loop_vmcnt0=2 loop_cndmask=6 no_flat no_glc
 // @audit kernel=*attn_combine* min_waves=4 loop_inflight=8 loop_trips=1 loop_vmcnt0=0 loop_cndmask=0 no_flat no_glc
@@ -168,14 +166,13 @@ __global__ void __launch_bounds__(kRopeThreads) kv_dequant_k(ops::KvLayer c, ops
 }
 
 // D consecutive elements of a K or V row, kept as loaded: f16 (D = 8: one 16-byte
-// load), f32 (two), or q8_0 (D = 16: one 16-byte load, D = 8: one 8-byte load; and
-// the block's scale); D = 2 (head
+// load), f32 (two), or q8_0 (one 8-byte load and the block's scale); D = 2 (head
 // dims that are not a multiple of 8, f16 and f32 only): one 4- or 8-byte load.
 // Decoded element by element at use: raw(e) before the scale, at(e) after.
 template <KvElem E, int D>
 struct KvChunk {
     static constexpr bool kQ8 = E == KvElem::Q8_0;
-    static_assert(!kQ8 || D % 8 == 0, "q8_0 chunks are 8 or 16 elements (inside one scale block)");
+    static_assert(!kQ8 || D == 8, "q8_0 chunks are 8 elements");
     static constexpr int kWords = E == KvElem::F16 ? D / 2 : E == KvElem::F32 ? D : D / 4;
     uint32_t w[kWords];
     float scale;  // q8_0 only
@@ -372,12 +369,11 @@ __global__ void __launch_bounds__(kAttnThreads) attn_split(ops::KvLayer c, const
     // kAhead steps (K and V in registers: up to 8 dims per lane, and kAttnAhead
     // from the target's table, 1 on gfx906 for its occupancy floor). More dims per
     // lane: V after the score, as registers allow.
-    // (q8_0: up to 16 dims a lane, as many registers as 8 f16 dims.)
-    using Chunk = KvChunk<E, D>;
-    constexpr bool kQ8 = Chunk::kQ8;
-    constexpr bool kVEarly = kQ8 ? Chunk::kWords * CH <= 4 : CH * D <= 8;
+    constexpr bool kVEarly = CH * D <= 8;
     constexpr int kAhead = kVEarly ? kAttnAhead : 1;
     constexpr int kBatch = kGroups * kAhead;  // positions per batch
+    using Chunk = KvChunk<E, D>;
+    constexpr bool kQ8 = Chunk::kQ8;
     const int q8_shift = kQ8 ? 31 - __clz(c.layout().q8_block()) : 0;
     Chunk kk[kAhead * CH], vv[kAhead * CH];  // [i * CH + j]
     float v_scale[kQ8 ? kAhead * CH : 1];    // q8_0: V's scales, loaded with K's
@@ -639,11 +635,8 @@ void ops::attention(const KvLayer& c, const float* q, float* out, int rows, int 
     const dim3 grid{unsigned(n_part), unsigned(n_head), unsigned(rows)};
     Merge mg;
     if (count) mg.count = count, mg.out = out, mg.oq = oq, mg.ods = ods, mg.oh = oh;
-    // 8-dim chunks (16-byte loads) where head_dim % 8 == 0, else dim pairs up to 128;
-    // q8_0 with head_dim % 16 == 0: 16-dim chunks (16-byte loads; a 128-dim head on 8
-    // lanes of a group, the others re-reading the last chunk), else 8-dim (8-byte loads).
-    const bool q8_wide = c.elem == KvElem::Q8_0 && c.hd % 16 == 0;
-    const int variant = q8_wide ? 3 : c.hd % 8 == 0 ? (c.hd <= 8 * kAttnGroup ? 0 : 1) : 2;
+    // 8-dim chunks (16-byte loads) where head_dim % 8 == 0, else dim pairs up to 128.
+    const int variant = c.hd % 8 == 0 ? (c.hd <= 8 * kAttnGroup ? 0 : 1) : 2;
     if (variant == 2 && c.hd > 2 * 4 * kAttnGroup)
         gpu_fail("attention: head_dim " + std::to_string(c.hd) + " is not supported (over " +
                  std::to_string(8 * kAttnGroup) + " dims it must be a multiple of 8)");
@@ -659,7 +652,6 @@ void ops::attention(const KvLayer& c, const float* q, float* out, int rows, int 
         if (variant == 0) go(attn_split<E, M, 8, 1>);
         else if (variant == 1) go(attn_split<E, M, 8, 2>);
         else if constexpr (E != KvElem::Q8_0) go(attn_split<E, M, 2, 4>);
-        else go(attn_split<E, M, 16, 1>);  // (variant 3)
     };
     auto by_type = [&](auto merge) {
         switch (c.elem) {
