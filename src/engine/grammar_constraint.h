@@ -6,6 +6,7 @@
 #include <memory>
 
 #include "engine/sampler.h"
+#include "engine/vocab_trie.h"
 #include "grammar/grammar.h"
 
 namespace vega {
@@ -14,16 +15,24 @@ class Tokenizer;
 
 class GrammarConstraint final : public TokenConstraint {
 public:
-    GrammarConstraint(std::shared_ptr<const grammar::Grammar> g, const Tokenizer& tok);
+    // trie (optional, shared by every request of a model): the vocabulary, for allowed_mask.
+    GrammarConstraint(std::shared_ptr<const grammar::Grammar> g, const Tokenizer& tok,
+                      std::shared_ptr<const VocabTrie> trie = nullptr);
     bool allows(int32_t token) const override;
+    // The whole vocabulary's allows() by one walk of the trie: a subtree is left at the
+    // first byte the grammar refuses. False without a trie.
+    bool allowed_mask(uint8_t* mask) const override;
     // Records a sampled token (it must be allowed: throws vega::Error otherwise).
     void accept(int32_t token);
     // The text so far is complete under the grammar.
     bool can_end() const { return m_.can_end(); }
 
 private:
+    void walk(uint32_t node, const grammar::Matcher& m, uint8_t* mask) const;
+
     std::shared_ptr<const grammar::Grammar> g_;
     const Tokenizer& tok_;
+    std::shared_ptr<const VocabTrie> trie_;
     grammar::Matcher m_;
 };
 

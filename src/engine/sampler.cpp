@@ -132,6 +132,13 @@ int32_t Sampler::sample(const float* logits, const TokenConstraint* constraint) 
 // found window by window (256, then 8x more each round) so that the usual case, where
 // the best tokens are allowed, sorts and asks little: the first one (greedy) or the
 // first top_k (all of them without top-k); then the rest of the chain over them.
+// After the first window the constraint's allowed_mask, where it has one, may answer
+// instead of allows() (the same set: a grammar walks the vocabulary trie once rather
+// than trying each remaining token): when the tokens still to try, at the first
+// window's allowed rate, would cost more than a walk that visits about every allowed
+// token. Measured on 128k/32k vocabularies with a JSON Schema grammar: allows() 2.3-2.5
+// us a token, the walk about 1.1 us per allowed token (0.04 ms where 5 tokens are
+// allowed against 33 ms of trying all; 141 against 320 ms where 120k are).
 int32_t Sampler::sample_constrained(const float* logits, const TokenConstraint& c) {
     const size_t n = size_t(n_vocab_);
     float* w = work_.data();
@@ -143,7 +150,28 @@ int32_t Sampler::sample_constrained(const float* logits, const TokenConstraint& 
     const size_t want = is_greedy() ? 1 : params_.top_k > 0 && size_t(params_.top_k) < n ? size_t(params_.top_k) : n;
     size_t n_allowed = 0, done = 0, win = 256;
     bool exhausted = false;  // only -inf logits are left
+    bool tried_mask = false;  // (the constraint's allowed_mask is considered once)
+    constexpr double kTryCost = 2.4, kWalkCost = 1.1;  // us per token tried, per allowed token walked
     while (n_allowed < want && done < n && !exhausted) {
+        if (done > 0 && !tried_mask) {
+            tried_mask = true;
+            const double rate = double(n_allowed) / double(done);  // allowed among those tried
+            const double to_try = rate > 0 ? std::min(double(n - done), double(want - n_allowed) / rate) : double(n - done);
+            if (to_try * kTryCost > std::max(rate, 1.0 / double(n)) * double(n) * kWalkCost) {
+                mask_.resize(n);
+                if (c.allowed_mask(mask_.data())) {
+                    // The rest of the chain's order among the allowed tokens only: the untried
+                    // ids compacted to the allowed, finite ones, then just the wanted ones sorted.
+                    size_t m = n_allowed;
+                    for (size_t i = done; i < n; ++i)
+                        if (mask_[size_t(ids[i])] && w[ids[i]] != kNegInf) ids[m++] = ids[i];  // m <= i
+                    const size_t end = std::min(want, m);
+                    std::partial_sort(ids + n_allowed, ids + end, ids + m, before);
+                    n_allowed = end;
+                    break;
+                }
+            }
+        }
         const size_t end = std::min(n, done + win);
         std::partial_sort(ids + done, ids + end, ids + n, before);
         for (size_t i = done; i < end && n_allowed < want; ++i) {

@@ -31,6 +31,12 @@ class TokenConstraint {
 public:
     virtual ~TokenConstraint() = default;
     virtual bool allows(int32_t token) const = 0;
+    // Every token's allows() at once into mask [n_vocab] (1 allowed, 0 not), when the
+    // constraint has a faster way than asking token by token; false: it has none.
+    virtual bool allowed_mask(uint8_t* mask) const {
+        (void)mask;
+        return false;
+    }
 };
 
 class Sampler {
@@ -97,6 +103,7 @@ private:
     std::vector<float> work_;   // penalised (then temperature-scaled) logits
     std::vector<int32_t> ids_;  // candidate ids; the kept set is ids_[0..n_kept)
     std::vector<float> probs_;  // softmax weights of the kept candidates
+    std::vector<uint8_t> mask_;  // a constraint's allowed_mask, when asked for
 };
 
 }  // namespace vega

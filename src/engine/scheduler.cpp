@@ -65,6 +65,7 @@ struct Scheduler::Impl {
     std::vector<int> row_slot;  // for each row that wants logits: its slot
     TokenLogprobs current_lp;   // the token being reported (has_lp: inside on_token)
     bool has_lp = false;
+    std::shared_ptr<const VocabTrie> trie;  // built at the first request with a grammar
 
     Impl(Session& session, const Tokenizer& t) : s(session), tok(t) {
         slots.resize(size_t(s.params().n_seq));
@@ -105,7 +106,10 @@ struct Scheduler::Impl {
             sl.id = q.id;
             sl.req = std::move(q.req);
             sl.sampler = std::make_unique<Sampler>(sl.req.sampling, s.n_vocab());
-            if (sl.req.grammar) sl.grammar = std::make_unique<GrammarConstraint>(sl.req.grammar, tok);
+            if (sl.req.grammar) {
+                if (!trie) trie = std::make_shared<const VocabTrie>(tok);
+                sl.grammar = std::make_unique<GrammarConstraint>(sl.req.grammar, tok, trie);
+            }
             for (int32_t t : sl.req.prompt) sl.sampler->accept(t);
             sl.n_generated = 0;
             sl.next = -1;

@@ -403,5 +403,47 @@ TEST(SamplerConstraint, DrawsOnlyAllowedTokensWithTheChainsOddsAmongThem) {
     for (int k = 0; k < 20; ++k) EXPECT_EQ(t.sample(l.data(), &c), 10);
 }
 
+// The same set, also as a mask at once (as a grammar with the vocabulary trie answers).
+struct MaskedSet : AllowSet {
+    mutable int masks = 0;
+    bool allowed_mask(uint8_t* mask) const override {
+        ++masks;
+        for (int32_t t = 0; t < n; ++t) mask[t] = ok.count(t) ? 1 : 0;
+        return true;
+    }
+    int32_t n = 0;
+};
+
+// allowed_mask changes the cost, never the draw: the same tokens with and without it,
+// greedy and sampled, with and without top-k, for sets from sparse (where the mask is
+// taken) to dense (where the first window suffices), -inf logits included.
+TEST(SamplerConstraint, MaskGivesTheSameTokensAsAskingTokenByToken) {
+    const int n = 20000;
+    std::mt19937 rng(3);
+    std::normal_distribution<float> nd(0.f, 2.f);
+    for (int every : {1, 3, 50, 2000, 19999})
+        for (int top_k : {0, 1, 40})
+            for (float temp : {0.f, 0.7f}) {
+                AllowSet plain_c;
+                MaskedSet masked_c;
+                masked_c.n = n;
+                for (int t = 0; t < n; t += every) plain_c.ok.insert(t), masked_c.ok.insert(t);
+                SamplerParams p;
+                p.temperature = temp, p.top_k = top_k, p.top_p = 0.95f, p.min_p = 0.f, p.seed = 11;
+                Sampler a(p, n), b(p, n);
+                std::vector<float> l(n);
+                for (int step = 0; step < 8; ++step) {
+                    for (auto& x : l) x = nd(rng);
+                    l[size_t(step)] = -INFINITY;
+                    const int32_t ta = a.sample(l.data(), &plain_c), tb = b.sample(l.data(), &masked_c);
+                    ASSERT_EQ(ta, tb) << "every " << every << " top_k " << top_k << " temp " << temp << " step " << step;
+                    ASSERT_TRUE(plain_c.ok.count(ta)) << ta;
+                }
+                // Sparse sets are found through the mask, not by asking thousands of tokens.
+                if (every >= 2000) EXPECT_GT(masked_c.masks, 0) << "every " << every;
+                if (every >= 2000) EXPECT_LT(masked_c.asked, 8 * 300) << "every " << every;
+            }
+}
+
 }  // namespace
 }  // namespace vega
