@@ -11,6 +11,9 @@ accepts) with a different prompt; tokens are counted from the usage the server r
 (stream_options.include_usage), or from the number of content chunks when it sends none.
 --prompt-words N makes each prompt N words long (a long-context request: time to first
 token is then the prompt's speed); the prompt token count the server reports is printed.
+--json-schema SCHEMA (JSON text) adds response_format json_schema to every request: the
+grammar-constrained path (a request may then end before --max-tokens, when its JSON is
+complete; tokens/s counts what was generated).
 """
 import argparse
 import http.client
@@ -34,11 +37,17 @@ def make_prompt(i, n_words):
     return head + " " + " ".join(WORDS[(i * 7 + k * k) % len(WORDS)] for k in range(n_words))
 
 
+SCHEMA = None  # --json-schema, parsed
+
+
 def one_request(url, prompt, max_tokens, timeout):
     u = urllib.parse.urlparse(url)
     conn = http.client.HTTPConnection(u.hostname, u.port or 80, timeout=timeout)
-    body = json.dumps({"prompt": prompt, "max_tokens": max_tokens, "temperature": 0, "stream": True,
-                       "ignore_eos": True, "stream_options": {"include_usage": True}})
+    req = {"prompt": prompt, "max_tokens": max_tokens, "temperature": 0, "stream": True,
+           "ignore_eos": True, "stream_options": {"include_usage": True}}
+    if SCHEMA is not None:
+        req["response_format"] = {"type": "json_schema", "json_schema": {"name": "bench", "schema": SCHEMA}}
+    body = json.dumps(req)
     t0 = time.perf_counter()
     conn.request("POST", "/v1/completions", body, {"Content-Type": "application/json"})
     resp = conn.getresponse()
@@ -117,7 +126,10 @@ def main():
     ap.add_argument("--label", default="server")
     ap.add_argument("--prompt-words", type=int, default=0, help="words per prompt (long-context requests)")
     ap.add_argument("--json", action="store_true")
+    ap.add_argument("--json-schema", default=None, help="JSON Schema text: every request constrained by it")
     a = ap.parse_args()
+    global SCHEMA
+    SCHEMA = json.loads(a.json_schema) if a.json_schema else None
     rows = []
     for s in [int(x) for x in a.streams.split(",") if x]:
         n = a.requests or max(4, 2 * s)
