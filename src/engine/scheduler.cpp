@@ -1,7 +1,10 @@
 #include "engine/scheduler.h"
 
 #include <algorithm>
+#include <exception>
+#include <thread>
 
+#include "backend/cpu/thread_pool.h"
 #include "core/error.h"
 #include "engine/grammar_constraint.h"
 #include "tokenizer/tokenizer.h"
@@ -66,6 +69,36 @@ struct Scheduler::Impl {
     TokenLogprobs current_lp;   // the token being reported (has_lp: inside on_token)
     bool has_lp = false;
     std::shared_ptr<const VocabTrie> trie;  // built at the first request with a grammar
+    // Whole-logits rows are sampled on the host, each by its own slot's sampler and
+    // grammar: in parallel when there are several (made at the first such step).
+    std::unique_ptr<ThreadPool> sample_pool;
+    std::vector<int32_t> sampled;
+    std::vector<std::exception_ptr> sample_error;
+
+    // sampled[r] = row r's token from the whole logits rows (sequentially for one row).
+    void sample_rows(const std::vector<float>& logits) {
+        const size_t rows = row_slot.size(), n_vocab = size_t(s.n_vocab());
+        sampled.assign(rows, -1);
+        sample_error.assign(rows, nullptr);
+        auto one = [&](size_t r) {
+            Slot& sl = slots[size_t(row_slot[r])];
+            try {
+                sampled[r] = sl.sampler->sample(logits.data() + r * n_vocab, sl.grammar.get());
+            } catch (...) {
+                sample_error[r] = std::current_exception();
+            }
+        };
+        if (rows > 1) {
+            if (!sample_pool) sample_pool = std::make_unique<ThreadPool>(int(std::min(8u, std::max(1u, std::thread::hardware_concurrency()))));
+            sample_pool->parallel_for(int64_t(rows), 1, [&](int64_t b, int64_t e, int) {
+                for (int64_t r = b; r < e; ++r) one(size_t(r));
+            });
+        } else if (rows == 1) {
+            one(0);
+        }
+        for (const auto& e : sample_error)
+            if (e) std::rethrow_exception(e);
+    }
 
     Impl(Session& session, const Tokenizer& t) : s(session), tok(t) {
         slots.resize(size_t(s.params().n_seq));
@@ -239,6 +272,7 @@ bool Scheduler::step(const TokenFn& on_token, const DoneFn& on_done) {
         throw;
     }
     ++I.stats.steps;
+    if (logits) I.sample_rows(*logits);
 
     const int n_ctx = I.s.params().n_ctx;
     for (size_t r = 0; r < I.row_slot.size(); ++r) {
@@ -250,7 +284,7 @@ bool Scheduler::step(const TokenFn& on_token, const DoneFn& on_done) {
             const size_t off = r * size_t(k);
             t = sp.is_greedy() ? cand->ids[off]
                                : sp.sample_candidates(cand->ids.data() + off, cand->logits.data() + off, sp.params().top_k);
-        } else t = sp.sample(logits->data() + r * size_t(I.s.n_vocab()), sl.grammar.get());
+        } else t = I.sampled[r];
         if (t < 0) {  // the grammar allows no token: the text ends here
             I.finish(sl, FinishReason::Stop, on_done);
             continue;
