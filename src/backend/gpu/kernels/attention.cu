@@ -154,9 +154,9 @@ __global__ void __launch_bounds__(kRopeThreads) kv_dequant_k(ops::KvLayer c, ops
         const bool is_v = i >= chunks;
         const int64_t e = int64_t(is_v ? i - chunks : i) * 8;  // element within the tile (rows contiguous)
         const int8_t* vals = static_cast<const int8_t*>(is_v ? c.v : c.k);
-        const uint16_t* sc = is_v ? c.v_scale : c.k_scale;
         const uint2 w = *reinterpret_cast<const uint2*>(vals + src0 + e);
-        const float d = h2f(sc[2 * ((src0 + e) >> sh)]);  // (KvLayout::scale_index)
+        const uint32_t s2 = kv_scales(c.k_scale, sh, src0 + e);
+        const float d = h2f(uint16_t(is_v ? s2 >> 16 : s2));
         auto f = [&](uint32_t word, int b) { return float(int8_t(word >> (8 * b))) * d; };
         uint4 o;
         o.x = pack_h2(f(w.x, 0), f(w.x, 1)), o.y = pack_h2(f(w.x, 2), f(w.x, 3));
@@ -168,7 +168,8 @@ __global__ void __launch_bounds__(kRopeThreads) kv_dequant_k(ops::KvLayer c, ops
 // D consecutive elements of a K or V row, kept as loaded: f16 (D = 8: one 16-byte
 // load), f32 (two), or q8_0 (one 8-byte load and the block's scale); D = 2 (head
 // dims that are not a multiple of 8, f16 and f32 only): one 4- or 8-byte load.
-// Decoded element by element at use: raw(e) before the scale, at(e) after.
+// Decoded element by element at use: raw(e), before q8_0's scale (applied once per
+// chunk by the caller).
 template <KvElem E, int D>
 struct KvChunk {
     static constexpr bool kQ8 = E == KvElem::Q8_0;
@@ -181,7 +182,6 @@ struct KvChunk {
         else if constexpr (E == KvElem::F32) return __uint_as_float(w[e]);
         else return float(int8_t(w[e / 4] >> (8 * (e & 3))));
     }
-    __device__ __forceinline__ float at(int e) const { return kQ8 ? raw(e) * scale : raw(e); }
 };
 // The chunk's values at element i (a multiple of D; rows of a multiple of D elements
 // keep the vector loads aligned) of a plane (q8_0: the scale is set from kv_scales).
@@ -190,10 +190,6 @@ __device__ __forceinline__ KvChunk<E, D> load_kv(const void* base, int64_t i) {
     KvChunk<E, D> r;
     load_words(reinterpret_cast<const uint32_t*>(static_cast<const uint8_t*>(base) + i * kv_value_bytes(E)), r.w);
     return r;
-}
-// q8_0: the (K, V) scale pair of element i (blocks of 1 << q8_shift), one 4-byte load.
-__device__ __forceinline__ uint32_t kv_scales(const uint16_t* k_scale, int q8_shift, int64_t i) {
-    return *reinterpret_cast<const uint32_t*>(k_scale + 2 * (i >> q8_shift));  // (KvLayout::scale_index)
 }
 
 // sum_j w[j] * col[j * stride] for j < n, in order of j, the column's loads issued
@@ -393,7 +389,7 @@ __global__ void __launch_bounds__(kAttnThreads) attn_split(ops::KvLayer c, const
             return fmaf(kk[i * CH + j].scale, t, a);
         } else {
 #pragma unroll
-            for (int e = 0; e < D; ++e) a += qv[j * D + e] * kk[i * CH + j].at(e);
+            for (int e = 0; e < D; ++e) a += qv[j * D + e] * kk[i * CH + j].raw(e);
             return a;
         }
     };

@@ -28,6 +28,12 @@
 
 namespace vega::gpu {
 
+// q8_0: the (K, V) scale pair of element o (blocks of 1 << q8_shift elements), one
+// 4-byte load from the K side of the scale plane (KvLayout::scale_index, with a shift).
+__device__ __forceinline__ uint32_t kv_scales(const uint16_t* k_scale, int q8_shift, int64_t o) {
+    return *reinterpret_cast<const uint32_t*>(k_scale + 2 * (o >> q8_shift));
+}
+
 // One q8_0 block: src [B] -> B int8 values at vals + o (o a multiple of B: 8-byte
 // aligned) and the f16 scale at scales[2 * (o / B)] (KvLayout::scale_index).
 template <int B>
