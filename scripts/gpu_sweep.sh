@@ -13,6 +13,14 @@
 # take the Q4_K_M fallbacks Q5_0/Q8_0 and llama.cpp's 8-expert Q8_0 attn_k/attn_v) and
 # qwen3moe-30b-a3b (128 experts, 8 used, head_dim 128 != n_embd/n_head; at LAYERS=4,
 # 1.4 GB of Q4_0 experts).
+# Routing: the mixture of experts' router logits nearly tie now and then, and a rounding
+# difference then picks another expert on the GPU than on the CPU (one row's NMSE ~1e-2,
+# not a bug). So the GPU run records the experts it chose (vega eval --routes-out) and the
+# CPU run replays them (--routes-in): both follow one discrete path and must agree to
+# rounding, and every replayed expert the CPU would not have chosen must lie within
+# TIE_SD (default 0.05) standard deviations of that row's router logits below the CPU's
+# k-th best: a near tie. A wrong expert from a bug lies a whole standard deviation or
+# more below (the k-th best of 128 against a random one).
 # One line per case on stdout and in $OUT/sweep.txt; exit 1 when any case failed.
 set -u
 B=${1:-build-h200}
@@ -22,6 +30,7 @@ SHAPES=${SHAPES:-1b llama2-7b llama3-8b qwen2-7b qwen3moe-tiny qwen3moe-30b-a3b}
 TYPES=${TYPES:-Q4_0 Q8_0 Q4_K_M Q6_K}
 DEVICE=${DEVICE:-gpu}
 BOUND=${BOUND:-5e-3}
+TIE_SD=${TIE_SD:-0.05}
 LAYERS=${LAYERS:-4}
 layers_opt=; [ "$LAYERS" != 0 ] && layers_opt="--layers $LAYERS"
 T=$(nproc)
@@ -47,14 +56,21 @@ for shape in $SHAPES; do
     tokens "$n_vocab" > "$OUT/tokens.txt"
     dev_log="$OUT/$shape-$type-$DEVICE.log"
     if ! timeout 600 "$B/vega" eval -m "$m" --device "$DEVICE" -c 64 --tokens-file "$OUT/tokens.txt" \
-         --logits-out /tmp/sweep-dev.f32 > "$dev_log" 2>&1; then
+         --logits-out /tmp/sweep-dev.f32 --routes-out /tmp/sweep-routes.txt > "$dev_log" 2>&1; then
       echo "$name: $DEVICE eval FAILED: $(tail -1 "$dev_log")" | tee -a "$OUT/sweep.txt"; fail=1; rm -f "$m"; continue
     fi
     if ! timeout 900 "$B/vega" eval -m "$m" --device cpu -t "$T" -c 64 --tokens-file "$OUT/tokens.txt" \
-         --logits-out /tmp/sweep-cpu.f32 > "$OUT/$shape-$type-cpu.log" 2>&1; then
+         --logits-out /tmp/sweep-cpu.f32 --routes-in /tmp/sweep-routes.txt > "$OUT/$shape-$type-cpu.log" 2>&1; then
       echo "$name: cpu eval FAILED: $(tail -1 "$OUT/$shape-$type-cpu.log")" | tee -a "$OUT/sweep.txt"; fail=1; rm -f "$m"; continue
     fi
     r=$(python3 "$here/logits_nmse.py" /tmp/sweep-dev.f32 /tmp/sweep-cpu.f32 "$n_vocab" "$BOUND") || fail=1
+    # "routes: replayed the experts of N rows x layers; D differ ..., widest gap G logits (S standard deviations ...)"
+    routes=$(grep '^routes: replayed' "$OUT/$shape-$type-cpu.log")
+    read -r differ sd <<< "$(echo "$routes" | sed -E 's/.*; ([0-9]+) differ.*\(([^ ]+) standard.*/\1 \2/')"
+    if [ "${differ:-0}" != 0 ]; then
+      r="$r; $differ rows x layers routed differently, widest gap $sd sd"
+      if ! awk -v s="$sd" -v t="$TIE_SD" 'BEGIN { exit !(s <= t) }'; then r="$r > $TIE_SD: FAIL (not a near tie)"; fail=1; fi
+    fi
     echo "$name: $r" | tee -a "$OUT/sweep.txt"
     rm -f "$m"
   done

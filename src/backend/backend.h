@@ -164,6 +164,11 @@ struct FfnBlock {
     Weight gate_exps, up_exps;     // n_expert x [n_ff_exp][n_embd]
     Weight down_exps;              // n_expert x [n_embd][n_ff_exp]
     ExpertRouting routing;
+    // Routes decided elsewhere (vega eval --routes-in): after routing, the reference
+    // composition hands this block's router logits, ids and weights to it. Backends
+    // that override the routed block refuse it. Null in every normal run.
+    RouteOverride* route_override = nullptr;
+    int layer = -1;  // the block's layer, for route_override
     float eps = 1e-5f;
     bool experts() const { return bool(router); }
     int64_t n_embd() const { return experts() ? router.n_in : gate.n_in; }
@@ -322,6 +327,9 @@ inline void Backend::matmul_experts_swiglu(const Weight& gate, const Weight& up,
 
 // Host-side reference of route_experts: logits [rows][r.n_expert] -> ids, w [rows][r.n_used].
 void route_experts_host(const float* logits, int rows, const ExpertRouting& r, int32_t* ids, float* w);
+// One row's weights wt [r.n_used] for the chosen experts id from its logits [r.n_expert]
+// (the second half of route_experts_host, for routes chosen elsewhere).
+void weigh_experts_host(const float* logits, const ExpertRouting& r, const int32_t* id, float* wt);
 
 // Host-side reference: sorts each row's indices by (value desc, index asc);
 // `scratch` is resized to n (reuse it to avoid allocating per call).

@@ -49,6 +49,9 @@ void Backend::ffn_block(const FfnBlock& f, float* x, int rows, const BlockBuffer
         const int K = f.routing.n_used;
         matmul(f.router, buf.router);
         route_experts(buf.router, rows, f.routing, buf.expert_ids, buf.expert_w);
+        if (f.route_override)
+            f.route_override->override_routes(*this, f.layer, f.routing, rows, buf.router, buf.expert_ids,
+                                              buf.expert_w);
         matmul_experts_swiglu(f.gate_exps, f.up_exps, buf.expert_ids, rows, K, buf.g, buf.u, buf.h);
         matmul_input(buf.h, rows * K, f.gate_exps.n_out);
         matmul_experts(f.down_exps, buf.expert_ids, rows, K, true, buf.expert_out);

@@ -22,4 +22,17 @@ struct ExpertRouting {
     float scale = 1.f;
 };
 
+class Backend;
+
+// Replaces the experts a routed FFN block chose by ones decided elsewhere: the route
+// replay that checks one backend against another where router logits nearly tie
+// (model/route_trace.h). `logits`, `ids`, `w` are backend memory: [rows][n_expert],
+// [rows][n_used], [rows][n_used].
+class RouteOverride {
+public:
+    virtual ~RouteOverride() = default;
+    virtual void override_routes(Backend& be, int layer, const ExpertRouting& r, int rows, const float* logits,
+                                 int32_t* ids, float* w) = 0;
+};
+
 }  // namespace vega

@@ -1,8 +1,11 @@
 // vega eval: teacher-forced logits for a recorded token sequence. Line 1 of the
 // tokens file is evaluated as one batch, then line 2 one token at a time; every
 // row of logits is written as raw little-endian float32 [n_rows][n_vocab].
+// --routes-out/--routes-in record and replay a mixture of experts' routing
+// (model/route_trace.h), to compare devices where router logits nearly tie.
 #include <cstdio>
 #include <fstream>
+#include <optional>
 #include <sstream>
 #include <string>
 #include <vector>
@@ -10,6 +13,7 @@
 #include "cli/commands.h"
 #include "cli/common.h"
 #include "core/error.h"
+#include "model/route_trace.h"
 
 namespace vega::cli {
 
@@ -19,6 +23,7 @@ struct EvalOptions {
     ModelOptions m;
     std::string tokens_file;
     std::string logits_out;
+    std::string routes_out, routes_in;
     bool quiet = false;
 };
 
@@ -53,6 +58,11 @@ void eval(const EvalOptions& o) {
     for (int32_t t : cont)
         if (t >= n_vocab) fail("{}: token id {} is out of range for a vocabulary of {}", o.tokens_file, t, n_vocab);
 
+    std::optional<RouteTrace> routes;
+    if (!o.routes_out.empty()) routes = RouteTrace::recorder();
+    if (!o.routes_in.empty()) routes = RouteTrace::load(o.routes_in);
+    if (routes) s.set_route_trace(&*routes);
+
     std::ofstream out(o.logits_out, std::ios::binary);
     if (!out) fail("cannot write '{}'", o.logits_out);
     const std::vector<float>& rows = s.eval(prompt, 0, 0, /*all_logits=*/true);
@@ -63,6 +73,13 @@ void eval(const EvalOptions& o) {
         out.write(reinterpret_cast<const char*>(r.data()), std::streamsize(r.size() * sizeof(float)));
     }
     if (!out) fail("error writing '{}'", o.logits_out);
+    if (routes) {
+        s.set_route_trace(nullptr);
+        if (routes->recording()) routes->save(o.routes_out);
+        routes->check_all_replayed();
+        // stdout: scripts read this line (scripts/gpu_sweep.sh).
+        std::printf("routes: %s\n", routes->summary().c_str());
+    }
     if (!o.quiet) std::fprintf(stderr, "vega: wrote %zu rows of %d logits to %s\n", prompt.size() + cont.size(), n_vocab,
                                o.logits_out.c_str());
 }
@@ -76,6 +93,12 @@ void register_eval(CLI::App& app) {
     cmd->add_option("--tokens-file", o->tokens_file, "two lines of ids: prompt (one batch), then continuation (one at a time)")
         ->required();
     cmd->add_option("--logits-out", o->logits_out, "output: raw float32 [rows][n_vocab]")->required();
+    auto* rout = cmd->add_option("--routes-out", o->routes_out,
+                                 "mixture of experts: write the experts every routed layer chose (text)");
+    cmd->add_option("--routes-in", o->routes_in,
+                    "mixture of experts: use the experts recorded by --routes-out instead of this device's own top k "
+                    "(CPU only), and print how far they are from its own choice")
+        ->excludes(rout);
     cmd->add_flag("-q,--quiet", o->quiet, "no progress on stderr");
     cmd->callback([o] { eval(*o); });
 }

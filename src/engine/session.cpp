@@ -218,6 +218,10 @@ Session::~Session() = default;
 size_t Session::kv_bytes() const { return impl_->cache->bytes(); }
 
 void Session::set_use_graphs(bool on) { impl_->graphs = on && be_.supports_capture(); }
+void Session::set_route_trace(RouteTrace* t) {
+    if (t) set_use_graphs(false);  // a captured step cannot stop for the host
+    impl_->fwd->set_route_trace(t);
+}
 bool Session::use_graphs() const { return impl_->graphs; }
 int Session::batch_graph_replays() const { return impl_->n_replays; }
 

@@ -8,6 +8,7 @@
 
 #include "backend/backend.h"
 #include "model/model.h"
+#include "model/route_trace.h"
 
 namespace vega {
 
@@ -66,6 +67,9 @@ public:
     // supports capture (default on): only token, position and the result cross
     // the bus. Off: every call runs the forward op by op.
     void set_use_graphs(bool on);
+    // Records or replays the experts every routed layer chooses (model/route_trace.h;
+    // vega eval --routes-out/--routes-in); turns graph replay off. Null: off.
+    void set_route_trace(RouteTrace* t);
     bool use_graphs() const;
     // Decode steps replayed through batch-size bucket graphs so far (batch_graphs).
     int batch_graph_replays() const;

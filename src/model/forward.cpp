@@ -98,13 +98,30 @@ Forward::~Forward() {
         if (p) be_.release(p);
 }
 
+void Forward::set_route_trace(RouteTrace* t) {
+    route_trace_ = t;
+    const bool replay = t && !t->recording();
+    for (size_t il = 0; il < ffn_.size(); ++il) {
+        ffn_[il].route_override = replay && ffn_[il].experts() ? t : nullptr;
+        ffn_[il].layer = int(il);
+    }
+}
+
 void Forward::run(const BatchView& b, const int32_t* out_idx, int n_out, float* logits) {
     const HParams& hp = m_.hparams();
     const ModelWeights& w = m_.weights();
     be_.embed(w.token_embd, b.tokens, b.n_tokens, x_);
     for (int il = 0; il < hp.n_layer; ++il) {
         be_.attention_block(attn_[size_t(il)], cache_, il, b, x_, buf_, attn_link_[size_t(il)]);
-        be_.ffn_block(ffn_[size_t(il)], x_, b.n_tokens, buf_, ffn_link_[size_t(il)]);
+        const FfnBlock& f = ffn_[size_t(il)];
+        be_.ffn_block(f, x_, b.n_tokens, buf_, ffn_link_[size_t(il)]);
+        if (route_trace_ && route_trace_->recording() && f.experts()) {
+            const size_t n = size_t(b.n_tokens) * size_t(f.routing.n_used);
+            route_ids_.resize(n);
+            be_.synchronize();
+            be_.download(route_ids_.data(), buf_.expert_ids, n * sizeof(int32_t));
+            route_trace_->add(il, b.n_tokens, f.routing.n_used, route_ids_.data());
+        }
     }
     // Logits only for the rows that want them.
     be_.gather_rows(x_, out_idx, n_out, hp.n_embd, xo_);

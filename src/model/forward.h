@@ -7,6 +7,7 @@
 
 #include "backend/backend.h"
 #include "model/model.h"
+#include "model/route_trace.h"
 
 namespace vega {
 
@@ -22,6 +23,10 @@ public:
     // All pointers are backend memory.
     void run(const BatchView& b, const int32_t* out_idx, int n_out, float* logits);
 
+    // Records (after each routed block, a host round trip) or replays the experts
+    // chosen in every routed layer (model/route_trace.h); null: off.
+    void set_route_trace(RouteTrace* t);
+
 private:
     const Model& m_;
     Backend& be_;
@@ -34,6 +39,8 @@ private:
     std::vector<AttentionBlock> attn_;
     std::vector<FfnBlock> ffn_;
     std::vector<BlockLink> attn_link_, ffn_link_;  // how each block meets the next
+    RouteTrace* route_trace_ = nullptr;
+    std::vector<int32_t> route_ids_;  // host copy of a block's expert ids (recording)
 };
 
 }  // namespace vega

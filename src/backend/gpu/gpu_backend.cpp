@@ -379,6 +379,9 @@ public:
     void expert_ffn_block(const FfnBlock& f, float* x, int rows, const BlockBuffers& buf, const BlockLink& link) {
         const int K = f.routing.n_used;
         const int64_t E = f.n_embd(), F = f.gate_exps.n_out;
+        // Routing and the grouped matmuls' plan are one launch here: replayed routes
+        // (vega eval --routes-in) are applied by the CPU's reference composition only.
+        if (f.route_override) fail("expert FFN: route replay (--routes-in) runs on the CPU (--device cpu)");
         block_input(x, f.norm, f.eps, rows, E, link);
         if (act_.ss && (!act_.x || !deferred_router_ok(&f.router, E)))
             fail("expert FFN: the deferred-norm input does not serve router '{}'", f.router.name);

@@ -1,0 +1,186 @@
+// `vega eval --routes-out / --routes-in` (model/route_trace.h): the experts a mixture
+// of experts chose, recorded on the test device and replayed on the CPU. Replaying a
+// run's own routes changes nothing; a replayed expert away from the CPU's own top k is
+// reported with its gap; a routes file from another run or a malformed one is refused
+// with the file and line.
+#include <gtest/gtest.h>
+
+#include <fstream>
+#include <regex>
+#include <sstream>
+#include <string>
+#include <vector>
+
+#include "nmse.h"
+#include "run_vega.h"
+#include "test_data.h"
+
+namespace vega::test {
+namespace {
+
+const char* kModel = "moe/synth-qwen3moe-q8_0.gguf";
+
+std::vector<float> read_f32(const std::string& path) {
+    std::ifstream f(path, std::ios::binary | std::ios::ate);
+    std::vector<float> v(size_t(f.tellg()) / sizeof(float));
+    f.seekg(0);
+    f.read(reinterpret_cast<char*>(v.data()), std::streamsize(v.size() * sizeof(float)));
+    return v;
+}
+
+std::vector<std::string> lines_of(const std::string& path) {
+    std::ifstream f(path);
+    std::vector<std::string> v;
+    for (std::string l; std::getline(f, l);) v.push_back(l);
+    return v;
+}
+
+void write_lines(const std::string& path, const std::vector<std::string>& lines) {
+    std::ofstream f(path);
+    for (const std::string& l : lines) f << l << '\n';
+}
+
+struct Replay {
+    long differing = -1;
+    double gap = -1, rel_gap = -1;
+};
+
+// The "routes: replayed ..." line of vega eval's stdout.
+Replay parse_replay(const std::string& out) {
+    static const std::regex re(R"(routes: replayed the experts of \d+ rows x layers; (\d+) differ from this device's own )"
+                               R"(top k, widest gap (\S+) logits \((\S+) standard deviations)");
+    std::smatch m;
+    Replay r;
+    if (std::regex_search(out, m, re))
+        r.differing = std::stol(m[1]), r.gap = std::stod(m[2]), r.rel_gap = std::stod(m[3]);
+    return r;
+}
+
+class RouteTrace : public ::testing::Test {
+protected:
+    void SetUp() override {
+        VEGA_REQUIRE_TEST_DATA();
+        dir_ = temp_dir();
+        tokens_ = dir_ + "/tokens.txt";
+        write_lines(tokens_, {"1 5 9 13 200 31 7 88 99 100 4 17", "17 18 19 20 21 22"});
+    }
+    CmdResult eval(const std::string& device, const std::string& out, const std::string& extra,
+                   const std::string& tokens = "") {
+        return run_vega("eval -q -m " + quote(data_file(kModel)) + " --device " + device + " -c 64 -t 2 --tokens-file " +
+                        quote(tokens.empty() ? tokens_ : tokens) + " --logits-out " + quote(out) + " " + extra);
+    }
+    std::string dir_, tokens_;
+};
+
+TEST_F(RouteTrace, ReplayingARunsOwnRoutesGivesItsLogits) {
+    const std::string rec = dir_ + "/rec.f32", rep = dir_ + "/rep.f32", routes = dir_ + "/routes.txt";
+    const CmdResult a = eval(test_device(), rec, "--routes-out " + quote(routes));
+    ASSERT_EQ(a.exit_code, 0) << a.err;
+    EXPECT_NE(a.out.find("routes: recorded the experts of"), std::string::npos) << a.out;
+    // 2 routed layers; the prompt as one entry, then one entry per generated token.
+    const std::vector<std::string> lines = lines_of(routes);
+    ASSERT_EQ(lines.size(), 1u + 2u * (1u + 6u));
+    EXPECT_EQ(lines[0], "vega-routes 1");
+    EXPECT_EQ(lines[1].rfind("0 12 ", 0), 0u) << lines[1];
+
+    const CmdResult b = eval("cpu", rep, "--routes-in " + quote(routes));
+    ASSERT_EQ(b.exit_code, 0) << b.err;
+    const Replay r = parse_replay(b.out);
+    ASSERT_GE(r.differing, 0) << b.out;
+    const std::vector<float> x = read_f32(rec), y = read_f32(rep);
+    ASSERT_EQ(x.size(), y.size());
+    if (test_device() == "cpu") {  // the same device: the same choices and the same bits
+        EXPECT_EQ(r.differing, 0);
+        EXPECT_EQ(x, y);
+    } else {  // another device: choices differ only at near ties, logits to rounding
+        EXPECT_LE(r.rel_gap, 1e-2) << b.out;
+        EXPECT_LT(nmse(x, y), 5e-3);
+    }
+}
+
+TEST_F(RouteTrace, AReplayedExpertAwayFromTheTopKShowsItsGap) {
+    const std::string rec = dir_ + "/rec.f32", rep = dir_ + "/rep.f32", routes = dir_ + "/routes.txt";
+    const CmdResult a = eval("cpu", rec, "--routes-out " + quote(routes));
+    ASSERT_EQ(a.exit_code, 0) << a.err;
+    std::vector<std::string> lines = lines_of(routes);
+    ASSERT_GE(lines.size(), 2u);
+    // Layer 0 of the prompt, row 0: replace its first expert by one it did not choose.
+    std::istringstream in(lines[1]);
+    int layer, rows, k;
+    in >> layer >> rows >> k;
+    std::vector<int> ids(size_t(rows) * size_t(k));
+    for (int& id : ids) in >> id;
+    ASSERT_EQ(k, 2);
+    int other = 0;
+    while (other == ids[0] || other == ids[1]) ++other;
+    ids[0] = other;
+    std::string edited = std::to_string(layer) + " " + std::to_string(rows) + " " + std::to_string(k);
+    for (int id : ids) edited += " " + std::to_string(id);
+    lines[1] = edited;
+    write_lines(routes, lines);
+
+    const CmdResult b = eval("cpu", rep, "--routes-in " + quote(routes));
+    ASSERT_EQ(b.exit_code, 0) << b.err;
+    const Replay r = parse_replay(b.out);
+    EXPECT_EQ(r.differing, 1) << b.out;
+    EXPECT_GT(r.gap, 0.0) << b.out;
+    EXPECT_GT(r.rel_gap, 0.0) << b.out;
+    // The edited route changes the output: the replay is applied, not just reported.
+    const std::vector<float> x = read_f32(rec), y = read_f32(rep);
+    ASSERT_EQ(x.size(), y.size());
+    EXPECT_NE(x, y);
+}
+
+TEST_F(RouteTrace, RoutesOfAnotherRunOrAMalformedFileAreRefused) {
+    const std::string out = dir_ + "/x.f32", routes = dir_ + "/routes.txt";
+    ASSERT_EQ(eval("cpu", out, "--routes-out " + quote(routes)).exit_code, 0);
+    // Another prompt length: the first entry's rows do not match.
+    const std::string longer = dir_ + "/longer.txt";
+    write_lines(longer, {"1 5 9 13 200 31 7 88 99 100 4 17 3", "17"});
+    CmdResult r = eval("cpu", out, "--routes-in " + quote(routes), longer);
+    EXPECT_NE(r.exit_code, 0);
+    EXPECT_NE(r.err.find("the runs differ"), std::string::npos) << r.err;
+    // Fewer generated tokens: entries left over.
+    const std::string shorter = dir_ + "/shorter.txt";
+    write_lines(shorter, {"1 5 9 13 200 31 7 88 99 100 4 17", "17 18"});
+    r = eval("cpu", out, "--routes-in " + quote(routes), shorter);
+    EXPECT_NE(r.exit_code, 0);
+    EXPECT_NE(r.err.find("were not replayed"), std::string::npos) << r.err;
+    // A malformed line is named by file and line.
+    std::vector<std::string> lines = lines_of(routes);
+    lines[2] = "1 12 2 3 x";
+    write_lines(routes, lines);
+    r = eval("cpu", out, "--routes-in " + quote(routes));
+    EXPECT_NE(r.exit_code, 0);
+    EXPECT_NE(r.err.find("routes.txt:3:"), std::string::npos) << r.err;
+    // An expert id outside the layer's experts.
+    lines = lines_of(routes);
+    lines[0] = "vega-routes 1";
+    lines[2] = lines[1];
+    lines[1] = "0 12 2 1 99";  // row 0: experts 1 and 99; rows 1..11: 2 and 3
+    for (int i = 1; i < 12; ++i) lines[1] += " 2 3";
+    write_lines(routes, lines);
+    r = eval("cpu", out, "--routes-in " + quote(routes));
+    EXPECT_NE(r.exit_code, 0);
+    EXPECT_NE(r.err.find("expert 99 of a layer of 8"), std::string::npos) << r.err;
+    // Not a routes file at all.
+    write_lines(routes, {"hello"});
+    r = eval("cpu", out, "--routes-in " + quote(routes));
+    EXPECT_NE(r.exit_code, 0);
+    EXPECT_NE(r.err.find("not a routes file"), std::string::npos) << r.err;
+    // Record and replay at once make no sense.
+    r = eval("cpu", out, "--routes-in " + quote(routes) + " --routes-out " + quote(routes));
+    EXPECT_NE(r.exit_code, 0);
+}
+
+TEST_F(RouteTrace, OnlyTheCpuReplays) {
+    if (test_device() == "cpu") GTEST_SKIP() << "needs a GPU device (VEGA_TEST_DEVICE=gpu)";
+    const std::string out = dir_ + "/x.f32", routes = dir_ + "/routes.txt";
+    ASSERT_EQ(eval("cpu", out, "--routes-out " + quote(routes)).exit_code, 0);
+    const CmdResult r = eval(test_device(), out, "--routes-in " + quote(routes));
+    EXPECT_NE(r.exit_code, 0);
+    EXPECT_NE(r.err.find("route replay (--routes-in) runs on the CPU"), std::string::npos) << r.err;
+}
+
+}  // namespace
+}  // namespace vega::test
