@@ -116,11 +116,14 @@ void Forward::run(const BatchView& b, const int32_t* out_idx, int n_out, float* 
         const FfnBlock& f = ffn_[size_t(il)];
         be_.ffn_block(f, x_, b.n_tokens, buf_, ffn_link_[size_t(il)]);
         if (route_trace_ && route_trace_->recording() && f.experts()) {
-            const size_t n = size_t(b.n_tokens) * size_t(f.routing.n_used);
-            route_ids_.resize(n);
+            const int T = b.n_tokens, K = f.routing.n_used, X = f.routing.n_expert;
+            const size_t n = size_t(T) * size_t(K);
+            route_ids_.resize(n), route_w_.resize(n), route_logits_.resize(size_t(T) * size_t(X));
             be_.synchronize();
             be_.download(route_ids_.data(), buf_.expert_ids, n * sizeof(int32_t));
-            route_trace_->add(il, b.n_tokens, f.routing.n_used, route_ids_.data());
+            be_.download(route_w_.data(), buf_.expert_w, n * sizeof(float));
+            be_.download(route_logits_.data(), buf_.router, route_logits_.size() * sizeof(float));
+            route_trace_->add(il, T, K, X, route_ids_.data(), route_w_.data(), route_logits_.data());
         }
     }
     // Logits only for the rows that want them.

@@ -40,7 +40,9 @@ private:
     std::vector<FfnBlock> ffn_;
     std::vector<BlockLink> attn_link_, ffn_link_;  // how each block meets the next
     RouteTrace* route_trace_ = nullptr;
-    std::vector<int32_t> route_ids_;  // host copy of a block's expert ids (recording)
+    // Host copies of a routed block's ids, weights and router logits (recording).
+    std::vector<int32_t> route_ids_;
+    std::vector<float> route_w_, route_logits_;
 };
 
 }  // namespace vega

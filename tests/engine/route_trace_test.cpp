@@ -41,18 +41,25 @@ void write_lines(const std::string& path, const std::vector<std::string>& lines)
 }
 
 struct Replay {
+    double logits_nmse = -1;
+    long rule_mismatches = -1;
+    double weight_error = -1;
     long differing = -1;
     double gap = -1, rel_gap = -1;
 };
 
 // The "routes: replayed ..." line of vega eval's stdout.
 Replay parse_replay(const std::string& out) {
-    static const std::regex re(R"(routes: replayed the experts of \d+ rows x layers; (\d+) differ from this device's own )"
-                               R"(top k, widest gap (\S+) logits \((\S+) standard deviations)");
+    static const std::regex re(
+        R"(routes: replayed the experts of \d+ rows x layers; router logits nmse (\S+) \(worst entry\); (\d+) rows not )"
+        R"(this rule's top k of the recorded logits; weights off by (\S+) at most; (\d+) differ from this device's own )"
+        R"(top k, widest gap (\S+) logits \((\S+) standard deviations)");
     std::smatch m;
     Replay r;
-    if (std::regex_search(out, m, re))
-        r.differing = std::stol(m[1]), r.gap = std::stod(m[2]), r.rel_gap = std::stod(m[3]);
+    if (std::regex_search(out, m, re)) {
+        r.logits_nmse = std::stod(m[1]), r.rule_mismatches = std::stol(m[2]), r.weight_error = std::stod(m[3]);
+        r.differing = std::stol(m[4]), r.gap = std::stod(m[5]), r.rel_gap = std::stod(m[6]);
+    }
     return r;
 }
 
@@ -77,11 +84,12 @@ TEST_F(RouteTrace, ReplayingARunsOwnRoutesGivesItsLogits) {
     const CmdResult a = eval(test_device(), rec, "--routes-out " + quote(routes));
     ASSERT_EQ(a.exit_code, 0) << a.err;
     EXPECT_NE(a.out.find("routes: recorded the experts of"), std::string::npos) << a.out;
-    // 2 routed layers; the prompt as one entry, then one entry per generated token.
+    // 2 routed layers of 8 experts, 2 used; the prompt as one entry of 12 rows, then an
+    // entry of one row per generated token; each entry a head line and a line per row.
     const std::vector<std::string> lines = lines_of(routes);
-    ASSERT_EQ(lines.size(), 1u + 2u * (1u + 6u));
-    EXPECT_EQ(lines[0], "vega-routes 1");
-    EXPECT_EQ(lines[1].rfind("0 12 ", 0), 0u) << lines[1];
+    ASSERT_EQ(lines.size(), 1u + 2u * (1u + 12u) + 2u * 6u * 2u);
+    EXPECT_EQ(lines[0], "vega-routes 2");
+    EXPECT_EQ(lines[1], "0 12 2 8");
 
     const CmdResult b = eval("cpu", rep, "--routes-in " + quote(routes));
     ASSERT_EQ(b.exit_code, 0) << b.err;
@@ -89,11 +97,15 @@ TEST_F(RouteTrace, ReplayingARunsOwnRoutesGivesItsLogits) {
     ASSERT_GE(r.differing, 0) << b.out;
     const std::vector<float> x = read_f32(rec), y = read_f32(rep);
     ASSERT_EQ(x.size(), y.size());
+    EXPECT_EQ(r.rule_mismatches, 0) << b.out;  // the recording side's routing kernel is this rule
     if (test_device() == "cpu") {  // the same device: the same choices and the same bits
-        EXPECT_EQ(r.differing, 0);
+        EXPECT_EQ(r.logits_nmse, 0.0) << b.out;
+        EXPECT_EQ(r.weight_error, 0.0) << b.out;
+        EXPECT_EQ(r.differing, 0) << b.out;
         EXPECT_EQ(x, y);
-    } else {  // another device: choices differ only at near ties, logits to rounding
-        EXPECT_LE(r.rel_gap, 1e-2) << b.out;
+    } else {  // another device: router and model logits to rounding on one path
+        EXPECT_LT(r.logits_nmse, 1e-4) << b.out;
+        EXPECT_LT(r.weight_error, 1e-5) << b.out;
         EXPECT_LT(nmse(x, y), 5e-3);
     }
 }
@@ -104,25 +116,24 @@ TEST_F(RouteTrace, AReplayedExpertAwayFromTheTopKShowsItsGap) {
     ASSERT_EQ(a.exit_code, 0) << a.err;
     std::vector<std::string> lines = lines_of(routes);
     ASSERT_GE(lines.size(), 2u);
-    // Layer 0 of the prompt, row 0: replace its first expert by one it did not choose.
-    std::istringstream in(lines[1]);
-    int layer, rows, k;
-    in >> layer >> rows >> k;
-    std::vector<int> ids(size_t(rows) * size_t(k));
-    for (int& id : ids) in >> id;
-    ASSERT_EQ(k, 2);
+    // Layer 0 of the prompt, row 0 (line 3): replace its first expert by one it did not choose.
+    std::istringstream in(lines[2]);
+    std::vector<std::string> f;
+    for (std::string w; in >> w;) f.push_back(w);
+    ASSERT_EQ(f.size(), 2u + 2u + 8u);
     int other = 0;
-    while (other == ids[0] || other == ids[1]) ++other;
-    ids[0] = other;
-    std::string edited = std::to_string(layer) + " " + std::to_string(rows) + " " + std::to_string(k);
-    for (int id : ids) edited += " " + std::to_string(id);
-    lines[1] = edited;
+    while (std::to_string(other) == f[0] || std::to_string(other) == f[1]) ++other;
+    f[0] = std::to_string(other);
+    std::string edited;
+    for (const std::string& w : f) edited += (edited.empty() ? "" : " ") + w;
+    lines[2] = edited;
     write_lines(routes, lines);
 
     const CmdResult b = eval("cpu", rep, "--routes-in " + quote(routes));
     ASSERT_EQ(b.exit_code, 0) << b.err;
     const Replay r = parse_replay(b.out);
     EXPECT_EQ(r.differing, 1) << b.out;
+    EXPECT_EQ(r.rule_mismatches, 1) << b.out;  // nor is it the top k of the recorded logits
     EXPECT_GT(r.gap, 0.0) << b.out;
     EXPECT_GT(r.rel_gap, 0.0) << b.out;
     // The edited route changes the output: the replay is applied, not just reported.
@@ -146,23 +157,28 @@ TEST_F(RouteTrace, RoutesOfAnotherRunOrAMalformedFileAreRefused) {
     r = eval("cpu", out, "--routes-in " + quote(routes), shorter);
     EXPECT_NE(r.exit_code, 0);
     EXPECT_NE(r.err.find("were not replayed"), std::string::npos) << r.err;
-    // A malformed line is named by file and line.
-    std::vector<std::string> lines = lines_of(routes);
-    lines[2] = "1 12 2 3 x";
+    // A malformed row line is named by file and line.
+    const std::vector<std::string> good = lines_of(routes);
+    std::vector<std::string> lines = good;
+    lines[3] = "1 2 x";
     write_lines(routes, lines);
     r = eval("cpu", out, "--routes-in " + quote(routes));
     EXPECT_NE(r.exit_code, 0);
-    EXPECT_NE(r.err.find("routes.txt:3:"), std::string::npos) << r.err;
+    EXPECT_NE(r.err.find("routes.txt:4: weight 0 of 2 is missing"), std::string::npos) << r.err;
     // An expert id outside the layer's experts.
-    lines = lines_of(routes);
-    lines[0] = "vega-routes 1";
-    lines[2] = lines[1];
-    lines[1] = "0 12 2 1 99";  // row 0: experts 1 and 99; rows 1..11: 2 and 3
-    for (int i = 1; i < 12; ++i) lines[1] += " 2 3";
+    lines = good;
+    lines[2].replace(0, lines[2].find(' '), "99");
     write_lines(routes, lines);
     r = eval("cpu", out, "--routes-in " + quote(routes));
     EXPECT_NE(r.exit_code, 0);
-    EXPECT_NE(r.err.find("expert 99 of a layer of 8"), std::string::npos) << r.err;
+    EXPECT_NE(r.err.find("routes.txt:3: expert id 0 of 2 is missing or outside [0, 8)"), std::string::npos) << r.err;
+    // A file cut short inside an entry.
+    lines = good;
+    lines.resize(5);  // the magic, the head line and rows 0..2
+    write_lines(routes, lines);
+    r = eval("cpu", out, "--routes-in " + quote(routes));
+    EXPECT_NE(r.exit_code, 0);
+    EXPECT_NE(r.err.find("the entry has 12 rows, the file ends at row 3"), std::string::npos) << r.err;
     // Not a routes file at all.
     write_lines(routes, {"hello"});
     r = eval("cpu", out, "--routes-in " + quote(routes));
