@@ -104,7 +104,7 @@ TEST_F(RouteTrace, ReplayingARunsOwnRoutesGivesItsLogits) {
         EXPECT_EQ(r.differing, 0) << b.out;
         EXPECT_EQ(x, y);
     } else {  // another device: router and model logits to rounding on one path
-        EXPECT_LT(r.logits_nmse, 1e-4) << b.out;
+        EXPECT_LT(r.logits_nmse, 5e-3) << b.out;  // the q8 activations' rounding, as the model logits
         EXPECT_LT(r.weight_error, 1e-5) << b.out;
         EXPECT_LT(nmse(x, y), 5e-3);
     }

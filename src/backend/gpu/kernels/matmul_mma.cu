@@ -444,11 +444,14 @@ __device__ __forceinline__ void compute_stage(const unsigned char* slot, SmemAdd
 // silu(gate) * up.
 // col_map (grouped experts): output column col is y row col_map[col] (col0 0, rows the
 // group's pair count).
-template <GgmlType T, int MT, int NT, int WM, bool SWIGLU>
+template <GgmlType T, int MT, int NT, int WM, bool SWIGLU, bool G>
 __device__ __forceinline__ void store_tile(float* part_mem, const float (&acc)[MT][NT][4], int64_t row0, int col0,
                                            int64_t n_out, int rows, float* __restrict__ y,
-                                           const int32_t* __restrict__ col_map = nullptr) {
-    auto out_row = [&](int col) { return int64_t(col_map ? col_map[col] : col); };
+                                           const int32_t* __restrict__ col_map) {
+    auto out_row = [&](int col) {
+        if constexpr (G) return int64_t(col_map[col]);
+        else return int64_t(col);
+    };
     using L = Ring<T, MT, NT, WM>;
     using R = typename L::R;
     auto* part = reinterpret_cast<float(*)[kMmaM * R::kStride]>(part_mem);
@@ -490,7 +493,10 @@ __device__ __forceinline__ void store_tile(float* part_mem, const float (&acc)[M
 // stage g + kStages - 1 is copied in while stage g is computed, so each SM keeps
 // (kStages - 1) stages of weights in flight without registers, also across tile
 // boundaries (no pipeline restart per tile).
-template <GgmlType T, int MT, int NT, int WM, bool SWIGLU>
+// G: grouped experts (MmaMats::grouped), its own instantiation: the plain matmuls
+// compile to the code they had before grouping existed. (Grouping as a runtime flag
+// cost llama2-7b Q4_0 B=16 decode 2%: docs/PERFORMANCE.md, fifteenth session.)
+template <GgmlType T, int MT, int NT, int WM, bool SWIGLU, bool G>
 __global__ void __launch_bounds__(Ring<T, MT, NT, WM>::kThreads, 1) matmul_mma_k(MmaMats P, ops::Act a) {
     static_assert(!SWIGLU || MT == 2, "SWIGLU: tile 0 of W, tile 1 of V");
     using L = Ring<T, MT, NT, WM>;
@@ -506,7 +512,7 @@ __global__ void __launch_bounds__(Ring<T, MT, NT, WM>::kThreads, 1) matmul_mma_k
     int64_t e_row0 = 0;
     const int32_t* gpairs = nullptr;
     int gcnt = 0;
-    if (P.grouped) {
+    if constexpr (G) {
         pdl_wait();
         pdl_trigger();
         if (int(blockIdx.x) >= P.plan.n_items[0]) return;
@@ -532,7 +538,7 @@ __global__ void __launch_bounds__(Ring<T, MT, NT, WM>::kThreads, 1) matmul_mma_k
         return int64_t(int(blockIdx.y) + k * int(gridDim.y) - (m == 0 ? 0 : m == 1 ? P.first[1] : P.first[2])) * kRowsPerTile;
     };
     Copies<T, MT, NT, WM, SWIGLU> cp(P, a, col0, gpairs, gcnt);
-    if (P.grouped) cp.n_out = e_row0 + P.w[0].n_out;  // rows of the stack up to this expert's end
+    if constexpr (G) cp.n_out = e_row0 + P.w[0].n_out;  // rows of the stack up to this expert's end
     // The issue position (tile ki, stage si) runs kStages - 1 ahead of the compute position.
     int ki = 0, si = 0;
     auto issue = [&](bool with_weights, bool with_acts) {
@@ -570,7 +576,7 @@ __global__ void __launch_bounds__(Ring<T, MT, NT, WM>::kThreads, 1) matmul_mma_k
     // Prologue: the first stages' weights go out before pdl_wait (they depend on no
     // earlier kernel, launch.h), then their activations; group j completes stage j.
     for (int j = 0; j < S - 1 && j < n_seq; ++j) issue(true, false), advance();
-    if (!P.grouped) {  // (grouped: waited above)
+    if constexpr (!G) {  // (grouped: waited above)
         pdl_wait();
         pdl_trigger();
     }
@@ -589,8 +595,8 @@ __global__ void __launch_bounds__(Ring<T, MT, NT, WM>::kThreads, 1) matmul_mma_k
         if (++st == n_st) {  // the tile is done: its outputs, then the next tile from zero
             float* y = cm == 0 ? P.y[0] : cm == 1 ? P.y[1] : P.y[2];
             const int64_t n_out = cm == 0 ? P.w[0].n_out : cm == 1 ? P.w[1].n_out : P.w[2].n_out;
-            store_tile<T, MT, NT, WM, SWIGLU>(reinterpret_cast<float*>(smem + S * L::kSlot), acc, tile_row0(k, cm), col0, n_out,
-                                          P.grouped ? gcnt : a.rows, y, gpairs);
+            store_tile<T, MT, NT, WM, SWIGLU, G>(reinterpret_cast<float*>(smem + S * L::kSlot), acc, tile_row0(k, cm),
+                                                 col0, n_out, G ? gcnt : a.rows, y, gpairs);
             clear();
             st = 0, ++k;
             cm = tile_mat(k);
@@ -625,7 +631,8 @@ template <GgmlType T, int NT, int WM, bool SW>
 bool launch_nt(const MmaMats& P, const ops::Act& a, void* s) {
     constexpr int MT = 2;
     using L = Ring<T, MT, NT, WM>;
-    static const bool ok = allow_dynamic_smem(matmul_mma_k<T, MT, NT, WM, SW>, L::kBytes);
+    static const bool ok = allow_dynamic_smem(matmul_mma_k<T, MT, NT, WM, SW, false>, L::kBytes) &&
+                           allow_dynamic_smem(matmul_mma_k<T, MT, NT, WM, SW, true>, L::kBytes);
     if (!ok) return false;
     const int rows_per_tile = SW ? WM * kMmaM : L::kRows;
     MmaMats Q = P;
@@ -642,7 +649,8 @@ bool launch_nt(const MmaMats& P, const ops::Act& a, void* s) {
     const int64_t per_col = mma_persistent() ? std::min(tiles, int64_t(std::max(1, (Q.grouped ? 2 : 1) * device_sms() / cols)))
                                              : tiles;
     const dim3 grid{unsigned(cols), unsigned(per_col)};
-    launch_smem(matmul_mma_k<T, MT, NT, WM, SW>, grid, dim3(L::kThreads), size_t(L::kBytes), s, Q, a);
+    if (Q.grouped) launch_smem(matmul_mma_k<T, MT, NT, WM, SW, true>, grid, dim3(L::kThreads), size_t(L::kBytes), s, Q, a);
+    else launch_smem(matmul_mma_k<T, MT, NT, WM, SW, false>, grid, dim3(L::kThreads), size_t(L::kBytes), s, Q, a);
     return true;
 }
 

@@ -1,0 +1,43 @@
+#!/usr/bin/env bash
+# Dense decode regression check, same call: the vega of older commits against this
+# tree's, in turn, on `vega synth --shape llama2-7b --type Q4_0` (tg128 at depth 0 and
+# the aggregate of 16 sequences after a 128-token cache, as issue 9's tables).
+#   for c in C1 C2; do git archive $c | gzip > .devdata/ab-$c.tgz; done   (dev machine; carry .devdata)
+#   scripts/dense_ab.sh .devdata/ab-C1.tgz .devdata/ab-C2.tgz .           (GPU machine; "." = this tree)
+# Builds each (vega only) under $W, then ROUNDS (default 2) rounds over all of them.
+# TESTS="b1 b16" picks the benches (b1: tg128, b16: -B 16 -d 128).
+set -u
+ROUNDS=${ROUNDS:-2}
+TESTS=${TESTS:-b1 b16}
+W=${W:-/tmp/dense_ab}
+mkdir -p $W
+. scripts/device_env.sh
+labels=()
+for src in "$@"; do
+  if [ "$src" = . ]; then label=tree; dir=$PWD
+  else
+    label=$(basename "$src" .tgz); dir=$W/$label-src
+    if [ ! -f $dir/CMakeLists.txt ]; then mkdir -p $dir && tar xzf "$src" -C $dir; fi
+    [ -e $dir/.devdata ] || ln -s "$PWD/.devdata" $dir/.devdata  # its sysroot: this one
+  fi
+  b=$W/build-$label
+  if [ ! -x $b/vega ]; then
+    cmake -S $dir -B $b -G Ninja -DCMAKE_BUILD_TYPE=Release -DVEGA_CUDA=ON -DVEGA_TESTS=OFF -DVEGA_NET=OFF \
+      -DCMAKE_CUDA_COMPILER=$(command -v nvcc || echo /usr/local/cuda/bin/nvcc) > $b.configure.log 2>&1 \
+      && cmake --build $b -j16 --target vega > $b.build.log 2>&1 || { echo "$label: build failed"; tail -5 $b.build.log; continue; }
+  fi
+  labels+=("$label")
+done
+m=$W/llama2-7b-q4_0.gguf
+[ -f $m ] || $W/build-${labels[-1]}/vega synth --shape llama2-7b --type Q4_0 -o $m > $W/synth.log 2>&1 || { tail -3 $W/synth.log; exit 1; }
+nvidia-smi --query-gpu=name --format=csv,noheader
+# One line per bench: label, test, t/s.
+for i in $(seq "$ROUNDS"); do
+  for l in "${labels[@]}"; do
+    for t in $TESTS; do
+      case $t in b1) a="-p 0 -n 128";; b16) a="-p 0 -n 128 -d 128 -B 16";; esac
+      r=$($W/build-$l/vega bench -m $m --device gpu -r 2 $a 2>&1 | grep -E "^\|.*tg" | awk -F'|' '{ print $7, $8 }')
+      echo "round $i $l $t: $r"
+    done
+  done
+done
