@@ -189,6 +189,9 @@ public:
     // Bytes the backend could still allocate (GPU: the device's free memory; CPU: the
     // system's available memory), 0 when unknown. For fit checks before large allocations.
     virtual size_t free_memory() const { return 0; }
+    // Whether this backend computes with weights of type t (the CPU: every type the
+    // type table supports). Checked for every tensor at load, before any allocation.
+    virtual bool supports_type(GgmlType t) const { return type_traits(t).supported; }
     // Makes a GGUF tensor available to ops. The CPU keeps pointing into the mapping.
     virtual Weight upload_weight(const gguf::TensorInfo& t) = 0;
     // Sizes internal scratch (activation quantization etc.) for matmuls of up to

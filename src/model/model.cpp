@@ -81,25 +81,30 @@ private:
 };
 
 // The weight types vega computes with, from the type table: "F32, F16, Q4_0, ...".
-std::string supported_type_names() {
+std::string supported_type_names(const Backend* be = nullptr) {
     std::string out;
     for (uint32_t id = 0; id < 64; ++id) {
         const TypeTraits tr = type_traits(GgmlType(id));
-        if (!tr.name || !tr.supported) continue;
+        if (!tr.name || !tr.supported || (be && !be->supports_type(GgmlType(id)))) continue;
         out += (out.empty() ? "" : ", ") + std::string(tr.name);
     }
     return out;
 }
 
 // Every tensor's type, before any weight is read or any memory allocated: a file with a
-// type vega cannot compute with (IQ2_XXS, TQ1_0, MXFP4, ...) anywhere in it is one line
-// naming the first such tensor, its type and what is supported.
-void check_tensor_types(const gguf::File& f) {
+// type vega cannot compute with (IQ2_XXS, TQ1_0, ...) anywhere in it is one line naming
+// the first such tensor, its type and what is supported; likewise a type vega computes
+// with on the CPU but this backend does not.
+void check_tensor_types(const gguf::File& f, const Backend& be) {
     for (const gguf::TensorInfo& t : f.tensors()) {
         const TypeTraits tr = type_traits(t.type);
         if (!tr.supported)
             fail("{}: tensor '{}' has type {} which vega does not support yet (supported: {})", f.path(), t.name,
                  tr.name ? tr.name : "unknown", supported_type_names());
+        if (!be.supports_type(t.type))
+            fail("{}: tensor '{}' has type {} which the {} backend does not support yet (it runs {}; the CPU runs "
+                 "every type: --device cpu)",
+                 f.path(), t.name, tr.name, be.name(), supported_type_names(&be));
     }
 }
 
@@ -120,7 +125,7 @@ std::unique_ptr<Model> Model::load(const std::string& path, Backend& backend,
     if (m->tok_->n_vocab() > hp.n_vocab)
         fail("{}: tokenizer has {} tokens but token_embd.weight has {} rows", path, m->tok_->n_vocab(), hp.n_vocab);
 
-    check_tensor_types(f);
+    check_tensor_types(f, backend);
     WeightLoader L(f, backend);
     ModelWeights& w = m->w_;
     const int64_t E = hp.n_embd, Dq = int64_t(hp.n_head) * hp.head_dim, Dkv = int64_t(hp.n_head_kv) * hp.head_dim;

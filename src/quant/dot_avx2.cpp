@@ -312,7 +312,7 @@ float dot_q8_avx2(GgmlType t, const void* w, const BlockQ8Act* a, int64_t n) {
         case GgmlType::Q4_K: return dot_q4_k(w, a, n);
         case GgmlType::Q5_K: return dot_q5_k(w, a, n);
         case GgmlType::Q6_K: return dot_q6_k(w, a, n);
-        default: fail_unsupported("dot_q8", t);
+        default: return dot_q8_table(t, w, a, n);
     }
 }
 

@@ -4,6 +4,7 @@
 #include "core/half.h"
 #include "quant/internal.h"
 #include "quant/kscale.h"
+#include "quant/type_table.h"
 
 namespace vega::quant::detail {
 namespace {
@@ -157,6 +158,34 @@ float dot_q6_k(const void* w, const BlockQ8Act* a, int64_t n) {
 
 }  // namespace
 
+// Any type of the table (type_table.h): per chunk, the integer sum of codes times
+// activation codes per 16-element half, scaled by d[h] * d_a; mins meet the half's
+// activation sum (d_a * sum(a.qs) over the half).
+template <GgmlType T>
+float dot_chunks(const void* w, const BlockQ8Act* a, int64_t n) {
+    using W = WeightType<T>;
+    const auto* x = static_cast<const typename W::Block*>(w);
+    const int64_t nb = n / (32 * W::kChunks);
+    ChunkCodes c;
+    float acc = 0;
+    for (int64_t i = 0; i < nb; ++i)
+        for (int k = 0; k < W::kChunks; ++k, ++a) {
+            W::decode(x[i], k, c);
+            int s[2] = {0, 0}, sa[2] = {0, 0};
+            for (int l = 0; l < 32; ++l) s[l / 16] += c.q[l] * a->qs[l], sa[l / 16] += a->qs[l];
+            float part = c.d[0] * float(s[0]) + c.d[1] * float(s[1]);
+            if constexpr (W::kHasMin) part += c.m[0] * float(sa[0]) + c.m[1] * float(sa[1]);
+            acc += a->d * part;
+        }
+    return acc;
+}
+
+float dot_q8_table(GgmlType t, const void* w, const BlockQ8Act* a, int64_t n) {
+    float r = 0;
+    if (!with_weight_type(t, [&]<GgmlType T>() { r = dot_chunks<T>(w, a, n); })) fail_unsupported("dot_q8", t);
+    return r;
+}
+
 float dot_q8_scalar(GgmlType t, const void* w, const BlockQ8Act* a, int64_t n) {
     switch (t) {
         case GgmlType::Q4_0: return dot_q4_0(w, a, n);
@@ -167,7 +196,7 @@ float dot_q8_scalar(GgmlType t, const void* w, const BlockQ8Act* a, int64_t n) {
         case GgmlType::Q4_K: return dot_q4_k(w, a, n);
         case GgmlType::Q5_K: return dot_q5_k(w, a, n);
         case GgmlType::Q6_K: return dot_q6_k(w, a, n);
-        default: fail_unsupported("dot_q8", t);
+        default: return dot_q8_table(t, w, a, n);
     }
 }
 

@@ -16,6 +16,9 @@ std::string type_label(GgmlType t);
 namespace detail {
 
 // The portable kernels (dot_scalar.cpp). Same contract as dot_q8 / dot_f32.
+// dot_q8_table: any type of quant/type_table.h through its chunk decode (the types
+// without a hand-written kernel take it on both paths).
+float dot_q8_table(GgmlType t, const void* w_row, const BlockQ8Act* a, int64_t n);
 float dot_q8_scalar(GgmlType t, const void* w_row, const BlockQ8Act* a, int64_t n);
 float dot_f32_scalar(GgmlType t, const void* w_row, const float* x, int64_t n);
 

@@ -3,6 +3,7 @@
 
 #include "core/error.h"
 #include "quant/internal.h"
+#include "quant/type_table.h"
 
 namespace vega::quant {
 
@@ -26,19 +27,7 @@ size_t row_bytes(GgmlType t, int64_t n) {
 }
 
 bool uses_q8_activations(GgmlType t) {
-    switch (t) {
-        case GgmlType::Q4_0:
-        case GgmlType::Q4_1:
-        case GgmlType::Q5_0:
-        case GgmlType::Q5_1:
-        case GgmlType::Q8_0:
-        case GgmlType::Q4_K:
-        case GgmlType::Q5_K:
-        case GgmlType::Q6_K:
-            return true;
-        default:
-            return false;
-    }
+    return with_weight_type(t, []<GgmlType>() {});
 }
 
 }  // namespace vega::quant

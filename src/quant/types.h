@@ -71,7 +71,7 @@ struct TypeTraits {
     const char* name;
     int block_size;    // elements per block (1 for plain types)
     int type_size;     // bytes per block
-    bool supported;    // vega can compute with it
+    bool supported;    // vega can compute with it (on the CPU; Backend::supports_type says per backend)
 };
 
 // Returns traits for any GGML type id; unknown ids get {nullptr,0,0,false}.
@@ -86,8 +86,8 @@ constexpr TypeTraits type_traits(GgmlType t) {
         case GgmlType::Q5_1: return {"Q5_1", 32, 24, true};
         case GgmlType::Q8_0: return {"Q8_0", 32, 34, true};
         case GgmlType::Q8_1: return {"Q8_1", 32, 36, false};
-        case GgmlType::Q2_K: return {"Q2_K", 256, 84, false};
-        case GgmlType::Q3_K: return {"Q3_K", 256, 110, false};
+        case GgmlType::Q2_K: return {"Q2_K", 256, 84, true};
+        case GgmlType::Q3_K: return {"Q3_K", 256, 110, true};
         case GgmlType::Q4_K: return {"Q4_K", 256, 144, true};
         case GgmlType::Q5_K: return {"Q5_K", 256, 176, true};
         case GgmlType::Q6_K: return {"Q6_K", 256, 210, true};
@@ -96,10 +96,10 @@ constexpr TypeTraits type_traits(GgmlType t) {
         case GgmlType::IQ2_XS: return {"IQ2_XS", 256, 74, false};
         case GgmlType::IQ3_XXS: return {"IQ3_XXS", 256, 98, false};
         case GgmlType::IQ1_S: return {"IQ1_S", 256, 50, false};
-        case GgmlType::IQ4_NL: return {"IQ4_NL", 32, 18, false};
+        case GgmlType::IQ4_NL: return {"IQ4_NL", 32, 18, true};
         case GgmlType::IQ3_S: return {"IQ3_S", 256, 110, false};
         case GgmlType::IQ2_S: return {"IQ2_S", 256, 82, false};
-        case GgmlType::IQ4_XS: return {"IQ4_XS", 256, 136, false};
+        case GgmlType::IQ4_XS: return {"IQ4_XS", 256, 136, true};
         case GgmlType::I8: return {"I8", 1, 1, false};
         case GgmlType::I16: return {"I16", 1, 2, false};
         case GgmlType::I32: return {"I32", 1, 4, false};
@@ -108,7 +108,7 @@ constexpr TypeTraits type_traits(GgmlType t) {
         case GgmlType::IQ1_M: return {"IQ1_M", 256, 56, false};
         case GgmlType::TQ1_0: return {"TQ1_0", 256, 54, false};
         case GgmlType::TQ2_0: return {"TQ2_0", 256, 66, false};
-        case GgmlType::MXFP4: return {"MXFP4", 32, 17, false};
+        case GgmlType::MXFP4: return {"MXFP4", 32, 17, true};
     }
     return {nullptr, 0, 0, false};
 }

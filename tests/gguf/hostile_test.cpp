@@ -182,8 +182,8 @@ TEST(GgufHostile, UnknownTensorTypeIsNamed) {
 }
 
 TEST(GgufHostile, KnownUnsupportedTypesParse) {
-    // Q2_K and the IQ types are known (sizes from type_traits) but not computable:
-    // the parser accepts them; the model loader reports them.
+    // Every known type parses (sizes from type_traits), computable or not (IQ2_XXS,
+    // IQ1_M, TQ2_0): the model loader decides what it runs.
     for (GgmlType t : {GgmlType::Q2_K, GgmlType::IQ2_XXS, GgmlType::IQ4_NL, GgmlType::IQ1_M, GgmlType::TQ2_0, GgmlType::MXFP4}) {
         const TypeTraits tt = type_traits(t);
         const size_t bytes = size_t(tt.type_size) * 2;

@@ -214,11 +214,13 @@ void expect_error_naming(const std::function<void()>& f, const std::string& need
 TEST(Layout, UnsupportedTypesFail) {
     std::vector<uint8_t> buf(4096);
     std::vector<float> f(256);
-    expect_error_naming([&] { vega::quant::dequantize_row(GgmlType::Q2_K, buf.data(), f.data(), 256); }, "Q2_K");
-    expect_error_naming([&] { vega::quant::dequantize_row(GgmlType::IQ4_NL, buf.data(), f.data(), 256); }, "IQ4_NL");
-    expect_error_naming([&] { vega::quant::dequantize_row(GgmlType(99), buf.data(), f.data(), 256); }, "99");
-    expect_error_naming([&] { vega::quant::quantize_row(GgmlType::Q3_K, f.data(), buf.data(), 256); }, "Q3_K");
     std::vector<vega::BlockQ8Act> act(8);
+    expect_error_naming([&] { vega::quant::dequantize_row(GgmlType::IQ2_XXS, buf.data(), f.data(), 256); }, "IQ2_XXS");
+    expect_error_naming([&] { vega::quant::dequantize_row(GgmlType::TQ1_0, buf.data(), f.data(), 256); }, "TQ1_0");
+    expect_error_naming([&] { vega::quant::dequantize_row(GgmlType(99), buf.data(), f.data(), 256); }, "99");
+    // Q3_K decodes (type_table.h) but has no quantizer yet.
+    expect_error_naming([&] { vega::quant::quantize_row(GgmlType::Q3_K, f.data(), buf.data(), 256); }, "Q3_K");
+    expect_error_naming([&] { vega::quant::dot_q8(GgmlType::IQ2_XS, buf.data(), act.data(), 256); }, "IQ2_XS");
     expect_error_naming([&] { vega::quant::dot_q8(GgmlType::F16, buf.data(), act.data(), 256); }, "F16");
     expect_error_naming([&] { vega::quant::dot_q8(GgmlType::Q8_K, buf.data(), act.data(), 256); }, "Q8_K");
     expect_error_naming([&] { vega::quant::dot_f32(GgmlType::Q4_0, buf.data(), f.data(), 256); }, "Q4_0");
@@ -226,7 +228,9 @@ TEST(Layout, UnsupportedTypesFail) {
 
 TEST(Layout, UsesQ8Activations) {
     for (GgmlType t : vega::test::q8_types()) EXPECT_TRUE(vega::quant::uses_q8_activations(t)) << vega::test::type_name(t);
-    for (GgmlType t : {GgmlType::F32, GgmlType::F16, GgmlType::BF16, GgmlType::Q2_K, GgmlType::Q8_K, GgmlType::IQ4_XS})
+    for (GgmlType t : {GgmlType::Q2_K, GgmlType::Q3_K, GgmlType::IQ4_NL, GgmlType::IQ4_XS, GgmlType::MXFP4})
+        EXPECT_TRUE(vega::quant::uses_q8_activations(t)) << vega::test::type_name(t);
+    for (GgmlType t : {GgmlType::F32, GgmlType::F16, GgmlType::BF16, GgmlType::Q8_K, GgmlType::IQ2_XS, GgmlType::TQ2_0})
         EXPECT_FALSE(vega::quant::uses_q8_activations(t)) << vega::test::type_name(t);
 }
 

@@ -108,10 +108,14 @@ public:
         rt::stream_sync(stream_);
     }
 
+    // The repacked types and the float types; Q2_K, Q3_K, IQ4_NL, IQ4_XS, MXFP4 run on
+    // the CPU only so far (issue 26).
+    bool supports_type(GgmlType t) const override {
+        return type_traits(t).supported && (is_repacked(t) || is_float_type(t));
+    }
     Weight upload_weight(const gguf::TensorInfo& t) override {
         const TypeTraits tt = type_traits(t.type);
-        const bool ok_type = tt.supported && (is_repacked(t.type) || is_float_type(t.type));
-        if (!ok_type) fail("tensor '{}': type {} is not supported by the GPU backend", t.name, tt.name ? tt.name : "?");
+        if (!supports_type(t.type)) fail("tensor '{}': type {} is not supported by the GPU backend", t.name, tt.name ? tt.name : "?");
         Weight w;
         w.type = t.type;
         w.n_in = t.ne[0];
