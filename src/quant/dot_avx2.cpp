@@ -5,6 +5,7 @@
 // Weights are decoded to unsigned codes (Q4 0..15, Q5 0..31, Q6 0..63), so the
 // signed offsets (-8, -16, -32) become d_w * a.s terms or a second maddubs.
 #include "quant/internal.h"
+#include "quant/type_table.h"
 
 #if defined(__AVX2__) && defined(__FMA__) && defined(__F16C__)
 #include <immintrin.h>
@@ -128,6 +129,48 @@ float dot_q8_0(const void* w, const BlockQ8Act* a, int64_t n) {
                                    const __m256i q = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(b.qs));
                                    return dot_u8s8(_mm256_sign_epi8(q, q), _mm256_sign_epi8(y, q));
                                });
+}
+
+// The 4-bit codebook types (IQ4_NL, IQ4_XS, MXFP4; type_table.h): the nibbles index a
+// 16-entry int8 codebook with one byte permute (vpshufb, as v_perm_b32 on gfx906), then
+// signed x signed by the sign trick as Q8_0.
+inline __m256i codebook_codes(const uint8_t* qs, const int8_t* book) {
+    const __m256i table = _mm256_broadcastsi128_si256(_mm_loadu_si128(reinterpret_cast<const __m128i*>(book)));
+    return _mm256_shuffle_epi8(table, unpack_nibbles(qs));
+}
+inline __m256i dot_s8s8(__m256i q, __m256i y) { return dot_u8s8(_mm256_sign_epi8(q, q), _mm256_sign_epi8(y, q)); }
+
+float dot_iq4_nl(const void* w, const BlockQ8Act* a, int64_t n) {
+    return dot_blocks32<false>(static_cast<const BlockIQ4_NL*>(w), a, n / 32,
+                               [](const BlockIQ4_NL& b, __m256i y, float* dw, float* ow) {
+                                   *dw = f16(b.d);
+                                   *ow = 0;
+                                   return dot_s8s8(codebook_codes(b.qs, kIq4nlValues), y);
+                               });
+}
+
+float dot_mxfp4(const void* w, const BlockQ8Act* a, int64_t n) {
+    return dot_blocks32<false>(static_cast<const BlockMXFP4*>(w), a, n / 32,
+                               [](const BlockMXFP4& b, __m256i y, float* dw, float* ow) {
+                                   *dw = e8m0_half(b.e);
+                                   *ow = 0;
+                                   return dot_s8s8(codebook_codes(b.qs, kMxfp4Values), y);
+                               });
+}
+
+// IQ4_XS: eight 32-element chunks per super-block, each its own 6-bit scale.
+float dot_iq4_xs(const void* w, const BlockQ8Act* a, int64_t n) {
+    const auto* x = static_cast<const BlockIQ4_XS*>(w);
+    __m256 acc = _mm256_setzero_ps();
+    for (int64_t i = 0; i < n / 256; ++i, a += 8) {
+        const float d = f16(x[i].d);
+        for (int c = 0; c < 8; ++c) {
+            const int ls = ((x[i].scales_l[c / 2] >> (4 * (c % 2))) & 0xF) | ((x[i].scales_h >> (2 * c)) & 3) << 4;
+            const __m256i p = dot_s8s8(codebook_codes(x[i].qs + 16 * c, kIq4nlValues), load_act(a[c]));
+            acc = _mm256_fmadd_ps(_mm256_set1_ps(d * float(ls - 32) * a[c].d), _mm256_cvtepi32_ps(p), acc);
+        }
+    }
+    return hsum(acc);
 }
 
 // The eight 6-bit scales and mins of a Q4_K/Q5_K super-block (see kscale.h),
@@ -312,6 +355,9 @@ float dot_q8_avx2(GgmlType t, const void* w, const BlockQ8Act* a, int64_t n) {
         case GgmlType::Q4_K: return dot_q4_k(w, a, n);
         case GgmlType::Q5_K: return dot_q5_k(w, a, n);
         case GgmlType::Q6_K: return dot_q6_k(w, a, n);
+        case GgmlType::IQ4_NL: return dot_iq4_nl(w, a, n);
+        case GgmlType::IQ4_XS: return dot_iq4_xs(w, a, n);
+        case GgmlType::MXFP4: return dot_mxfp4(w, a, n);
         default: return dot_q8_table(t, w, a, n);
     }
 }
