@@ -298,6 +298,57 @@ float dot_q6_k(const void* w, const BlockQ8Act* a, int64_t n) {
     return hsum(_mm256_add_ps(acc0, acc1));
 }
 
+// Q2_K / Q3_K: chunk c (32 elements) is bit pair c % 4 of the 32 bytes qs[32 * (c / 4)..];
+// its halves (the two 128-bit lanes) have their own scales, applied by vpmaddwd with a
+// per-lane int16 vector as in Q6_K.
+inline __m256i lane_pair16(int lo, int hi) { return _mm256_set_m128i(_mm_set1_epi16(short(hi)), _mm_set1_epi16(short(lo))); }
+
+// Q2_K: value d * sc * q - dmin * m (q 0..3, sc and m 4 bits per 16 elements): the mins
+// meet each half's activation sum (vpmaddubsw of ones).
+float dot_q2_k(const void* w, const BlockQ8Act* a, int64_t n) {
+    const auto* x = static_cast<const BlockQ2_K*>(w);
+    const __m256i m2 = _mm256_set1_epi8(3), ones = _mm256_set1_epi8(1);
+    __m256 acc_d = _mm256_setzero_ps(), acc_m = _mm256_setzero_ps();
+    for (int64_t i = 0; i < n / 256; ++i, a += 8) {
+        const float d = f16(x[i].d), dmin = f16(x[i].dmin);
+        for (int c = 0; c < 8; ++c) {
+            const __m256i q = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(x[i].qs + 32 * (c / 4)));
+            const __m256i codes = _mm256_and_si256(_mm256_srli_epi16(q, 2 * (c % 4)), m2);
+            const __m256i y = load_act(a[c]);
+            const uint8_t s0 = x[i].scales[2 * c], s1 = x[i].scales[2 * c + 1];
+            const __m256i p = _mm256_madd_epi16(_mm256_maddubs_epi16(codes, y), lane_pair16(s0 & 0xF, s1 & 0xF));
+            const __m256i pm = _mm256_madd_epi16(_mm256_maddubs_epi16(ones, y), lane_pair16(s0 >> 4, s1 >> 4));
+            acc_d = _mm256_fmadd_ps(_mm256_set1_ps(d * a[c].d), _mm256_cvtepi32_ps(p), acc_d);
+            acc_m = _mm256_fmadd_ps(_mm256_set1_ps(dmin * a[c].d), _mm256_cvtepi32_ps(pm), acc_m);
+        }
+    }
+    return hsum(acc_d) - hsum(acc_m);
+}
+
+// Q3_K: code = (low 2 bits | hmask bit c << 2) - 4, signed 6-bit scales per 16 elements:
+// (u - 4) * y = maddubs(u, y) - maddubs(4, y), exact in int16.
+float dot_q3_k(const void* w, const BlockQ8Act* a, int64_t n) {
+    const auto* x = static_cast<const BlockQ3_K*>(w);
+    const __m256i m2 = _mm256_set1_epi8(3), four = _mm256_set1_epi8(4);
+    __m256 acc = _mm256_setzero_ps();
+    for (int64_t i = 0; i < n / 256; ++i, a += 8) {
+        const float d = f16(x[i].d);
+        const __m256i hm = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(x[i].hmask));
+        for (int c = 0; c < 8; ++c) {
+            const __m256i q = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(x[i].qs + 32 * (c / 4)));
+            const __m256i bit = _mm256_set1_epi8(char(1 << c));
+            const __m256i high = _mm256_and_si256(_mm256_cmpeq_epi8(_mm256_and_si256(hm, bit), bit), four);
+            const __m256i u = _mm256_or_si256(_mm256_and_si256(_mm256_srli_epi16(q, 2 * (c % 4)), m2), high);
+            const __m256i y = load_act(a[c]);
+            const __m256i p16 = _mm256_sub_epi16(_mm256_maddubs_epi16(u, y), _mm256_maddubs_epi16(four, y));
+            using W = WeightType<GgmlType::Q3_K>;
+            const __m256i p = _mm256_madd_epi16(p16, lane_pair16(W::scale(x[i], 2 * c), W::scale(x[i], 2 * c + 1)));
+            acc = _mm256_fmadd_ps(_mm256_set1_ps(d * a[c].d), _mm256_cvtepi32_ps(p), acc);
+        }
+    }
+    return hsum(acc);
+}
+
 float dot_f32_f32(const float* w, const float* x, int64_t n) {
     __m256 acc[4] = {_mm256_setzero_ps(), _mm256_setzero_ps(), _mm256_setzero_ps(), _mm256_setzero_ps()};
     int64_t i = 0;
@@ -355,6 +406,8 @@ float dot_q8_avx2(GgmlType t, const void* w, const BlockQ8Act* a, int64_t n) {
         case GgmlType::Q4_K: return dot_q4_k(w, a, n);
         case GgmlType::Q5_K: return dot_q5_k(w, a, n);
         case GgmlType::Q6_K: return dot_q6_k(w, a, n);
+        case GgmlType::Q2_K: return dot_q2_k(w, a, n);
+        case GgmlType::Q3_K: return dot_q3_k(w, a, n);
         case GgmlType::IQ4_NL: return dot_iq4_nl(w, a, n);
         case GgmlType::IQ4_XS: return dot_iq4_xs(w, a, n);
         case GgmlType::MXFP4: return dot_mxfp4(w, a, n);
