@@ -95,6 +95,11 @@ uint32_t file_type_id(const SynthFormat& f) {
         case GgmlType::Q4_K: return f.mix_m ? 15 : 14;  // Q4_K_M : Q4_K_S
         case GgmlType::Q5_K: return f.mix_m ? 17 : 16;  // Q5_K_M : Q5_K_S
         case GgmlType::Q6_K: return 18;
+        case GgmlType::Q2_K: return 10;
+        case GgmlType::Q3_K: return 11;  // (Q3_K_S: every matrix Q3_K)
+        case GgmlType::IQ4_NL: return 25;
+        case GgmlType::IQ4_XS: return 30;
+        case GgmlType::MXFP4: return 38;  // (MXFP4_MOE)
         case GgmlType::BF16: return 32;
         default: fail("synth: weight type {} is not supported", type_traits(f.type).name ? type_traits(f.type).name : "?");
     }
@@ -205,9 +210,12 @@ SynthFormat parse_synth_format(const std::string& s) {
     if (u == "Q4_K_S") u = "Q4_K";
     if (u == "Q5_K_S") u = "Q5_K";
     for (GgmlType t : {GgmlType::F32, GgmlType::F16, GgmlType::BF16, GgmlType::Q4_0, GgmlType::Q4_1, GgmlType::Q5_0,
-                       GgmlType::Q5_1, GgmlType::Q8_0, GgmlType::Q4_K, GgmlType::Q5_K, GgmlType::Q6_K})
+                       GgmlType::Q5_1, GgmlType::Q8_0, GgmlType::Q4_K, GgmlType::Q5_K, GgmlType::Q6_K, GgmlType::Q2_K,
+                       GgmlType::Q3_K, GgmlType::IQ4_NL, GgmlType::IQ4_XS, GgmlType::MXFP4})
         if (u == type_traits(t).name) return {t, false};
-    fail("synth: unknown weight format '{}' (F32 F16 BF16 Q4_0 Q4_1 Q5_0 Q5_1 Q8_0 Q4_K Q5_K Q6_K Q4_K_M Q5_K_M)", s);
+    fail("synth: unknown weight format '{}' (F32 F16 BF16 Q4_0 Q4_1 Q5_0 Q5_1 Q8_0 Q4_K Q5_K Q6_K Q4_K_M Q5_K_M Q2_K "
+         "Q3_K IQ4_NL IQ4_XS MXFP4)",
+         s);
 }
 
 std::string synth_format_name(const SynthFormat& f) {
@@ -232,6 +240,9 @@ GgmlType synth_tensor_type(const SynthFormat& f, const std::string& name, int la
             case GgmlType::Q4_K: t = GgmlType::Q5_0; break;
             case GgmlType::Q5_K: t = GgmlType::Q5_1; break;
             case GgmlType::Q6_K: t = GgmlType::Q8_0; break;
+            case GgmlType::Q2_K:
+            case GgmlType::Q3_K:
+            case GgmlType::IQ4_XS: t = GgmlType::IQ4_NL; break;  // llama.cpp's fallback for these
             default: t = GgmlType::F16; break;
         }
         if (ne0 % type_traits(t).block_size != 0) t = GgmlType::F16;

@@ -28,6 +28,14 @@ bool avx2_compiled();
 float dot_q8_avx2(GgmlType t, const void* w_row, const BlockQ8Act* a, int64_t n);
 float dot_f32_avx2(GgmlType t, const void* w_row, const float* x, int64_t n);
 
+// Reference quantizers of the low-bit types (quantize_lowbit.cpp): n elements of x
+// into dst's blocks (n a multiple of the block size).
+void quantize_q2_k(const float* x, void* dst, int64_t n);
+void quantize_q3_k(const float* x, void* dst, int64_t n);
+void quantize_iq4_nl(const float* x, void* dst, int64_t n);
+void quantize_iq4_xs(const float* x, void* dst, int64_t n);
+void quantize_mxfp4(const float* x, void* dst, int64_t n);
+
 // True when this CPU runs AVX2+FMA+F16C code (ignores VEGA_NO_AVX2).
 bool cpu_has_avx2();
 // The choice dot_q8/dot_f32 made (once, at first use): true = AVX2 kernels.

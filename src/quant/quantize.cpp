@@ -330,6 +330,11 @@ void quantize_row(GgmlType t, const float* x, void* dst, int64_t n) {
             for (int64_t i = 0; i < nb; ++i, x += 256) quant_q6_k(x, &y[i]);
             return;
         }
+        case GgmlType::Q2_K: return detail::quantize_q2_k(x, dst, n);
+        case GgmlType::Q3_K: return detail::quantize_q3_k(x, dst, n);
+        case GgmlType::IQ4_NL: return detail::quantize_iq4_nl(x, dst, n);
+        case GgmlType::IQ4_XS: return detail::quantize_iq4_xs(x, dst, n);
+        case GgmlType::MXFP4: return detail::quantize_mxfp4(x, dst, n);
         default: fail_unsupported("quantize_row", t);
     }
 }

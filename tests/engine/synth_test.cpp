@@ -210,6 +210,35 @@ TEST_F(SynthTest, TinyQ4_0MatchesTheF32WeightsAndIsDeterministic) {
     EXPECT_FALSE(fs::exists(path("a-q4.gguf.tmp")));
 }
 
+// The types after the first eleven: every matrix in the type (the tiny shape's rows are
+// multiples of 256), the weights the F32 ones quantized (each format's error, not ~1), and
+// the file runs on the CPU.
+TEST_F(SynthTest, LowBitTypesQuantizeTheF32WeightsAndRun) {
+    const SynthShape& s = find_synth_shape("tiny");
+    write_synth_model(s, GgmlType::F32, path("f32.gguf"), 7);
+    auto f32 = gguf::File::open(path("f32.gguf"));
+    const std::pair<GgmlType, double> cases[] = {{GgmlType::Q2_K, 0.15},
+                                                 {GgmlType::Q3_K, 0.04},
+                                                 {GgmlType::IQ4_NL, 0.01},
+                                                 {GgmlType::IQ4_XS, 0.01},
+                                                 {GgmlType::MXFP4, 0.02}};
+    for (const auto& [t, bound] : cases) {
+        const std::string name = type_traits(t).name, file = path(name + ".gguf");
+        write_synth_model(s, t, file, 7);
+        auto q = gguf::File::open(file);
+        EXPECT_EQ(q->tensor("blk.0.ffn_up.weight")->type, t) << name;
+        for (const char* w : {"token_embd.weight", "blk.0.attn_v.weight", "blk.1.ffn_down.weight", "output.weight"}) {
+            const auto a = dequant(*f32->tensor(w)), b = dequant(*q->tensor(w));
+            double num = 0, den = 0;
+            for (size_t i = 0; i < a.size(); ++i) num += (a[i] - b[i]) * (a[i] - b[i]), den += a[i] * a[i];
+            EXPECT_LT(num / den, bound) << name << " " << w;
+            EXPECT_GT(num / den, 0.0) << name << " " << w;
+        }
+        const test::CmdResult r = test::run_vega("run -q -m " + test::quote(file) + " -p the -n 4 --temp 0 --device cpu");
+        EXPECT_EQ(r.exit_code, 0) << name << ": " << r.err;
+    }
+}
+
 TEST_F(SynthTest, Qwen3TinyHasQkNormAndQwen2StyleBias) {
     const SynthShape& s3 = find_synth_shape("qwen3-tiny");
     EXPECT_TRUE(s3.qk_norm);
@@ -328,8 +357,9 @@ TEST(Synth, ShapesAndFormats) {
     EXPECT_TRUE(parse_synth_format("Q5_K_M").mix_m);
     EXPECT_EQ(synth_format_name(parse_synth_format("q4_k_m")), "Q4_K_M");
     EXPECT_EQ(synth_format_name(GgmlType::Q6_K), "Q6_K");
-    EXPECT_THROW(parse_synth_format("Q3_K"), Error);
-    EXPECT_THROW(write_synth_model(find_synth_shape("tiny"), GgmlType::Q2_K, "/nonexistent/x.gguf", 1), Error);
+    EXPECT_EQ(parse_synth_format("iq4_xs").type, GgmlType::IQ4_XS);
+    EXPECT_THROW(parse_synth_format("IQ2_XS"), Error);
+    EXPECT_THROW(write_synth_model(find_synth_shape("tiny"), GgmlType::Q4_0, "/nonexistent/x.gguf", 1), Error);
 }
 
 // ---- qwen3moe --------------------------------------------------------------------

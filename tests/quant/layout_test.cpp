@@ -218,8 +218,7 @@ TEST(Layout, UnsupportedTypesFail) {
     expect_error_naming([&] { vega::quant::dequantize_row(GgmlType::IQ2_XXS, buf.data(), f.data(), 256); }, "IQ2_XXS");
     expect_error_naming([&] { vega::quant::dequantize_row(GgmlType::TQ1_0, buf.data(), f.data(), 256); }, "TQ1_0");
     expect_error_naming([&] { vega::quant::dequantize_row(GgmlType(99), buf.data(), f.data(), 256); }, "99");
-    // Q3_K decodes (type_table.h) but has no quantizer yet.
-    expect_error_naming([&] { vega::quant::quantize_row(GgmlType::Q3_K, f.data(), buf.data(), 256); }, "Q3_K");
+    expect_error_naming([&] { vega::quant::quantize_row(GgmlType::IQ1_S, f.data(), buf.data(), 256); }, "IQ1_S");
     expect_error_naming([&] { vega::quant::dot_q8(GgmlType::IQ2_XS, buf.data(), act.data(), 256); }, "IQ2_XS");
     expect_error_naming([&] { vega::quant::dot_q8(GgmlType::F16, buf.data(), act.data(), 256); }, "F16");
     expect_error_naming([&] { vega::quant::dot_q8(GgmlType::Q8_K, buf.data(), act.data(), 256); }, "Q8_K");

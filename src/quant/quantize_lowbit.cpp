@@ -1,0 +1,208 @@
+// Reference quantizers of the types after the first eleven (Q2_K, Q3_K, IQ4_NL, IQ4_XS,
+// MXFP4), for `vega synth` and tests. Their blocks decode through quant/type_table.h like
+// llama.cpp's. They are vega's own: round to nearest with a short search for each block's
+// scale, not llama.cpp's iterative (importance-weighted) search, so their error is near,
+// not equal to, llama-quantize's (tests/quant/quants_data_test.cpp prints both).
+#include <algorithm>
+#include <cmath>
+#include <cstring>
+
+#include "core/half.h"
+#include "quant/internal.h"
+#include "quant/type_table.h"
+
+namespace vega::quant::detail {
+namespace {
+
+int clampi(int v, int lo, int hi) { return v < lo ? lo : (v > hi ? hi : v); }
+int nearest(float v) { return int(std::lround(v)); }
+
+// Index of the codebook entry nearest to v (book ascending over `idx`, n entries).
+int nearest_code(const int8_t* book, const int* idx, int n, float v) {
+    int best = idx[0];
+    float err = std::fabs(v - float(book[best]));
+    for (int k = 1; k < n; ++k) {
+        const float e = std::fabs(v - float(book[idx[k]]));
+        if (e < err) err = e, best = idx[k];
+    }
+    return best;
+}
+
+// A 32-element block against a 16-entry codebook: the scale d (value = d * book[code])
+// with the least squared error among candidates around amax / book extreme, each refined
+// by least squares for its code assignment. codes[32] out; returns d.
+float codebook_block(const float* x, const int8_t* book, uint8_t* codes) {
+    static constexpr int kIdx[16] = {0, 1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12, 13, 14, 15};
+    float amax = 0, vmax = 0;
+    for (int j = 0; j < 32; ++j)
+        if (std::fabs(x[j]) > amax) amax = std::fabs(x[j]), vmax = x[j];
+    if (amax == 0) {
+        std::memset(codes, 0, 32);
+        for (int k = 0; k < 16; ++k)
+            if (book[k] == 0) std::memset(codes, k, 32);
+        return 0.f;
+    }
+    int8_t lo = book[0], hi = book[0];
+    for (int k = 1; k < 16; ++k) lo = std::min(lo, book[k]), hi = std::max(hi, book[k]);
+    float best_err = INFINITY, best_d = 0;
+    uint8_t trial[32];
+    for (int step = -8; step <= 8; ++step) {
+        // The largest element lands on an extreme of the book (of its sign), scaled by 1 + step/32.
+        const float ext = vmax < 0 ? float(lo) : float(hi);
+        const float d0 = vmax / ext * (1.f + float(step) / 32.f);
+        float sxv = 0, svv = 0;
+        for (int j = 0; j < 32; ++j) {
+            trial[j] = uint8_t(nearest_code(book, kIdx, 16, x[j] / d0));
+            sxv += x[j] * float(book[trial[j]]), svv += float(book[trial[j]]) * float(book[trial[j]]);
+        }
+        const float d = svv > 0 ? sxv / svv : d0;
+        float err = 0;
+        for (int j = 0; j < 32; ++j) {
+            const float e = x[j] - d * float(book[trial[j]]);
+            err += e * e;
+        }
+        if (step == -8 || err < best_err) best_err = err, best_d = d, std::memcpy(codes, trial, 32);  // (NaN input: the first)
+    }
+    return best_d;
+}
+
+void pack_nibbles(const uint8_t* codes, uint8_t* qs) {
+    for (int j = 0; j < 16; ++j) qs[j] = uint8_t((codes[j] & 0xF) | (codes[j + 16] & 0xF) << 4);
+}
+
+// Codes of 32 elements for a fixed scale d through the codebook.
+void codes_for_scale(const float* x, const int8_t* book, float d, uint8_t* codes) {
+    static constexpr int kIdx[16] = {0, 1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12, 13, 14, 15};
+    const float id = d != 0 ? 1.f / d : 0.f;
+    for (int j = 0; j < 32; ++j) codes[j] = uint8_t(nearest_code(book, kIdx, 16, x[j] * id));
+}
+
+}  // namespace
+
+void quantize_iq4_nl(const float* x, void* dst, int64_t n) {
+    auto* y = static_cast<BlockIQ4_NL*>(dst);
+    uint8_t codes[32];
+    for (int64_t i = 0; i < n / 32; ++i, x += 32) {
+        const float d = codebook_block(x, kIq4nlValues, codes);
+        y[i].d = f32_to_f16(d);
+        codes_for_scale(x, kIq4nlValues, f16_to_f32(y[i].d), codes);  // the codes of the stored scale
+        pack_nibbles(codes, y[i].qs);
+    }
+}
+
+void quantize_iq4_xs(const float* x, void* dst, int64_t n) {
+    auto* y = static_cast<BlockIQ4_XS*>(dst);
+    uint8_t codes[32];
+    for (int64_t i = 0; i < n / 256; ++i, x += 256) {
+        float dc[8], amax = 0;
+        for (int c = 0; c < 8; ++c) dc[c] = codebook_block(x + 32 * c, kIq4nlValues, codes), amax = std::max(amax, std::fabs(dc[c]));
+        // Chunk scales d * (ls - 32), ls 0..63: the widest chunk scale at 31 steps.
+        const float d = amax / 31.f;
+        y[i].d = f32_to_f16(d);
+        const float dd = f16_to_f32(y[i].d);
+        y[i].scales_h = 0;
+        std::memset(y[i].scales_l, 0, sizeof y[i].scales_l);
+        for (int c = 0; c < 8; ++c) {
+            const int ls = dd > 0 ? clampi(nearest(dc[c] / dd) + 32, 0, 63) : 32;
+            y[i].scales_l[c / 2] |= uint8_t((ls & 0xF) << (4 * (c % 2)));
+            y[i].scales_h |= uint16_t((ls >> 4) << (2 * c));
+            codes_for_scale(x + 32 * c, kIq4nlValues, dd * float(ls - 32), codes);
+            pack_nibbles(codes, y[i].qs + 16 * c);
+        }
+    }
+}
+
+void quantize_mxfp4(const float* x, void* dst, int64_t n) {
+    auto* y = static_cast<BlockMXFP4*>(dst);
+    uint8_t codes[32] = {}, trial[32];
+    for (int64_t i = 0; i < n / 32; ++i, x += 32) {
+        float amax = 0;
+        for (int j = 0; j < 32; ++j) amax = std::max(amax, std::fabs(x[j]));
+        // Value = kMxfp4Values[code] * 2^(e - 128): the smallest e whose 12 * 2^(e-128)
+        // covers amax, and the one below it (clipping the largest may cost less).
+        int e_top = amax > 0 ? int(std::ceil(std::log2(amax / 12.f))) + 128 : 0;
+        e_top = clampi(e_top, 1, 254);
+        float best = INFINITY;
+        int best_e = e_top;
+        for (int e = e_top; e >= std::max(0, e_top - 1); --e) {
+            const float d = e8m0_half(uint8_t(e));
+            codes_for_scale(x, kMxfp4Values, d, trial);
+            float err = 0;
+            for (int j = 0; j < 32; ++j) {
+                const float r = x[j] - d * float(kMxfp4Values[trial[j]]);
+                err += r * r;
+            }
+            if (e == e_top || err < best) best = err, best_e = e, std::memcpy(codes, trial, 32);  // (NaN input: the first)
+        }
+        y[i].e = uint8_t(best_e);
+        pack_nibbles(codes, y[i].qs);
+    }
+}
+
+// Q2_K: per 16 elements x ~ s * q - m (q 0..3, m >= 0), s and m stored as 4-bit multiples
+// of the block's d and dmin.
+void quantize_q2_k(const float* x, void* dst, int64_t n) {
+    auto* y = static_cast<BlockQ2_K*>(dst);
+    for (int64_t i = 0; i < n / 256; ++i, x += 256) {
+        float s[16], m[16], smax = 0, mmax = 0;
+        for (int k = 0; k < 16; ++k) {
+            float lo = 0, hi = 0;  // the range includes 0: m >= 0
+            for (int l = 0; l < 16; ++l) lo = std::min(lo, x[16 * k + l]), hi = std::max(hi, x[16 * k + l]);
+            s[k] = (hi - lo) / 3.f, m[k] = -lo;
+            smax = std::max(smax, s[k]), mmax = std::max(mmax, m[k]);
+        }
+        y[i].d = f32_to_f16(smax / 15.f);
+        y[i].dmin = f32_to_f16(mmax / 15.f);
+        const float d = f16_to_f32(y[i].d), dmin = f16_to_f32(y[i].dmin);
+        std::memset(y[i].qs, 0, sizeof y[i].qs);
+        for (int k = 0; k < 16; ++k) {
+            const int sc = d > 0 ? clampi(nearest(s[k] / d), 0, 15) : 0;
+            const int mq = dmin > 0 ? clampi(nearest(m[k] / dmin), 0, 15) : 0;
+            y[i].scales[k] = uint8_t(sc | mq << 4);
+            const float ds = d * float(sc), dm = dmin * float(mq);
+            // Element 16k + l is chunk c = k / 2, byte l + 16 (k % 2) of qs[32 (c / 4)..], bits 2 (c % 4).
+            const int c = k / 2;
+            for (int l = 0; l < 16; ++l) {
+                const int q = ds > 0 ? clampi(nearest((x[16 * k + l] + dm) / ds), 0, 3) : 0;
+                y[i].qs[32 * (c / 4) + 16 * (k % 2) + l] |= uint8_t(q << (2 * (c % 4)));
+            }
+        }
+    }
+}
+
+// Q3_K: per 16 elements x ~ s * q (q -4..3), s = d * (sc - 32) with sc 6 bits; the
+// largest magnitude of each 16 maps to -4 (the code with the most room).
+void quantize_q3_k(const float* x, void* dst, int64_t n) {
+    auto* y = static_cast<BlockQ3_K*>(dst);
+    for (int64_t i = 0; i < n / 256; ++i, x += 256) {
+        float s[16], smax = 0;
+        for (int k = 0; k < 16; ++k) {
+            float vmax = 0;
+            for (int l = 0; l < 16; ++l)
+                if (std::fabs(x[16 * k + l]) > std::fabs(vmax)) vmax = x[16 * k + l];
+            s[k] = vmax / -4.f;
+            smax = std::max(smax, std::fabs(s[k]));
+        }
+        y[i].d = f32_to_f16(smax / 32.f);
+        const float d = f16_to_f32(y[i].d);
+        std::memset(y[i].hmask, 0, sizeof y[i].hmask);
+        std::memset(y[i].qs, 0, sizeof y[i].qs);
+        std::memset(y[i].scales, 0, sizeof y[i].scales);
+        for (int k = 0; k < 16; ++k) {
+            const int sc = d > 0 ? clampi(nearest(s[k] / d), -32, 31) : 0;
+            const int v = sc + 32;  // 6 bits: low nibble in byte k (k < 8) or the high nibble of byte k - 8
+            y[i].scales[k % 8] |= uint8_t((v & 0xF) << (4 * (k / 8)));
+            y[i].scales[8 + k % 4] |= uint8_t((v >> 4) << (2 * (k / 4)));
+            const float ds = d * float(sc);
+            const int c = k / 2;
+            for (int l = 0; l < 16; ++l) {
+                const int q = ds != 0 ? clampi(nearest(x[16 * k + l] / ds), -4, 3) : 0;
+                const int u = q + 4, e = 16 * (k % 2) + l;  // byte e of the chunk's 32
+                y[i].qs[32 * (c / 4) + e] |= uint8_t((u & 3) << (2 * (c % 4)));
+                if (u & 4) y[i].hmask[e] |= uint8_t(1u << c);
+            }
+        }
+    }
+}
+
+}  // namespace vega::quant::detail
