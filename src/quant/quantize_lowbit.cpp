@@ -17,22 +17,37 @@ namespace {
 int clampi(int v, int lo, int hi) { return v < lo ? lo : (v > hi ? hi : v); }
 int nearest(float v) { return int(std::lround(v)); }
 
-// Index of the codebook entry nearest to v (book ascending over `idx`, n entries).
-int nearest_code(const int8_t* book, const int* idx, int n, float v) {
-    int best = idx[0];
-    float err = std::fabs(v - float(book[best]));
-    for (int k = 1; k < n; ++k) {
-        const float e = std::fabs(v - float(book[idx[k]]));
-        if (e < err) err = e, best = idx[k];
+// A 16-entry codebook sorted for nearest-value search: values ascending and their indices.
+struct SortedBook {
+    float v[16];
+    uint8_t idx[16];
+    explicit SortedBook(const int8_t* book) {
+        for (int k = 0; k < 16; ++k) idx[k] = uint8_t(k);
+        std::sort(idx, idx + 16, [&](uint8_t a, uint8_t b) { return book[a] < book[b]; });
+        for (int k = 0; k < 16; ++k) v[k] = float(book[idx[k]]);
     }
-    return best;
+    // The index of the entry nearest to x (ties to the lower value): a binary search.
+    uint8_t nearest(float x) const {
+        int lo = 0, hi = 15;
+        while (hi - lo > 1) {
+            const int mid = (lo + hi) / 2;
+            (x < v[mid] ? hi : lo) = mid;
+        }
+        return std::fabs(x - v[lo]) <= std::fabs(x - v[hi]) ? idx[lo] : idx[hi];
+    }
+};
+
+const SortedBook& sorted(const int8_t* book) {
+    static const SortedBook iq4(kIq4nlValues), mx(kMxfp4Values);
+    return book == kIq4nlValues ? iq4 : mx;
 }
 
 // A 32-element block against a 16-entry codebook: the scale d (value = d * book[code])
 // with the least squared error among candidates around amax / book extreme, each refined
-// by least squares for its code assignment. codes[32] out; returns d.
+// by least squares for its code assignment (15 candidates, as llama.cpp's 2 x 7 + 1).
+// codes[32] out; returns d.
 float codebook_block(const float* x, const int8_t* book, uint8_t* codes) {
-    static constexpr int kIdx[16] = {0, 1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12, 13, 14, 15};
+    const SortedBook& sb = sorted(book);
     float amax = 0, vmax = 0;
     for (int j = 0; j < 32; ++j)
         if (std::fabs(x[j]) > amax) amax = std::fabs(x[j]), vmax = x[j];
@@ -46,13 +61,13 @@ float codebook_block(const float* x, const int8_t* book, uint8_t* codes) {
     for (int k = 1; k < 16; ++k) lo = std::min(lo, book[k]), hi = std::max(hi, book[k]);
     float best_err = INFINITY, best_d = 0;
     uint8_t trial[32];
-    for (int step = -8; step <= 8; ++step) {
+    for (int step = -7; step <= 7; ++step) {
         // The largest element lands on an extreme of the book (of its sign), scaled by 1 + step/32.
         const float ext = vmax < 0 ? float(lo) : float(hi);
         const float d0 = vmax / ext * (1.f + float(step) / 32.f);
         float sxv = 0, svv = 0;
         for (int j = 0; j < 32; ++j) {
-            trial[j] = uint8_t(nearest_code(book, kIdx, 16, x[j] / d0));
+            trial[j] = sb.nearest(x[j] / d0);
             sxv += x[j] * float(book[trial[j]]), svv += float(book[trial[j]]) * float(book[trial[j]]);
         }
         const float d = svv > 0 ? sxv / svv : d0;
@@ -61,7 +76,7 @@ float codebook_block(const float* x, const int8_t* book, uint8_t* codes) {
             const float e = x[j] - d * float(book[trial[j]]);
             err += e * e;
         }
-        if (step == -8 || err < best_err) best_err = err, best_d = d, std::memcpy(codes, trial, 32);  // (NaN input: the first)
+        if (step == -7 || err < best_err) best_err = err, best_d = d, std::memcpy(codes, trial, 32);  // (NaN input: the first)
     }
     return best_d;
 }
@@ -72,9 +87,9 @@ void pack_nibbles(const uint8_t* codes, uint8_t* qs) {
 
 // Codes of 32 elements for a fixed scale d through the codebook.
 void codes_for_scale(const float* x, const int8_t* book, float d, uint8_t* codes) {
-    static constexpr int kIdx[16] = {0, 1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12, 13, 14, 15};
+    const SortedBook& sb = sorted(book);
     const float id = d != 0 ? 1.f / d : 0.f;
-    for (int j = 0; j < 32; ++j) codes[j] = uint8_t(nearest_code(book, kIdx, 16, x[j] * id));
+    for (int j = 0; j < 32; ++j) codes[j] = sb.nearest(x[j] * id);
 }
 
 }  // namespace
