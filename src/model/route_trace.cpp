@@ -62,6 +62,8 @@ RouteTrace RouteTrace::load(const std::string& path) {
                 int32_t& id = e.ids[size_t(r) * K + j];
                 if (!(ss >> id) || id < 0 || id >= e.n_expert)
                     fail("{}:{}: expert id {} of {} is missing or outside [0, {})", path, line_no, j, K, e.n_expert);
+                for (size_t i = 0; i < j; ++i)
+                    if (e.ids[size_t(r) * K + i] == id) fail("{}:{}: expert {} chosen twice", path, line_no, id);
             }
             for (size_t j = 0; j < K; ++j)
                 if (!(ss >> e.w[size_t(r) * K + j])) fail("{}:{}: weight {} of {} is missing", path, line_no, j, K);
@@ -150,9 +152,6 @@ void RouteTrace::override_routes(Backend& be, int layer, const ExpertRouting& r,
         const float* l = own_logits_.data() + size_t(t) * size_t(E);
         const int32_t* rec = e.ids.data() + size_t(t) * size_t(K);
         const int32_t* own = own_ids_.data() + size_t(t) * size_t(K);
-        for (int j = 0; j < K; ++j)
-            for (int i = 0; i < j; ++i)
-                if (rec[i] == rec[j]) fail("{}: entry {} row {}: expert {} chosen twice", path_, index + 1, t, rec[j]);
         float cut = INFINITY;  // this side's k-th best logit
         for (int j = 0; j < K; ++j) cut = std::min(cut, l[own[j]]);
         bool differs = false;

@@ -165,9 +165,9 @@ float dot_iq4_xs(const void* w, const BlockQ8Act* a, int64_t n) {
     for (int64_t i = 0; i < n / 256; ++i, a += 8) {
         const float d = f16(x[i].d);
         for (int c = 0; c < 8; ++c) {
-            const int ls = ((x[i].scales_l[c / 2] >> (4 * (c % 2))) & 0xF) | ((x[i].scales_h >> (2 * c)) & 3) << 4;
+            const int ls = WeightType<GgmlType::IQ4_XS>::scale(x[i], c);  // (6-bit, minus 32)
             const __m256i p = dot_s8s8(codebook_codes(x[i].qs + 16 * c, kIq4nlValues), load_act(a[c]));
-            acc = _mm256_fmadd_ps(_mm256_set1_ps(d * float(ls - 32) * a[c].d), _mm256_cvtepi32_ps(p), acc);
+            acc = _mm256_fmadd_ps(_mm256_set1_ps(d * float(ls) * a[c].d), _mm256_cvtepi32_ps(p), acc);
         }
     }
     return hsum(acc);

@@ -1,6 +1,7 @@
 // Internals of vega_quant shared between its .cpp files and its tests: error
 // helpers and the two kernel sets (portable scalar, AVX2+FMA+F16C).
 #pragma once
+#include <cmath>
 #include <cstdint>
 #include <string>
 
@@ -27,6 +28,20 @@ float dot_f32_scalar(GgmlType t, const void* w_row, const float* x, int64_t n);
 bool avx2_compiled();
 float dot_q8_avx2(GgmlType t, const void* w_row, const BlockQ8Act* a, int64_t n);
 float dot_f32_avx2(GgmlType t, const void* w_row, const float* x, int64_t n);
+
+// Shared by the quantizers (quantize.cpp, quantize_lowbit.cpp).
+inline int clampi(int v, int lo, int hi) { return v < lo ? lo : (v > hi ? hi : v); }
+// The element with the largest magnitude, with its sign (the first of equals).
+inline float signed_absmax(const float* x, int n) {
+    float amax = 0, mx = 0;
+    for (int i = 0; i < n; ++i) {
+        if (std::fabs(x[i]) > amax) {
+            amax = std::fabs(x[i]);
+            mx = x[i];
+        }
+    }
+    return mx;
+}
 
 // Reference quantizers of the low-bit types (quantize_lowbit.cpp): n elements of x
 // into dst's blocks (n a multiple of the block size).

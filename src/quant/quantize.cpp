@@ -26,19 +26,8 @@ inline int nearest_int(float v) {
     std::memcpy(&i, &f, 4);
     return (i & 0x007fffff) - 0x00400000;
 }
-inline int clampi(int v, int lo, int hi) { return v < lo ? lo : (v > hi ? hi : v); }
-
-// The element with the largest magnitude, with its sign.
-float signed_absmax(const float* x, int n) {
-    float amax = 0, mx = 0;
-    for (int i = 0; i < n; ++i) {
-        if (std::fabs(x[i]) > amax) {
-            amax = std::fabs(x[i]);
-            mx = x[i];
-        }
-    }
-    return mx;
-}
+using detail::clampi;
+using detail::signed_absmax;
 
 void min_max(const float* x, int n, float* lo, float* hi) {
     *lo = x[0];

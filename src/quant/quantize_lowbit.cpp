@@ -14,7 +14,8 @@
 namespace vega::quant::detail {
 namespace {
 
-int clampi(int v, int lo, int hi) { return v < lo ? lo : (v > hi ? hi : v); }
+// Round half away from zero (these quantizers' rule; quantize.cpp's K-quant fitters round
+// ties to even).
 int nearest(float v) { return int(std::lround(v)); }
 
 // A 16-entry codebook sorted for nearest-value search: values ascending and their indices.
@@ -48,22 +49,18 @@ const SortedBook& sorted(const int8_t* book) {
 // codes[32] out; returns d.
 float codebook_block(const float* x, const int8_t* book, uint8_t* codes) {
     const SortedBook& sb = sorted(book);
-    float amax = 0, vmax = 0;
-    for (int j = 0; j < 32; ++j)
-        if (std::fabs(x[j]) > amax) amax = std::fabs(x[j]), vmax = x[j];
-    if (amax == 0) {
+    const float vmax = signed_absmax(x, 32);
+    if (vmax == 0) {
         std::memset(codes, 0, 32);
         for (int k = 0; k < 16; ++k)
             if (book[k] == 0) std::memset(codes, k, 32);
         return 0.f;
     }
-    int8_t lo = book[0], hi = book[0];
-    for (int k = 1; k < 16; ++k) lo = std::min(lo, book[k]), hi = std::max(hi, book[k]);
     float best_err = INFINITY, best_d = 0;
     uint8_t trial[32];
     for (int step = -7; step <= 7; ++step) {
         // The largest element lands on an extreme of the book (of its sign), scaled by 1 + step/32.
-        const float ext = vmax < 0 ? float(lo) : float(hi);
+        const float ext = vmax < 0 ? sb.v[0] : sb.v[15];
         const float d0 = vmax / ext * (1.f + float(step) / 32.f);
         float sxv = 0, svv = 0;
         for (int j = 0; j < 32; ++j) {
@@ -131,8 +128,7 @@ void quantize_mxfp4(const float* x, void* dst, int64_t n) {
     auto* y = static_cast<BlockMXFP4*>(dst);
     uint8_t codes[32] = {}, trial[32];
     for (int64_t i = 0; i < n / 32; ++i, x += 32) {
-        float amax = 0;
-        for (int j = 0; j < 32; ++j) amax = std::max(amax, std::fabs(x[j]));
+        const float amax = std::fabs(signed_absmax(x, 32));
         // Value = kMxfp4Values[code] * 2^(e - 128): the smallest e whose 12 * 2^(e-128)
         // covers amax, and the one below it (clipping the largest may cost less).
         int e_top = amax > 0 ? int(std::ceil(std::log2(amax / 12.f))) + 128 : 0;
@@ -192,10 +188,7 @@ void quantize_q3_k(const float* x, void* dst, int64_t n) {
     for (int64_t i = 0; i < n / 256; ++i, x += 256) {
         float s[16], smax = 0;
         for (int k = 0; k < 16; ++k) {
-            float vmax = 0;
-            for (int l = 0; l < 16; ++l)
-                if (std::fabs(x[16 * k + l]) > std::fabs(vmax)) vmax = x[16 * k + l];
-            s[k] = vmax / -4.f;
+            s[k] = signed_absmax(x + 16 * k, 16) / -4.f;
             smax = std::max(smax, std::fabs(s[k]));
         }
         y[i].d = f32_to_f16(smax / 32.f);

@@ -61,6 +61,13 @@ inline uint32_t load_u32(const uint8_t* p) {
     return uint32_t(p[0]) | uint32_t(p[1]) << 8 | uint32_t(p[2]) << 16 | uint32_t(p[3]) << 24;
 }
 inline void one_scale(ChunkCodes& o, float d) { o.d[0] = o.d[1] = d, o.m[0] = o.m[1] = 0.f; }
+// Q4_K / Q5_K: chunk c's 6-bit scale and min (pair c of the 12-byte packing, kscale.h).
+inline void k4_scale_min(const uint8_t* scales, uint16_t d, uint16_t dmin, int c, ChunkCodes& o) {
+    uint8_t sc, m;
+    get_scale_min_k4(c, scales, &sc, &m);
+    o.d[0] = o.d[1] = f16_to_f32(d) * float(sc);
+    o.m[0] = o.m[1] = -(f16_to_f32(dmin) * float(m));
+}
 // Low nibbles are elements 0..15, high nibbles 16..31 (the 32-blocks' order), through a codebook.
 inline void nibbles(ChunkCodes& o, const uint8_t* qs, const int8_t* book) {
     for (int j = 0; j < 16; ++j) o.q[j] = book[qs[j] & 0xF], o.q[j + 16] = book[qs[j] >> 4];
@@ -191,8 +198,8 @@ struct WeightType<GgmlType::Q3_K> {
         for (int h = 0; h < 2; ++h) o.d[h] = d * float(scale(b, 2 * c + h)), o.m[h] = 0.f;
     }
 };
-// Q4_K / Q5_K: chunk c is the low (c even) or high nibbles of qs[32 * (c / 2) ..]; its
-// 6-bit scale and min are pair c of the 12-byte packing (kscale.h).
+// Q4_K / Q5_K: chunk c is the low (c even) or high nibbles of qs[32 * (c / 2) ..]
+// (+ Q5_K's bit c of qh[l]); scale and min by type_detail::k4_scale_min.
 template <>
 struct WeightType<GgmlType::Q4_K> {
     using Block = BlockQ4_K;
@@ -202,10 +209,7 @@ struct WeightType<GgmlType::Q4_K> {
         const uint8_t* q = b.qs + 32 * (c / 2);
         const int shift = 4 * (c % 2);
         for (int l = 0; l < 32; ++l) o.q[l] = int8_t((q[l] >> shift) & 0xF);
-        uint8_t sc, m;
-        get_scale_min_k4(c, b.scales, &sc, &m);
-        o.d[0] = o.d[1] = f16_to_f32(b.d) * float(sc);
-        o.m[0] = o.m[1] = -(f16_to_f32(b.dmin) * float(m));
+        type_detail::k4_scale_min(b.scales, b.d, b.dmin, c, o);
     }
 };
 template <>
@@ -217,10 +221,7 @@ struct WeightType<GgmlType::Q5_K> {
         const uint8_t* q = b.qs + 32 * (c / 2);
         const int shift = 4 * (c % 2);
         for (int l = 0; l < 32; ++l) o.q[l] = int8_t(((q[l] >> shift) & 0xF) | ((b.qh[l] >> c) & 1) << 4);
-        uint8_t sc, m;
-        get_scale_min_k4(c, b.scales, &sc, &m);
-        o.d[0] = o.d[1] = f16_to_f32(b.d) * float(sc);
-        o.m[0] = o.m[1] = -(f16_to_f32(b.dmin) * float(m));
+        type_detail::k4_scale_min(b.scales, b.d, b.dmin, c, o);
     }
 };
 // Q6_K: chunk c = 4h + k (half h of 128): low 4 bits from ql[64h + 32 (k & 1) + l] (high
@@ -247,10 +248,12 @@ struct WeightType<GgmlType::IQ4_XS> {
     using Block = BlockIQ4_XS;
     static constexpr int kChunks = 8;
     static constexpr bool kHasMin = false;
+    static int scale(const Block& b, int c) {
+        return (((b.scales_l[c / 2] >> (4 * (c % 2))) & 0xF) | ((b.scales_h >> (2 * c)) & 3) << 4) - 32;
+    }
     static void decode(const Block& b, int c, ChunkCodes& o) {
         type_detail::nibbles(o, b.qs + 16 * c, kIq4nlValues);
-        const int ls = ((b.scales_l[c / 2] >> (4 * (c % 2))) & 0xF) | ((b.scales_h >> (2 * c)) & 3) << 4;
-        type_detail::one_scale(o, f16_to_f32(b.d) * float(ls - 32));
+        type_detail::one_scale(o, f16_to_f32(b.d) * float(scale(b, c)));
     }
 };
 

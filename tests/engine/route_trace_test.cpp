@@ -20,21 +20,6 @@ namespace {
 
 const char* kModel = "moe/synth-qwen3moe-q8_0.gguf";
 
-std::vector<float> read_f32(const std::string& path) {
-    std::ifstream f(path, std::ios::binary | std::ios::ate);
-    std::vector<float> v(size_t(f.tellg()) / sizeof(float));
-    f.seekg(0);
-    f.read(reinterpret_cast<char*>(v.data()), std::streamsize(v.size() * sizeof(float)));
-    return v;
-}
-
-std::vector<std::string> lines_of(const std::string& path) {
-    std::ifstream f(path);
-    std::vector<std::string> v;
-    for (std::string l; std::getline(f, l);) v.push_back(l);
-    return v;
-}
-
 void write_lines(const std::string& path, const std::vector<std::string>& lines) {
     std::ofstream f(path);
     for (const std::string& l : lines) f << l << '\n';
@@ -86,7 +71,7 @@ TEST_F(RouteTrace, ReplayingARunsOwnRoutesGivesItsLogits) {
     EXPECT_NE(a.out.find("routes: recorded the experts of"), std::string::npos) << a.out;
     // 2 routed layers of 8 experts, 2 used; the prompt as one entry of 12 rows, then an
     // entry of one row per generated token; each entry a head line and a line per row.
-    const std::vector<std::string> lines = lines_of(routes);
+    const std::vector<std::string> lines = read_lines(routes);
     ASSERT_EQ(lines.size(), 1u + 2u * (1u + 12u) + 2u * 6u * 2u);
     EXPECT_EQ(lines[0], "vega-routes 2");
     EXPECT_EQ(lines[1], "0 12 2 8");
@@ -114,7 +99,7 @@ TEST_F(RouteTrace, AReplayedExpertAwayFromTheTopKShowsItsGap) {
     const std::string rec = dir_ + "/rec.f32", rep = dir_ + "/rep.f32", routes = dir_ + "/routes.txt";
     const CmdResult a = eval("cpu", rec, "--routes-out " + quote(routes));
     ASSERT_EQ(a.exit_code, 0) << a.err;
-    std::vector<std::string> lines = lines_of(routes);
+    std::vector<std::string> lines = read_lines(routes);
     ASSERT_GE(lines.size(), 2u);
     // Layer 0 of the prompt, row 0 (line 3): replace its first expert by one it did not choose.
     std::istringstream in(lines[2]);
@@ -158,7 +143,7 @@ TEST_F(RouteTrace, RoutesOfAnotherRunOrAMalformedFileAreRefused) {
     EXPECT_NE(r.exit_code, 0);
     EXPECT_NE(r.err.find("were not replayed"), std::string::npos) << r.err;
     // A malformed row line is named by file and line.
-    const std::vector<std::string> good = lines_of(routes);
+    const std::vector<std::string> good = read_lines(routes);
     std::vector<std::string> lines = good;
     lines[3] = "1 2 x";
     write_lines(routes, lines);
@@ -172,6 +157,20 @@ TEST_F(RouteTrace, RoutesOfAnotherRunOrAMalformedFileAreRefused) {
     r = eval("cpu", out, "--routes-in " + quote(routes));
     EXPECT_NE(r.exit_code, 0);
     EXPECT_NE(r.err.find("routes.txt:3: expert id 0 of 2 is missing or outside [0, 8)"), std::string::npos) << r.err;
+    // An expert twice in one row.
+    lines = good;
+    {
+        std::istringstream in(lines[2]);
+        std::string first;
+        in >> first;
+        const size_t sp = lines[2].find(' ');
+        lines[2] = first + " " + first + lines[2].substr(lines[2].find(' ', sp + 1));
+    }
+    write_lines(routes, lines);
+    r = eval("cpu", out, "--routes-in " + quote(routes));
+    EXPECT_NE(r.exit_code, 0);
+    EXPECT_NE(r.err.find("routes.txt:3: expert"), std::string::npos) << r.err;
+    EXPECT_NE(r.err.find("chosen twice"), std::string::npos) << r.err;
     // A file cut short inside an entry.
     lines = good;
     lines.resize(5);  // the magic, the head line and rows 0..2

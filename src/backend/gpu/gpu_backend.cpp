@@ -115,7 +115,8 @@ public:
     }
     Weight upload_weight(const gguf::TensorInfo& t) override {
         const TypeTraits tt = type_traits(t.type);
-        if (!supports_type(t.type)) fail("tensor '{}': type {} is not supported by the GPU backend", t.name, tt.name ? tt.name : "?");
+        if (!supports_type(t.type))
+            fail("tensor '{}': type {} is not supported by the GPU backend", t.name, tt.name ? tt.name : "?");
         Weight w;
         w.type = t.type;
         w.n_in = t.ne[0];
