@@ -4,6 +4,7 @@
 #include <gtest/gtest.h>
 
 #include <string>
+#include <vector>
 
 namespace vega::test {
 
@@ -14,6 +15,10 @@ std::string data_dir();
 std::string data_file(const std::string& rel);
 // Reads a whole file as bytes.
 std::string read_file(const std::string& path);
+// A raw little-endian float32 file (vega eval --logits-out, the reference logits).
+std::vector<float> read_f32(const std::string& path);
+// A text file's lines, without their newlines.
+std::vector<std::string> read_lines(const std::string& path);
 // A test-name-safe id of a data file: "models/synth-llama-q4_0.gguf" -> "synth_llama_q4_0_gguf".
 std::string data_file_id(const std::string& rel);
 

@@ -20,13 +20,6 @@ const std::vector<std::string> kPrompts = {
     "Once upon a time", "The little dog", "Lily wanted to", "One day, a big",
     "Tom and Sue went to the park and saw", "The sun", "A bird sat on", "There was a girl named"};
 
-std::vector<std::string> lines_of(const std::string& path) {
-    std::ifstream f(path);
-    std::vector<std::string> v;
-    for (std::string l; std::getline(f, l);) v.push_back(l);
-    return v;
-}
-
 // The first n ids of a "prompt ids<TAB>generated ids" line's generated part.
 std::string first_generated(const std::string& line, size_t n) {
     std::istringstream in(line.substr(line.find('\t') + 1));
@@ -49,13 +42,13 @@ void check_parallel_equals_alone(const std::string& model, const std::string& ex
     const CmdResult par = run_vega("run " + common + " --prompts-file " + quote(pf) + " --parallel " +
                                    std::to_string(parallel) + " --ids-out " + quote(ids));
     ASSERT_EQ(par.exit_code, 0) << par.err;
-    const std::vector<std::string> got = lines_of(ids);
+    const std::vector<std::string> got = read_lines(ids);
     ASSERT_EQ(got.size(), kPrompts.size());
     for (size_t i = 0; i < kPrompts.size(); ++i) {
         const std::string one = dir + "/one.ids";
         const CmdResult r = run_vega("run " + common + " -p " + quote(kPrompts[i]) + " --ids-out " + quote(one));
         ASSERT_EQ(r.exit_code, 0) << r.err;
-        const std::vector<std::string> alone = lines_of(one);
+        const std::vector<std::string> alone = read_lines(one);
         ASSERT_EQ(alone.size(), 2u);
         const std::string want = alone[0] + "\t" + alone[1];
         if (exact_prefix == 0) {

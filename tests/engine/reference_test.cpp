@@ -6,7 +6,6 @@
 
 #include <algorithm>
 #include <cmath>
-#include <cstring>
 #include <filesystem>
 #include <fstream>
 #include <nlohmann/json.hpp>
@@ -66,13 +65,6 @@ std::vector<std::vector<int>> read_token_lines(const std::string& path) {
         lines.push_back(ids);
     }
     return lines;
-}
-
-std::vector<float> read_f32(const std::string& path) {
-    const std::string bytes = read_file(path);
-    std::vector<float> v(bytes.size() / 4);
-    std::memcpy(v.data(), bytes.data(), v.size() * 4);
-    return v;
 }
 
 bool is_float_model(const std::string& model) {

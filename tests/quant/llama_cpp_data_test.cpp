@@ -71,8 +71,7 @@ TEST_P(LlamaCpp, Tensors) {
         const std::vector<float> x(orig, orig + n);
 
         // 1. Dequantize llama.cpp's blocks.
-        std::vector<float> y(static_cast<size_t>(n));
-        for (int64_t r = 0; r < rows; ++r) vega::quant::dequantize_row(t, qt.data + r * rb, y.data() + r * row, row);
+        const std::vector<float> y = vega::test::dequantize_rows(t, qt.data, row, rows);
         const double rel_theirs = vega::test::l2_diff(x, y) / vega::test::l2_norm(x);
         EXPECT_LT(rel_theirs, max_rel_error(t)) << qt.name << " " << type_name(t);
 
@@ -92,8 +91,7 @@ TEST_P(LlamaCpp, Tensors) {
             EXPECT_EQ(first_diff, ours.size()) << qt.name << " " << type_name(t) << ": bytes differ from llama.cpp at offset "
                                                << first_diff << " (block " << first_diff / vega::type_traits(t).type_size << ")";
         }
-        std::vector<float> z(static_cast<size_t>(n));
-        for (int64_t r = 0; r < rows; ++r) vega::quant::dequantize_row(t, ours.data() + r * rb, z.data() + r * row, row);
+        const std::vector<float> z = vega::test::dequantize_rows(t, ours.data(), row, rows);
         const double rel_ours = vega::test::l2_diff(x, z) / vega::test::l2_norm(x);
         if (!exact_expected) {
             std::printf("  %-22s %-5s rel rms error: llama.cpp %.5f, ours %.5f\n", qt.name.c_str(),
@@ -105,10 +103,7 @@ TEST_P(LlamaCpp, Tensors) {
         if (vega::quant::uses_q8_activations(t)) {
             const float inv_rms = float(std::sqrt(double(n)) / vega::test::l2_norm(x));
             for (int64_t r = 0; r < std::min<int64_t>(rows, 8); ++r) {
-                auto ax = vega::test::normal_data(row, uint32_t(r), 0.0f, 0.2f);
-                for (int64_t i = 0; i < row; ++i) ax[i] += orig[r * row + i] * inv_rms;
-                std::vector<vega::BlockQ8Act> a(size_t(row / 32));
-                vega::quant::quantize_act_row(ax.data(), a.data(), row);
+                const auto a = vega::test::correlated_act(orig + r * row, row, inv_rms, uint32_t(r));
                 double ref = 0;
                 for (int64_t i = 0; i < row; ++i) ref += double(y[r * row + i]) * a[i / 32].d * a[i / 32].qs[i % 32];
                 const float got = vega::quant::dot_q8(t, qt.data + r * rb, a.data(), row);

@@ -52,6 +52,24 @@ inline std::vector<float> dequantize(GgmlType t, const void* q, int64_t n) {
     return y;
 }
 
+// rows x row elements of type t, row after row (each row_bytes(t, row) bytes) -> floats.
+inline std::vector<float> dequantize_rows(GgmlType t, const uint8_t* q, int64_t row, int64_t rows) {
+    const size_t rb = quant::row_bytes(t, row);
+    std::vector<float> y(static_cast<size_t>(row * rows));
+    for (int64_t r = 0; r < rows; ++r) quant::dequantize_row(t, q + size_t(r) * rb, y.data() + r * row, row);
+    return y;
+}
+
+// An activation row that correlates with weight row w (w * inv_rms plus N(0, 0.2)
+// noise from `seed`), quantized as matmul inputs are: what dot_q8 meets in a model.
+inline std::vector<BlockQ8Act> correlated_act(const float* w, int64_t row, float inv_rms, uint32_t seed) {
+    std::vector<float> ax = normal_data(row, seed, 0.0f, 0.2f);
+    for (int64_t i = 0; i < row; ++i) ax[size_t(i)] += w[i] * inv_rms;
+    std::vector<BlockQ8Act> a(size_t(row / QK_ACT));
+    quant::quantize_act_row(ax.data(), a.data(), row);
+    return a;
+}
+
 // sqrt(sum((a-b)^2)) in double.
 inline double l2_diff(const std::vector<float>& a, const std::vector<float>& b) {
     double s = 0;

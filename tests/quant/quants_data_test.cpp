@@ -66,8 +66,7 @@ TEST_P(QuantsFromLlamaCpp, DecodeAndDotOfTheirBlocks) {
         const size_t rb = vega::quant::row_bytes(t, row);
         const auto* orig = reinterpret_cast<const float*>(ft->data);
         const std::vector<float> x(orig, orig + n);
-        std::vector<float> y(static_cast<size_t>(n));
-        for (int64_t r = 0; r < rows; ++r) vega::quant::dequantize_row(t, qt.data + r * rb, y.data() + r * row, row);
+        const std::vector<float> y = vega::test::dequantize_rows(t, qt.data, row, rows);
         const double rel = vega::test::l2_diff(x, y) / vega::test::l2_norm(x);
         std::printf("  %-28s %-6s rel rms error of llama.cpp's blocks %.4f\n", qt.name.c_str(), type_name(t).c_str(), rel);
         EXPECT_LT(rel, c.max_rel) << qt.name;
@@ -75,11 +74,8 @@ TEST_P(QuantsFromLlamaCpp, DecodeAndDotOfTheirBlocks) {
         // Our quantizer on the same F32 rows: about as accurate as llama-quantize (RTN with a
         // scale search against its importance-weighted search; a bug gives errors ~1).
         std::vector<uint8_t> ours(rb * size_t(rows));
-        std::vector<float> z(static_cast<size_t>(n));
-        for (int64_t r = 0; r < rows; ++r) {
-            vega::quant::quantize_row(t, orig + r * row, ours.data() + r * rb, row);
-            vega::quant::dequantize_row(t, ours.data() + r * rb, z.data() + r * row, row);
-        }
+        for (int64_t r = 0; r < rows; ++r) vega::quant::quantize_row(t, orig + r * row, ours.data() + r * rb, row);
+        const std::vector<float> z = vega::test::dequantize_rows(t, ours.data(), row, rows);
         const double rel_ours = vega::test::l2_diff(x, z) / vega::test::l2_norm(x);
         std::printf("  %-28s %-6s rel rms error of ours %.4f\n", qt.name.c_str(), type_name(t).c_str(), rel_ours);
         EXPECT_LT(rel_ours, c.ours_vs_theirs * rel) << qt.name;
@@ -87,10 +83,7 @@ TEST_P(QuantsFromLlamaCpp, DecodeAndDotOfTheirBlocks) {
         ASSERT_TRUE(vega::quant::uses_q8_activations(t));
         const float inv_rms = float(std::sqrt(double(n)) / vega::test::l2_norm(x));
         for (int64_t r = 0; r < std::min<int64_t>(rows, 8); ++r) {
-            auto ax = vega::test::normal_data(row, uint32_t(r), 0.0f, 0.2f);
-            for (int64_t i = 0; i < row; ++i) ax[i] += orig[r * row + i] * inv_rms;
-            std::vector<vega::BlockQ8Act> a(size_t(row / 32));
-            vega::quant::quantize_act_row(ax.data(), a.data(), row);
+            const auto a = vega::test::correlated_act(orig + r * row, row, inv_rms, uint32_t(r));
             double ref = 0, abs_ref = 0;
             for (int64_t i = 0; i < row; ++i) {
                 const double p = double(y[r * row + i]) * a[i / 32].d * a[i / 32].qs[i % 32];
