@@ -18,11 +18,7 @@
 #include <cmath>
 #include <cstdint>
 
-#if defined(__CUDACC__) || defined(__HIPCC__)
-#define VEGA_HOST_DEVICE __host__ __device__ __forceinline__
-#else
-#define VEGA_HOST_DEVICE inline
-#endif
+#include "core/host_device.h"
 
 namespace vega {
 

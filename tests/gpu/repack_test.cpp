@@ -1,5 +1,6 @@
 // The GPU weight layout (repack.h) decodes to exactly what the reference
-// dequantizer gives for every quantized type, on random rows.
+// dequantizer gives for every quantized type, bit for bit, on random rows (through
+// repacked_elem, the decoder the GPU's embedding lookup runs too).
 #include <gtest/gtest.h>
 
 #include <cmath>
@@ -8,6 +9,7 @@
 
 #include "backend/gpu/repack.h"
 #include "quant/quant.h"
+#include "quant/type_table.h"
 
 namespace vega::gpu {
 namespace {
@@ -34,7 +36,7 @@ TEST_P(RepackTest, DecodesLikeReference) {
         quant::dequantize_row(t, src.data() + r * rb, ref.data(), n_in);
         dequantize_repacked_row(t, dst.data(), n_in, n_out, r, got.data());
         for (int64_t i = 0; i < n_in; ++i)
-            ASSERT_NEAR(got[i], ref[i], 1e-6f * (1.f + std::fabs(ref[i]))) << "row " << r << " elem " << i;
+            ASSERT_EQ(got[i], ref[i]) << "row " << r << " elem " << i;  // the same float arithmetic
     }
 }
 
@@ -63,6 +65,20 @@ TEST_P(RepackTest, ViewPlanesStayInsideTheBuffer) {
     else EXPECT_EQ(m.sb, nullptr) << "a type without super-blocks must not point at an sb plane";
 }
 
+// Every type the CPU computes with has a GPU format (a new type is not forgotten on the
+// GPU), and the GPU's packed codebooks are the type table's.
+TEST(RepackView, EveryQuantizedTypeHasAGpuFormat) {
+    for (int id = 0; id < 64; ++id) {
+        const GgmlType t = GgmlType(id);
+        const bool cpu = quant::with_weight_type(t, []<GgmlType>() {});
+        EXPECT_EQ(is_repacked(t), cpu) << (type_traits(t).name ? type_traits(t).name : "?");
+    }
+    for (int i = 0; i < 16; ++i) {
+        EXPECT_EQ(book_value(GpuBook::kIq4nl, i), quant::kIq4nlValues[i]) << i;
+        EXPECT_EQ(book_value(GpuBook::kMxfp4, i), quant::kMxfp4Values[i]) << i;
+    }
+}
+
 TEST(RepackView, FloatTypesKeepTheirRows) {
     static const uint8_t b = 0;
     const GpuMat m = gpu_mat_view(GgmlType::F16, 64, 3, &b);
@@ -74,7 +90,8 @@ TEST(RepackView, FloatTypesKeepTheirRows) {
 
 INSTANTIATE_TEST_SUITE_P(Types, RepackTest,
                          ::testing::Values(GgmlType::Q4_0, GgmlType::Q4_1, GgmlType::Q5_0, GgmlType::Q5_1, GgmlType::Q8_0,
-                                           GgmlType::Q4_K, GgmlType::Q5_K, GgmlType::Q6_K),
+                                           GgmlType::Q2_K, GgmlType::Q3_K, GgmlType::Q4_K, GgmlType::Q5_K,
+                                           GgmlType::Q6_K, GgmlType::IQ4_NL, GgmlType::IQ4_XS, GgmlType::MXFP4),
                          [](const auto& info) { return std::string(type_traits(info.param).name); });
 
 }  // namespace

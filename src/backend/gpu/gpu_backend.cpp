@@ -108,8 +108,7 @@ public:
         rt::stream_sync(stream_);
     }
 
-    // The repacked types and the float types; Q2_K, Q3_K, IQ4_NL, IQ4_XS, MXFP4 run on
-    // the CPU only so far (issue 26).
+    // The quantized types of the GPU's format table (gpu_mat.h) and the float types.
     bool supports_type(GgmlType t) const override {
         return type_traits(t).supported && (is_repacked(t) || is_float_type(t));
     }

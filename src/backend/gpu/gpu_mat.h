@@ -1,15 +1,23 @@
-// A weight matrix W [n_out][n_in] in the GPU layout (host and device safe).
+// A weight matrix W [n_out][n_in] in the GPU layout (host and device safe), and the
+// GPU's row of the weight-type table: how each quantized type's 32-element chunks
+// are stored in planes and what its codes and scale bits mean (GpuFormat). The
+// repacker, its host reference decoder and every kernel (quant_chunk.h, rows.cu,
+// matmul_mma.cu) read the format, not the type: a type is one gpu_format row (and
+// its scale bits in repack.cpp), its codes come from quant/type_table.h.
 //
 // Quantized types are repacked at upload into planes so that a lane reads one
-// 32-element chunk of a row with one 16-byte load (two for Q8_0):
-//   qs  [n_out][n_chunk][16]  4-bit values: byte i = elem i (low nibble) | elem i+16 (high)
-//       [n_out][n_chunk][32]  Q8_0: int8 elems 0..31
-//   qh  [n_out][n_chunk]      Q5_0/Q5_1/Q5_K: uint32, bit i = 5th bit of elem i
-//                             Q6_K: uint32 x2, 2 bits per elem (elems 0..15, 16..31)
-//   sc  [n_out][n_chunk]      Q4_0/Q5_0/Q8_0: f16 d; Q4_1/Q5_1: f16 d, f16 m;
-//                             Q4_K/Q5_K: u8 scale, u8 min; Q6_K: i8 scale (elems 0..15), i8 (16..31)
-//   sb  [n_out][n_chunk/8]    Q4_K/Q5_K: f16 d, f16 dmin; Q6_K: f16 d
-// Float types (F32/F16/BF16) keep their rows unchanged in qs.
+// 32-element chunk of a row with one load:
+//   qs  [n_out][n_chunk][qs]  the codes: kNibbles  16 B, byte i = code i | code i+16 << 4
+//                                        kBytes    32 B, int8 code i (Q8_0)
+//                                        kPairs     8 B, word h (elements 16h..16h+15):
+//                                                       bits 2k..2k+1 of byte b = element 16h + 4k + b
+//   qh  [n_out][n_chunk][qh]  high code bits: 4 B, bit i of element i (Q5_*: + 16; Q3_K: + 4),
+//                             or 8 B, 2 bits an element, elements 0..15 then 16..31 (Q6_K: + 16, + 32)
+//   sc  [n_out][n_chunk][sc]  the chunk's scale bits (GpuScales)
+//   sb  [n_out][n_chunk/8][sb] the super-block's f16 d (and dmin): K-quants, IQ4_XS
+// A code decodes to value (code - offset), or book[code] for codebook types; the
+// weight is that times the half's scale plus the half's min. Float types (F32/F16/
+// BF16) keep their rows unchanged in qs.
 #pragma once
 #include <cstddef>
 #include <cstdint>
@@ -33,18 +41,79 @@ struct PlaneSizes {
     int qs, qh, sc, sb;  // sb: bytes per 256-element super-block
 };
 
-constexpr PlaneSizes plane_sizes(GgmlType t) {
+enum class GpuCodes : uint8_t { kNone, kNibbles, kBytes, kPairs };
+enum class GpuBook : uint8_t { kNone, kIq4nl, kMxfp4 };  // quant/type_table.h's codebooks
+// What a chunk's scale bits (sc, and sb per super-block) hold:
+enum class GpuScales : uint8_t {
+    kNone,
+    kD,        // sc: f16 d                                     (both halves)
+    kDM,       // sc: f16 d, f16 m (min added)                  (both halves)
+    kK4,       // sc: u8 scale, u8 min; sb: f16 d, f16 dmin     d*scale, -dmin*min
+    kI8x2,     // sc: i8 scale of each half; sb: f16 d          d*scale[h]
+    kI8,       // sc: i8 scale (u16 slot); sb: f16 d            d*scale (both halves)
+    kQ2K,      // sc: byte per half (scale | min << 4); sb: f16 d, f16 dmin   d*scale[h], -dmin*min[h]
+    kE8M0,     // sc: u8 e (u16 slot); value 2^(e-128) (the doubled codebook's half)
+};
+
+struct GpuFormat {
+    PlaneSizes ps;
+    GpuCodes codes;
+    int high_bits;  // 0, 1 (qh bit per element) or 2 (Q6_K)
+    int high_at;    // the bit the high bits go to in a code: 4 (Q5_*, Q6_K) or 2 (Q3_K)
+    int offset;     // the code of value 0 (linear codes)
+    GpuBook book;
+    GpuScales scales;
+    // Per-half scales: the dot product sums each 16-element half apart.
+    constexpr bool split_halves() const { return scales == GpuScales::kI8x2 || scales == GpuScales::kQ2K; }
+    // Codes the dot4 takes as signed bytes (value = code - offset done on the bytes:
+    // per-half scales cannot fold an offset into the chunk's activation sum).
+    constexpr bool signed_codes() const { return split_halves() && offset != 0; }
+    constexpr bool has_min() const { return scales == GpuScales::kDM || scales == GpuScales::kK4 || scales == GpuScales::kQ2K; }
+};
+
+// The GPU's table of weight types (every quantized type the GPU computes with).
+constexpr GpuFormat gpu_format(GgmlType t) {
+    using C = GpuCodes;
+    using B = GpuBook;
+    using S = GpuScales;
     switch (t) {
-        case GgmlType::Q4_0: return {16, 0, 2, 0};
-        case GgmlType::Q4_1: return {16, 0, 4, 0};
-        case GgmlType::Q5_0: return {16, 4, 2, 0};
-        case GgmlType::Q5_1: return {16, 4, 4, 0};
-        case GgmlType::Q8_0: return {32, 0, 2, 0};
-        case GgmlType::Q4_K: return {16, 0, 2, 4};
-        case GgmlType::Q5_K: return {16, 4, 2, 4};
-        case GgmlType::Q6_K: return {16, 8, 2, 2};
-        default: return {0, 0, 0, 0};
+        case GgmlType::Q4_0: return {{16, 0, 2, 0}, C::kNibbles, 0, 0, 8, B::kNone, S::kD};
+        case GgmlType::Q4_1: return {{16, 0, 4, 0}, C::kNibbles, 0, 0, 0, B::kNone, S::kDM};
+        case GgmlType::Q5_0: return {{16, 4, 2, 0}, C::kNibbles, 1, 4, 16, B::kNone, S::kD};
+        case GgmlType::Q5_1: return {{16, 4, 4, 0}, C::kNibbles, 1, 4, 0, B::kNone, S::kDM};
+        case GgmlType::Q8_0: return {{32, 0, 2, 0}, C::kBytes, 0, 0, 0, B::kNone, S::kD};
+        case GgmlType::Q2_K: return {{8, 0, 2, 4}, C::kPairs, 0, 0, 0, B::kNone, S::kQ2K};
+        case GgmlType::Q3_K: return {{8, 4, 2, 2}, C::kPairs, 1, 2, 4, B::kNone, S::kI8x2};
+        case GgmlType::Q4_K: return {{16, 0, 2, 4}, C::kNibbles, 0, 0, 0, B::kNone, S::kK4};
+        case GgmlType::Q5_K: return {{16, 4, 2, 4}, C::kNibbles, 1, 4, 0, B::kNone, S::kK4};
+        case GgmlType::Q6_K: return {{16, 8, 2, 2}, C::kNibbles, 2, 4, 32, B::kNone, S::kI8x2};
+        case GgmlType::IQ4_NL: return {{16, 0, 2, 0}, C::kNibbles, 0, 0, 0, B::kIq4nl, S::kD};
+        case GgmlType::IQ4_XS: return {{16, 0, 2, 2}, C::kNibbles, 0, 0, 0, B::kIq4nl, S::kI8};
+        case GgmlType::MXFP4: return {{16, 0, 2, 0}, C::kNibbles, 0, 0, 0, B::kMxfp4, S::kE8M0};
+        default: return {{0, 0, 0, 0}, C::kNone, 0, 0, 0, B::kNone, S::kNone};
     }
+}
+
+// X(T) for every type of gpu_format: the kernels' dispatch switches.
+#define VEGA_GPU_QUANT_TYPES(X) \
+    X(Q4_0) X(Q4_1) X(Q5_0) X(Q5_1) X(Q8_0) X(Q2_K) X(Q3_K) X(Q4_K) X(Q5_K) X(Q6_K) X(IQ4_NL) X(IQ4_XS) X(MXFP4)
+
+constexpr PlaneSizes plane_sizes(GgmlType t) { return gpu_format(t).ps; }
+
+// A codebook's 16 int8 values as four little-endian words (byte j of word w is entry
+// 4w + j): quant/type_table.h's kIq4nlValues and kMxfp4Values (RepackTest checks).
+struct BookWords {
+    uint32_t w0, w1, w2, w3;
+};
+constexpr BookWords book_words(GpuBook b) {
+    return b == GpuBook::kIq4nl ? BookWords{0xBFAD9881u, 0xF6EADDCFu, 0x26190D01u, 0x71594535u}
+                                : BookWords{0x03020100u, 0x0C080604u, 0xFDFEFF00u, 0xF4F8FAFCu};
+}
+// Entry i of a codebook (scalar: the host reference, embedding rows).
+constexpr int book_value(GpuBook b, int i) {
+    const BookWords t = book_words(b);
+    const uint32_t w = (i & 12) == 0 ? t.w0 : (i & 12) == 4 ? t.w1 : (i & 12) == 8 ? t.w2 : t.w3;
+    return int(int8_t(uint8_t(w >> (8 * (i & 3)))));
 }
 
 }  // namespace vega::gpu

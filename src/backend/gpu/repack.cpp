@@ -5,8 +5,9 @@
 #include <thread>
 #include <vector>
 
+#include "backend/gpu/repacked_elem.h"
 #include "core/half.h"
-#include "quant/kscale.h"
+#include "quant/type_table.h"
 
 namespace vega::gpu {
 
@@ -36,95 +37,103 @@ Planes planes_of(GgmlType t, int64_t n_in, int64_t n_out, uint8_t* buf) {
 
 void put16(uint8_t* p, uint16_t v) { std::memcpy(p, &v, 2); }
 
-void repack_row(GgmlType t, const uint8_t* src, const Planes& P, int64_t r) {
-    const int64_t nc = P.n_chunk;
-    uint8_t v[32];
-    switch (t) {
-        case GgmlType::Q4_0:
-        case GgmlType::Q4_1:
-        case GgmlType::Q5_0:
-        case GgmlType::Q5_1: {
-            // These blocks already use the nibble order of the GPU layout.
-            const bool has_m = t == GgmlType::Q4_1 || t == GgmlType::Q5_1;
-            const bool has_h = t == GgmlType::Q5_0 || t == GgmlType::Q5_1;
-            const int bsz = type_traits(t).type_size;
-            for (int64_t c = 0; c < nc; ++c) {
-                const uint8_t* b = src + c * bsz;
-                int off = has_m ? 4 : 2;
-                std::memcpy(P.sc_at(r, c), b, size_t(off));  // d (, m)
-                if (has_h) {
-                    std::memcpy(P.qh_at(r, c), b + off, 4);
-                    off += 4;
-                }
-                std::memcpy(P.qs_at(r, c), b + off, 16);
-            }
-            break;
-        }
-        case GgmlType::Q8_0:
-            for (int64_t c = 0; c < nc; ++c) {
-                const auto* b = reinterpret_cast<const BlockQ8_0*>(src) + c;
-                put16(P.sc_at(r, c), b->d);
-                std::memcpy(P.qs_at(r, c), b->qs, 32);
-            }
-            break;
-        case GgmlType::Q4_K:
-        case GgmlType::Q5_K:
-            for (int64_t sbi = 0; sbi < nc / 8; ++sbi) {
-                const uint8_t *scales, *qs, *qh = nullptr;
-                uint16_t d, dmin;
-                if (t == GgmlType::Q4_K) {
-                    const auto* b = reinterpret_cast<const BlockQ4_K*>(src) + sbi;
-                    d = b->d, dmin = b->dmin, scales = b->scales, qs = b->qs;
-                } else {
-                    const auto* b = reinterpret_cast<const BlockQ5_K*>(src) + sbi;
-                    d = b->d, dmin = b->dmin, scales = b->scales, qs = b->qs, qh = b->qh;
-                }
-                uint8_t sc[8], m[8];
-                quant::unpack_scales_mins_k4(scales, sc, m);
-                for (int j = 0; j < 8; ++j) {
-                    const int64_t c = sbi * 8 + j;
-                    const int g = j / 2, hi = j % 2;  // 64-element group, which nibble
-                    uint32_t h = 0;
-                    for (int l = 0; l < 32; ++l) {
-                        v[l] = uint8_t(hi ? qs[32 * g + l] >> 4 : qs[32 * g + l] & 0xF);
-                        if (qh && (qh[l] >> j) & 1) h |= 1u << l;
-                    }
-                    pack_nibbles(v, P.qs_at(r, c));
-                    if (qh) std::memcpy(P.qh_at(r, c), &h, 4);
-                    P.sc_at(r, c)[0] = sc[j];
-                    P.sc_at(r, c)[1] = m[j];
-                }
-                uint8_t* s = P.sb_at(r, sbi * 8);
-                put16(s, d);
-                put16(s + 2, dmin);
-            }
-            break;
-        case GgmlType::Q6_K:
-            for (int64_t sbi = 0; sbi < nc / 8; ++sbi) {
-                const auto* b = reinterpret_cast<const BlockQ6_K*>(src) + sbi;
-                for (int j = 0; j < 8; ++j) {
-                    const int64_t c = sbi * 8 + j;
-                    uint32_t h[2] = {0, 0};
-                    for (int i = 0; i < 32; ++i) {
-                        const int e = 32 * j + i;  // element in the super-block
-                        const int n = e / 128, q = (e % 128) / 32, l = e % 32;
-                        const uint8_t lo = uint8_t((b->ql[64 * n + l + 32 * (q & 1)] >> (4 * (q >> 1))) & 0xF);
-                        const uint32_t hb = (b->qh[32 * n + l] >> (2 * q)) & 3u;
-                        v[i] = lo;
-                        h[i / 16] |= hb << (2 * (i % 16));
-                    }
-                    pack_nibbles(v, P.qs_at(r, c));
-                    std::memcpy(P.qh_at(r, c), h, 8);
-                    P.sc_at(r, c)[0] = uint8_t(b->scales[2 * j]);
-                    P.sc_at(r, c)[1] = uint8_t(b->scales[2 * j + 1]);
-                }
-                put16(P.sb_at(r, sbi * 8), b->d);
-            }
-            break;
-        default:
-            break;
+// A chunk's scale bits in the GPU layout (GpuScales): sc of chunk c; sb, the
+// super-block's, written with its first chunk. The one per-type piece of the repacker.
+template <GgmlType T>
+void scale_bits(const typename quant::WeightType<T>::Block& b, int c, uint8_t* sc, uint8_t* sb) {
+    using quant::WeightType;
+    constexpr GgmlType t = T;
+    if constexpr (t == GgmlType::Q4_0 || t == GgmlType::Q5_0 || t == GgmlType::Q8_0 || t == GgmlType::IQ4_NL) {
+        put16(sc, b.d);
+    } else if constexpr (t == GgmlType::Q4_1 || t == GgmlType::Q5_1) {
+        put16(sc, b.d), put16(sc + 2, b.m);
+    } else if constexpr (t == GgmlType::Q4_K || t == GgmlType::Q5_K) {
+        quant::get_scale_min_k4(c, b.scales, &sc[0], &sc[1]);
+        put16(sb, b.d), put16(sb + 2, b.dmin);
+    } else if constexpr (t == GgmlType::Q6_K) {
+        sc[0] = uint8_t(b.scales[2 * c]), sc[1] = uint8_t(b.scales[2 * c + 1]);
+        put16(sb, b.d);
+    } else if constexpr (t == GgmlType::Q2_K) {
+        sc[0] = b.scales[2 * c], sc[1] = b.scales[2 * c + 1];
+        put16(sb, b.d), put16(sb + 2, b.dmin);
+    } else if constexpr (t == GgmlType::Q3_K) {
+        sc[0] = uint8_t(int8_t(WeightType<t>::scale(b, 2 * c))), sc[1] = uint8_t(int8_t(WeightType<t>::scale(b, 2 * c + 1)));
+        put16(sb, b.d);
+    } else if constexpr (t == GgmlType::IQ4_XS) {
+        sc[0] = uint8_t(int8_t(WeightType<t>::scale(b, c))), sc[1] = 0;
+        put16(sb, b.d);
+    } else if constexpr (t == GgmlType::MXFP4) {
+        sc[0] = b.e, sc[1] = 0;
+    } else {
+        static_assert(t == GgmlType::Q4_0, "a GPU type without scale bits");
     }
 }
+
+// Codebook value -> its index (the codes the GPU stores; MXFP4's -0 becomes +0's index).
+struct BookIndex {
+    int8_t idx[256];
+    explicit BookIndex(GpuBook b) {
+        for (int i = 15; i >= 0; --i) idx[uint8_t(int8_t(book_value(b, i)))] = int8_t(i);
+    }
+};
+
+// Row r: each chunk's codes from the type table's decode (quant/type_table.h), stored
+// as gpu_format(T) says, and its scale bits.
+template <GgmlType T>
+void repack_row_t(const uint8_t* src, const Planes& P, int64_t r) {
+    using WT = quant::WeightType<T>;
+    constexpr GpuFormat f = gpu_format(T);
+    static const BookIndex book(f.book == GpuBook::kNone ? GpuBook::kIq4nl : f.book);
+    const auto* blocks = reinterpret_cast<const typename WT::Block*>(src);
+    quant::ChunkCodes cc;
+    uint8_t q[32];
+    for (int64_t c = 0; c < P.n_chunk; ++c) {
+        const auto& b = blocks[c / WT::kChunks];
+        const int cb = int(c % WT::kChunks);
+        WT::decode(b, cb, cc);
+        for (int i = 0; i < 32; ++i) q[i] = f.book != GpuBook::kNone ? uint8_t(book.idx[uint8_t(cc.q[i])]) : uint8_t(cc.q[i] + f.offset);
+        uint8_t* qs = P.qs_at(r, c);
+        if constexpr (f.codes == GpuCodes::kBytes) {
+            std::memcpy(qs, q, 32);
+        } else if constexpr (f.codes == GpuCodes::kNibbles) {
+            pack_nibbles(q, qs);
+        } else {  // kPairs: word h, byte b, bits 2k = element 16h + 4k + b
+            std::memset(qs, 0, 8);
+            for (int i = 0; i < 32; ++i) qs[4 * (i / 16) + i % 4] |= uint8_t((q[i] & 3) << (2 * ((i % 16) / 4)));
+        }
+        if constexpr (f.high_bits == 1) {
+            uint32_t h = 0;
+            for (int i = 0; i < 32; ++i) h |= uint32_t((q[i] >> f.high_at) & 1) << i;
+            std::memcpy(P.qh_at(r, c), &h, 4);
+        } else if constexpr (f.high_bits == 2) {
+            uint32_t h[2] = {0, 0};
+            for (int i = 0; i < 32; ++i) h[i / 16] |= uint32_t((q[i] >> f.high_at) & 3) << (2 * (i % 16));
+            std::memcpy(P.qh_at(r, c), h, 8);
+        }
+        uint8_t sb_unused[4];
+        scale_bits<T>(b, cb, P.sc_at(r, c), f.ps.sb ? P.sb_at(r, c) : sb_unused);
+    }
+}
+
+void repack_row(GgmlType t, const uint8_t* src, const Planes& P, int64_t r) {
+    switch (t) {
+#define VEGA_REPACK_CASE(TT) \
+    case GgmlType::TT: return repack_row_t<GgmlType::TT>(src, P, r);
+        VEGA_GPU_QUANT_TYPES(VEGA_REPACK_CASE)
+#undef VEGA_REPACK_CASE
+        default: break;
+    }
+}
+
+// The host's bit conversions for repacked_elem.
+struct HostConv {
+    float f16(uint16_t h) const { return f16_to_f32(h); }
+    float bits(uint32_t u) const {
+        float f;
+        std::memcpy(&f, &u, 4);
+        return f;
+    }
+};
 
 }  // namespace
 
@@ -188,44 +197,9 @@ void repack_matrix(GgmlType t, const void* src, int64_t n_in, int64_t n_out, uin
 }
 
 void dequantize_repacked_row(GgmlType t, const uint8_t* buf, int64_t n_in, int64_t n_out, int64_t row, float* out) {
-    const Planes P = planes_of(t, n_in, n_out, const_cast<uint8_t*>(buf));
-    auto h16 = [](const uint8_t* p) {
-        uint16_t v;
-        std::memcpy(&v, p, 2);
-        return f16_to_f32(v);
-    };
-    for (int64_t c = 0; c < P.n_chunk; ++c) {
-        const uint8_t* qs = P.qs_at(row, c);
-        uint32_t qh[2] = {0, 0};
-        if (P.ps.qh) std::memcpy(qh, P.qh_at(row, c), size_t(P.ps.qh));
-        const uint8_t* sc = P.sc_at(row, c);
-        for (int i = 0; i < 32; ++i) {
-            const int nib = i < 16 ? qs[i] & 0xF : qs[i - 16] >> 4;
-            const int h5 = int((qh[0] >> i) & 1) << 4;
-            float y = 0.f;
-            switch (t) {
-                case GgmlType::Q4_0: y = h16(sc) * float(nib - 8); break;
-                case GgmlType::Q4_1: y = h16(sc) * float(nib) + h16(sc + 2); break;
-                case GgmlType::Q5_0: y = h16(sc) * float((nib | h5) - 16); break;
-                case GgmlType::Q5_1: y = h16(sc) * float(nib | h5) + h16(sc + 2); break;
-                case GgmlType::Q8_0: y = h16(sc) * float(int8_t(qs[i])); break;
-                case GgmlType::Q4_K:
-                case GgmlType::Q5_K: {
-                    const uint8_t* sb = P.sb_at(row, c);
-                    const int q = t == GgmlType::Q4_K ? nib : (nib | h5);
-                    y = h16(sb) * float(sc[0]) * float(q) - h16(sb + 2) * float(sc[1]);
-                    break;
-                }
-                case GgmlType::Q6_K: {
-                    const int h2 = int((qh[i / 16] >> (2 * (i % 16))) & 3);
-                    y = h16(P.sb_at(row, c)) * float(int8_t(sc[i / 16])) * float((nib | (h2 << 4)) - 32);
-                    break;
-                }
-                default: break;
-            }
-            out[c * 32 + i] = y;
-        }
-    }
+    const GpuFormat f = gpu_format(t);
+    const GpuMat W = gpu_mat_view(t, n_in, n_out, buf);
+    for (int64_t i = 0; i < n_in; ++i) out[i] = repacked_elem(f, W, row, i, HostConv{});
 }
 
 }  // namespace vega::gpu

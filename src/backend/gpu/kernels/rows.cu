@@ -9,6 +9,7 @@
 #include "backend/gpu/kernels/q8_chunk.h"
 #include "backend/gpu/launch.h"
 #include "backend/gpu/ops.h"
+#include "backend/gpu/repacked_elem.h"
 #include "backend/gpu/runtime.h"
 #include "backend/gpu/wave.h"
 #include "backend/gpu/kernels/norm.h"
@@ -30,42 +31,20 @@ __device__ __forceinline__ void store_f16x4(uint16_t* h, float d, int q0, int q1
     *reinterpret_cast<uint2*>(h) = make_uint2(lo, hi);
 }
 
-// Element i of row `row` of a weight in the GPU layout (scalar; for lookups).
+// The device's bit conversions for repacked_elem.
+struct DeviceConv {
+    __device__ float f16(uint16_t h) const { return h2f(h); }
+    __device__ float bits(uint32_t u) const { return __uint_as_float(u); }
+};
+
+// Element i of row `row` of a weight in the GPU layout (scalar; for lookups): the
+// host reference decoder's function (repacked_elem.h), on the type's GpuFormat.
 __device__ float weight_elem(const GpuMat& W, int64_t row, int64_t i) {
     switch (W.type) {
         case GgmlType::F32: return reinterpret_cast<const float*>(W.qs)[row * W.n_in + i];
         case GgmlType::F16: return h2f(reinterpret_cast<const uint16_t*>(W.qs)[row * W.n_in + i]);
         case GgmlType::BF16: return bf2f(reinterpret_cast<const uint16_t*>(W.qs)[row * W.n_in + i]);
-        default: break;
-    }
-    const int64_t c = i / 32, ch = row * W.n_chunk + c;
-    const int e = int(i % 32);
-    const uint16_t* sc16 = reinterpret_cast<const uint16_t*>(W.sc);
-    if (W.type == GgmlType::Q8_0) return h2f(sc16[ch]) * float(int8_t(W.qs[ch * 32 + e]));
-    const uint8_t b = W.qs[ch * 16 + (e % 16)];
-    const int nib = e < 16 ? (b & 0xF) : (b >> 4);
-    // The 5th bit: Q5_* only (Q6_K's qh plane holds 2 bits an element, read below).
-    const bool has_h5 = W.type == GgmlType::Q5_0 || W.type == GgmlType::Q5_1 || W.type == GgmlType::Q5_K;
-    const int h5 = has_h5 ? int((reinterpret_cast<const uint32_t*>(W.qh)[ch] >> e) & 1) << 4 : 0;
-    const int64_t sbi = row * (W.n_chunk / 8) + c / 8;
-    switch (W.type) {
-        case GgmlType::Q4_0: return h2f(sc16[ch]) * float(nib - 8);
-        case GgmlType::Q4_1: return h2f(sc16[2 * ch]) * float(nib) + h2f(sc16[2 * ch + 1]);
-        case GgmlType::Q5_0: return h2f(sc16[ch]) * float((nib | h5) - 16);
-        case GgmlType::Q5_1: return h2f(sc16[2 * ch]) * float(nib | h5) + h2f(sc16[2 * ch + 1]);
-        case GgmlType::Q4_K:
-        case GgmlType::Q5_K: {
-            const uint16_t* sb = reinterpret_cast<const uint16_t*>(W.sb) + 2 * sbi;
-            const int q = W.type == GgmlType::Q4_K ? nib : (nib | h5);
-            return h2f(sb[0]) * float(W.sc[2 * ch]) * float(q) - h2f(sb[1]) * float(W.sc[2 * ch + 1]);
-        }
-        case GgmlType::Q6_K: {
-            const uint32_t h = reinterpret_cast<const uint32_t*>(W.qh)[2 * ch + e / 16];
-            const int q = nib | int((h >> (2 * (e % 16))) & 3) << 4;
-            return h2f(reinterpret_cast<const uint16_t*>(W.sb)[sbi]) * float(int8_t(W.sc[2 * ch + e / 16])) *
-                   float(q - 32);
-        }
-        default: return 0.f;
+        default: return repacked_elem(gpu_format(W.type), W, row, i, DeviceConv{});
     }
 }
 
