@@ -87,16 +87,6 @@ Tolerance tolerance_for(const RefCase& c, const std::string& model) {
 
 class ReferenceTest : public ::testing::TestWithParam<RefCase> {};
 
-// The quants/ types (Q2_K, Q3_K, IQ4_NL, IQ4_XS, MXFP4) run on the CPU; the GPU backend
-// does not take them yet (issue 26). On a GPU device the test checks that refusal: one
-// line at load naming the tensor, its type and --device cpu.
-bool gpu_refuses(const RefCase& c) { return c.ref_dir == "quants" && test_device() != "cpu"; }
-void expect_gpu_refusal(const CmdResult& r) {
-    EXPECT_NE(r.exit_code, 0);
-    EXPECT_NE(r.err.find("backend does not support yet"), std::string::npos) << r.err;
-    EXPECT_NE(r.err.find("--device cpu"), std::string::npos) << r.err;
-}
-
 TEST_P(ReferenceTest, EvalLogitsMatchEveryRow) {
     VEGA_REQUIRE_TEST_DATA();
     const RefCase& c = GetParam();
@@ -107,7 +97,6 @@ TEST_P(ReferenceTest, EvalLogitsMatchEveryRow) {
     const CmdResult r = run_vega("eval -q -m " + quote(data_file(c.model_dir + "/" + model)) + " --tokens-file " +
                                  quote(data_file(c.ref(".tokens.txt"))) + " --logits-out " +
                                  quote(out) + " --kv-type " + tol.kv + " --device " + test_device() + " -t 2");
-    if (gpu_refuses(c)) return expect_gpu_refusal(r);
     ASSERT_EQ(r.exit_code, 0) << r.err;
     const std::vector<float> ref = read_f32(data_file(c.ref(".logits.f32")));
     const std::vector<float> got = read_f32(out);
@@ -146,7 +135,6 @@ TEST_P(ReferenceTest, GreedyRunReproducesTokens) {
     const CmdResult r = run_vega("run -q -m " + quote(data_file(c.model_dir + "/" + model)) + " -p " + quote(prompt) + " -n " +
                                  std::to_string(n) + " --temp 0 --ignore-eos --ids-out " + quote(ids) + " --kv-type " +
                                  tol.kv + " --device " + test_device() + " -t 2");
-    if (gpu_refuses(c)) return expect_gpu_refusal(r);
     ASSERT_EQ(r.exit_code, 0) << r.err;
     const auto ref = read_token_lines(data_file(c.ref(".tokens.txt")));
     const auto got = read_token_lines(ids);

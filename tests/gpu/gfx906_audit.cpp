@@ -581,8 +581,9 @@ int main(int argc, char** argv) {
           << "attention kernels) no hot-loop checks declared. Floors and checks are declared next to the kernels as\n"
           << "`// @audit kernel=<glob> min_waves=N expect=... loop_...` lines; where a kernel is below issue 10's\n"
           << "targets, its declared check holds today's level and the comment beside it says so.\n"
-          << "Template arguments: (GgmlType)N is the GGML type id (2 Q4_0, 3 Q4_1, 6 Q5_0, 7 Q5_1, 8 Q8_0, 12 Q4_K,\n"
-          << "13 Q5_K, 14 Q6_K, 0 F32, 1 F16, 30 BF16), then activation rows per block, then the fused SwiGLU flag.\n\n"
+          << "Template arguments: (GgmlType)N is the GGML type id (2 Q4_0, 3 Q4_1, 6 Q5_0, 7 Q5_1, 8 Q8_0, 10 Q2_K,\n"
+          << "11 Q3_K, 12 Q4_K, 13 Q5_K, 14 Q6_K, 20 IQ4_NL, 23 IQ4_XS, 39 MXFP4, 0 F32, 1 F16, 30 BF16), then\n"
+          << "activation rows per block, then the fused SwiGLU flag.\n\n"
           << rows.size() << " kernels, " << failures.size() << " failures.\n\n"
           << table.str();
         std::printf("audit: wrote %s\n", md.c_str());

@@ -51,9 +51,10 @@ double nmse(const std::vector<float>& g, const std::vector<float>& c) {
     return den > 0 ? num / den : num;
 }
 
-const GgmlType kMatTypes[] = {GgmlType::F32,  GgmlType::F16,  GgmlType::BF16, GgmlType::Q4_0,
-                              GgmlType::Q4_1, GgmlType::Q5_0, GgmlType::Q5_1, GgmlType::Q8_0,
-                              GgmlType::Q4_K, GgmlType::Q5_K, GgmlType::Q6_K};
+const GgmlType kMatTypes[] = {GgmlType::F32,  GgmlType::F16,    GgmlType::BF16,   GgmlType::Q4_0, GgmlType::Q4_1,
+                              GgmlType::Q5_0, GgmlType::Q5_1,   GgmlType::Q8_0,   GgmlType::Q2_K, GgmlType::Q3_K,
+                              GgmlType::Q4_K, GgmlType::Q5_K,   GgmlType::Q6_K,   GgmlType::IQ4_NL,
+                              GgmlType::IQ4_XS, GgmlType::MXFP4};
 
 // As parity_test.cpp for the dense matmul of the same type (the expert kernels are
 // matvecs over the same q8 activations, or the f32 input rounded to the type).
@@ -748,7 +749,8 @@ TEST_F(MoeParity, MatmulExpertsManyExperts) {
 
 // 512 rows of 8 of 128 experts: 4096 (row, slot) pairs, ~40 per chosen expert.
 TEST_F(MoeParity, MatmulExperts512Rows) {
-    for (GgmlType t : {GgmlType::Q4_0, GgmlType::Q8_0, GgmlType::Q4_K, GgmlType::Q6_K, GgmlType::F16})
+    for (GgmlType t : {GgmlType::Q4_0, GgmlType::Q8_0, GgmlType::Q4_K, GgmlType::Q6_K, GgmlType::F16, GgmlType::MXFP4,
+                       GgmlType::Q2_K})
         experts_case(t, t, 512, 128, 128, 8, {512});
 }
 

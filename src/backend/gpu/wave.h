@@ -59,6 +59,55 @@ __device__ __forceinline__ int dot4_i8(int a, int b, int acc) {
 #endif
 }
 
+// gfx906's v_perm_b32 for byte selectors 0..7 (the only ones vega passes): byte i of the
+// result is byte sel_i of the 8 bytes {s1 (bytes 0..3), s0 (bytes 4..7)}. The emulation
+// build computes it with prmt.
+__device__ __forceinline__ uint32_t perm_b32(uint32_t s0, uint32_t s1, uint32_t sel) {
+#if defined(VEGA_GPU_HIP)
+    return __builtin_amdgcn_perm(s0, s1, sel);
+#else
+    const uint32_t s16 = (sel & 7u) | ((sel >> 4) & 0x70u) | ((sel >> 8) & 0x700u) | ((sel >> 12) & 0x7000u);
+    return __byte_perm(s1, s0, s16);
+#endif
+}
+
+// A 16-entry int8 codebook (gpu_mat.h BookWords) applied to the 8 nibbles of q, a
+// 4-bit chunk word (byte j = code of element j | code of element 16 + j << 4, as
+// quant_chunk.h's codes): lo = the entries of the low nibbles, hi of the high ones.
+// gfx906: per four codes (one a byte) one v_perm_b32 per 8-entry half and a v_bfi on
+// each code's bit 3 (its byte mask: 4 full-rate ALU ops). NVIDIA: prmt takes 4-bit
+// selectors, so q's own nibbles select (elements j, 16+j, j+1, 17+j per 16 bits: four
+// lookups for 8 codes), prmt's sign mode makes the bit-3 masks, and two prmt restore
+// element order: about 16 instructions for 8 codes.
+__device__ __forceinline__ void lookup16x8(uint32_t q, uint32_t w0, uint32_t w1, uint32_t w2, uint32_t w3, uint32_t* lo,
+                                           uint32_t* hi) {
+#if defined(VEGA_GPU_GFX906_ISA)
+    auto four = [&](uint32_t n) {  // n: one code per byte, 0..15
+        const uint32_t sel = n & 0x07070707u;
+        const uint32_t a = perm_b32(w1, w0, sel), b = perm_b32(w3, w2, sel);
+        const uint32_t m = n & 0x08080808u;
+        const uint32_t upper = (m << 5) - (m >> 3);  // 0xFF in the bytes of codes 8..15 (no borrows)
+        return (b & upper) | (a & ~upper);
+    };
+    *lo = four(q & 0x0F0F0F0Fu);
+    *hi = four((q >> 4) & 0x0F0F0F0Fu);
+#else
+    auto prmt = [](uint32_t a, uint32_t b, uint32_t c) {  // prmt.b32 default mode (selector bit 3: sign)
+        uint32_t d;
+        asm("prmt.b32 %0, %1, %2, %3;" : "=r"(d) : "r"(a), "r"(b), "r"(c));
+        return d;
+    };
+    const uint32_t sa = q & 0x7777u, sb = (q >> 16) & 0x7777u;  // elements (0, 16, 1, 17), (2, 18, 3, 19)
+    const uint32_t la = prmt(w0, w1, sa), ua = prmt(w2, w3, sa);
+    const uint32_t lb = prmt(w0, w1, sb), ub = prmt(w2, w3, sb);
+    // bit 3 of nibble i is the sign of byte 0/1 of q << 4 (i = 0, 2) or of q (i = 1, 3)
+    const uint32_t ma = prmt(q << 4, q, 0xD9C8u), mb = prmt(q >> 12, q >> 16, 0xD9C8u);
+    const uint32_t ra = (ua & ma) | (la & ~ma), rb = (ub & mb) | (lb & ~mb);
+    *lo = prmt(ra, rb, 0x6420u);
+    *hi = prmt(ra, rb, 0x7531u);
+#endif
+}
+
 // f16 / bf16 bits -> float.
 __device__ __forceinline__ float h2f(uint16_t h) {
 #if defined(VEGA_GPU_HIP)

@@ -12,8 +12,18 @@ constexpr int kMatvecUnroll = 2;      // 16-byte weight loads in flight per lane
 // min = max for decode: without the cap it trades the loads in flight for 5-6
 // waves, 6 round trips per iteration instead of 1). Batch kernels of 8 rows and
 // the 4-row gate/up kernels spill at 64 VGPRs: 3.
-constexpr int matvec_waves(int act_rows, bool swiglu) {
+constexpr int matvec_waves(int act_rows, bool swiglu, GgmlType t = GgmlType::Q4_0) {
+    // Q2_K's 8-row gate/up also holds the activations' per-half sums: at 3 waves (84
+    // VGPRs) it spilled 16 B a lane (audit), so 2 (and matvec_waves_max 2).
+    if (t == GgmlType::Q2_K && act_rows == 8 && swiglu) return 2;
     return act_rows == 1 ? 4 : act_rows == 8 || (act_rows == 4 && swiglu) ? 3 : 4;
+}
+// The most waves per SIMD the compiler may aim for (more: fewer VGPRs each): decode keeps
+// its floor; batches up to 10, except Q2_K's 8-row gate/up, which spilled when the
+// compiler aimed higher than its floor of 2.
+constexpr int matvec_waves_max(int act_rows, bool swiglu, GgmlType t = GgmlType::Q4_0) {
+    const bool pinned = act_rows == 1 || (t == GgmlType::Q2_K && act_rows == 8 && swiglu);
+    return pinned ? matvec_waves(act_rows, swiglu, t) : 10;
 }
 // Waves of a block-epilogue block (one 32-row chunk of the output): 8, each taking
 // 32 / (8 x rows per wave) row sets in turn (4 for 1 row per wave). 32 / R waves

@@ -7,7 +7,8 @@ namespace vega::gpu::arch {
 constexpr int kWave = 32;             // lanes per warp
 constexpr int kMatvecWaves = 4;       // warps (= output rows) per matvec block
 constexpr int kMatvecUnroll = 4;      // 16-byte weight loads in flight per lane before first use
-constexpr int matvec_waves(int, bool) { return 1; }  // (register budget hint: gfx906 only)
+constexpr int matvec_waves(int, bool, GgmlType = GgmlType::Q4_0) { return 1; }
+constexpr int matvec_waves_max(int, bool, GgmlType = GgmlType::Q4_0) { return 1; }  // (register budget hint: gfx906 only)
 constexpr int epi_waves(int rows_per_wave) { return 32 / rows_per_wave; }  // a block epilogue: its 32-row chunk in one pass
 constexpr int kRowThreads = 256;
 constexpr int kPrepThreads = 1024;    // prep_fast_k: 4096 elements with one float4 a thread

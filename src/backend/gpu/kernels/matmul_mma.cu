@@ -97,7 +97,7 @@ struct Reduce {
 // bytes read per weight byte; for launches with enough row tiles).
 template <GgmlType T, int MT, int NT, int WM>
 struct Ring {
-    static constexpr PlaneSizes kPs = plane_sizes(T);
+    static constexpr PlaneSizes kPs = kFmt<T>.ps;
     static constexpr int kRows = WM * MT * kMmaM, kCols = NT * 8;
     static constexpr int kWarps = arch::mma_warps(kCols);
     static constexpr int kWK = kWarps / WM;  // warps per row group
@@ -284,53 +284,70 @@ struct Copies {
     }
 };
 
-// Weight codes minus this offset, times the chunk's scale, plus its min, are the
-// weights (codes: quant_chunk.h, Q8_0's bytes made unsigned by flipping bit 7).
+// Weight codes minus this offset, times the half's scale, plus its min, are the
+// weights (codes: quant_chunk.h; Q8_0's bytes and codebook values made unsigned by
+// flipping bit 7).
 template <GgmlType T>
 constexpr int code_offset() {
-    return T == GgmlType::Q4_0 ? 8 : T == GgmlType::Q5_0 ? 16 : T == GgmlType::Q8_0 ? 128 : T == GgmlType::Q6_K ? 32 : 0;
+    constexpr GpuFormat F = kFmt<T>;
+    return F.codes == GpuCodes::kBytes || F.book != GpuBook::kNone ? 128 : F.offset;
 }
 
 __device__ __forceinline__ uint32_t splat_f16(uint32_t bits16) { return (bits16 & 0xFFFFu) * 0x10001u; }
 
 // Chunk k (of this warp's kU in the stage) of a shared row, from the row's scale
 // words w (the warp's chunks' sc bytes, one load) and sb entry: its f16 scales as
-// half2 splats, s0 for elements 0..15, s1 for 16..31 (they differ for Q6_K only),
-// and the min m (Q4_1, Q5_1: +m; Q4_K, Q5_K: -dmin * m; else 0).
+// half2 splats, s0 for elements 0..15, s1 for 16..31, and the halves' mins m0, m1
+// (kDM: +m; kK4, kQ2K: -dmin * min; else 0).
 template <GgmlType T, int MT, int NT, int WM>
 __device__ __forceinline__ void ring_scales(const uint32_t* w, uint32_t sb, int k, uint32_t& s0, uint32_t& s1,
-                                            uint32_t& m) {
+                                            uint32_t& m0, uint32_t& m1) {
     using L = Ring<T, MT, NT, WM>;
+    constexpr GpuFormat F = kFmt<T>;
     const uint32_t sc = L::kPs.sc == 4 ? w[k] : (w[k / 2] >> (16 * (k & 1))) & 0xFFFFu;
-    m = 0;
-    if constexpr (T == GgmlType::Q4_0 || T == GgmlType::Q5_0 || T == GgmlType::Q8_0) {
+    m0 = m1 = 0;
+    if constexpr (F.scales == GpuScales::kD) {
         s0 = s1 = splat_f16(sc);  // d is stored as f16
-    } else if constexpr (T == GgmlType::Q4_1 || T == GgmlType::Q5_1) {
-        s0 = s1 = splat_f16(sc), m = splat_f16(sc >> 16);
+    } else if constexpr (F.scales == GpuScales::kDM) {
+        s0 = s1 = splat_f16(sc), m0 = m1 = splat_f16(sc >> 16);
     } else {
-        float f0, f1;
-        decode_scales<T>(sc, sb, &f0, &f1);
-        if constexpr (T == GgmlType::Q6_K) {
+        float f0, f1, g0, g1;
+        decode_scales<T>(sc, sb, &f0, &f1, &g0, &g1);
+        if constexpr (F.split_halves()) {
             s0 = splat_f16(f2h(f0)), s1 = splat_f16(f2h(f1));
+            if constexpr (F.has_min()) m0 = splat_f16(f2h(-g0)), m1 = splat_f16(f2h(-g1));
         } else {
-            s0 = s1 = splat_f16(f2h(f0)), m = splat_f16(f2h(-f1));
+            s0 = s1 = splat_f16(f2h(f0));
+            if constexpr (F.has_min()) m0 = m1 = splat_f16(f2h(-g0));
         }
     }
 }
 
 // Chunk cl of shared row r: lane t's codes of elements 4t.. (lo) and 16+4t.. (hi),
-// from the row's qs word w and its high-bit planes.
+// unsigned with code_offset: 4-bit codes from the row's qs word w (ldmatrix), 2-bit
+// codes from the chunk's two words (one 8-byte shared load; the 4 lanes of a row
+// read the same address), with their high-bit planes; codebook entries by lookup16.
 template <GgmlType T, int MT, int NT, int WM>
 __device__ __forceinline__ void ring_codes(const unsigned char* slot, int r, int cl, int t, uint32_t w, uint32_t* lo,
                                            uint32_t* hi) {
     using L = Ring<T, MT, NT, WM>;
+    constexpr GpuFormat F = kFmt<T>;
     uint32_t h0 = 0, h1 = 0;
     if constexpr (L::kPs.qh == 4) h0 = reinterpret_cast<const uint32_t*>(slot + L::kQh + r * L::kQhStride)[cl];
     if constexpr (L::kPs.qh == 8) {
         const uint2 h = reinterpret_cast<const uint2*>(slot + L::kQh + r * L::kQhStride)[cl];
         h0 = h.x, h1 = h.y;
     }
-    codes<T>(w, h0, h1, t, lo, hi);
+    if constexpr (F.book != GpuBook::kNone) {
+        book_values<T>(w, lo, hi);
+        *lo ^= 0x80808080u, *hi ^= 0x80808080u;
+    } else if constexpr (F.codes == GpuCodes::kPairs) {
+        (void)w;
+        const uint2 q = *reinterpret_cast<const uint2*>(slot + r * L::kWqStride + cl * 8);
+        codes<T>(q.x, q.y, h0, h1, t, lo, hi);
+    } else {
+        codes<T>(w, 0u, h0, h1, t, lo, hi);
+    }
 }
 
 // Four codes (the bytes of u) -> f16 weights (w0, w1) and (w2, w3), half2 bit
@@ -349,6 +366,22 @@ __device__ __forceinline__ void dequant4(uint32_t u, uint32_t s, uint32_t m, uin
 #else
     (void)u, (void)s, (void)m, w01 = w23 = 0;  // never launched (mma_device_ok)
 #endif
+}
+
+// Q2_K: each weight code * d*scale - dmin*min in f32 (exact: 2-bit codes, 4-bit scale
+// and min, f16 d and dmin), rounded once to f16. dequant4's f16 scale and min would round
+// both first: an error shared by the 16 weights of a half, which with Q2_K's large mins
+// moved a two-layer block 30x further from the CPU than the other types (parity test).
+// w[0..3]: elements 4t.. as (w0, w1), (w2, w3); w[4..7] the same from 16.
+template <GgmlType T>
+__device__ __forceinline__ void dequant4_q2k(const uint32_t* scw, uint32_t sb, int k, uint32_t lo, uint32_t hi,
+                                             uint32_t& a0, uint32_t& a1, uint32_t& a2, uint32_t& a3) {
+    const uint32_t sc = (scw[k / 2] >> (16 * (k & 1))) & 0xFFFFu;
+    float f0, f1, g0, g1;
+    decode_scales<T>(sc, sb, &f0, &f1, &g0, &g1);
+    auto w = [](uint32_t u, int i, float f, float g) { return fmaf(float((u >> (8 * i)) & 0xFFu), f, -g); };
+    a0 = pack_h2(w(lo, 0, f0, g0), w(lo, 1, f0, g0)), a1 = pack_h2(w(lo, 2, f0, g0), w(lo, 3, f0, g0));
+    a2 = pack_h2(w(hi, 0, f1, g1), w(hi, 1, f1, g1)), a3 = pack_h2(w(hi, 2, f1, g1), w(hi, 3, f1, g1));
 }
 
 // This warp's chunks of stage st of a tile (kU from warp * kU) into acc[mt][nt]
@@ -395,13 +428,16 @@ __device__ __forceinline__ void compute_stage(const unsigned char* slot, SmemAdd
         // A words of rows mt*16 + g and + 8: 4-bit types one qs word each (one ldmatrix
         // for all rows), Q8_0 the chunk's two halves (one ldmatrix per tile).
         uint32_t wa[MT][4];
-        if constexpr (T == GgmlType::Q8_0) {
+        if constexpr (kFmt<T>.codes == GpuCodes::kBytes) {
 #pragma unroll
             for (int mt = 0; mt < MT; ++mt)
                 ldmatrix_x4(slot_s + (rb + mt * kMmaM + (lane & 15)) * L::kWqStride + cl * 32 + (lane >> 4) * 16, wa[mt][0],
                             wa[mt][1], wa[mt][2], wa[mt][3]);
-        } else {
+        } else if constexpr (kFmt<T>.codes == GpuCodes::kNibbles) {
             ldmatrix_x4(slot_s + (rb + lane) * L::kWqStride + cl * 16, wa[0][0], wa[0][1], wa[1][0], wa[1][1]);
+        } else {  // kPairs: ring_codes loads the chunk's 8 bytes itself
+#pragma unroll
+            for (int mt = 0; mt < MT; ++mt) wa[mt][0] = wa[mt][1] = 0;
         }
         // Weights of both tiles first, then the mma in an order where no two in a row
         // accumulate into the same tile (an mma's result feeds the next one's C only
@@ -410,21 +446,26 @@ __device__ __forceinline__ void compute_stage(const unsigned char* slot, SmemAdd
 #pragma unroll
         for (int mt = 0; mt < MT; ++mt) {
             const int r0 = rb + mt * kMmaM + g, r1 = r0 + 8;
-            uint32_t s00, s01, m0, s10, s11, m1;
-            ring_scales<T, MT, NT, WM>(scw[mt][0], sbw[mt][0], k, s00, s01, m0);
-            ring_scales<T, MT, NT, WM>(scw[mt][1], sbw[mt][1], k, s10, s11, m1);
+            uint32_t s00, s01, m00, m01, s10, s11, m10, m11;
+            ring_scales<T, MT, NT, WM>(scw[mt][0], sbw[mt][0], k, s00, s01, m00, m01);
+            ring_scales<T, MT, NT, WM>(scw[mt][1], sbw[mt][1], k, s10, s11, m10, m11);
             uint32_t lo0, hi0, lo1, hi1;
-            if constexpr (T == GgmlType::Q8_0) {
+            if constexpr (kFmt<T>.codes == GpuCodes::kBytes) {
                 lo0 = wa[mt][0] ^ 0x80808080u, lo1 = wa[mt][1] ^ 0x80808080u;
                 hi0 = wa[mt][2] ^ 0x80808080u, hi1 = wa[mt][3] ^ 0x80808080u;
             } else {
                 ring_codes<T, MT, NT, WM>(slot, r0, cl, t, wa[mt][0], &lo0, &hi0);
                 ring_codes<T, MT, NT, WM>(slot, r1, cl, t, wa[mt][1], &lo1, &hi1);
             }
-            dequant4<kOff>(lo0, s00, m0, a[mt][0], a[mt][2]);
-            dequant4<kOff>(lo1, s10, m1, a[mt][1], a[mt][3]);
-            dequant4<kOff>(hi0, s01, m0, a[mt][4], a[mt][6]);
-            dequant4<kOff>(hi1, s11, m1, a[mt][5], a[mt][7]);
+            if constexpr (kFmt<T>.scales == GpuScales::kQ2K) {
+                dequant4_q2k<T>(scw[mt][0], sbw[mt][0], k, lo0, hi0, a[mt][0], a[mt][2], a[mt][4], a[mt][6]);
+                dequant4_q2k<T>(scw[mt][1], sbw[mt][1], k, lo1, hi1, a[mt][1], a[mt][3], a[mt][5], a[mt][7]);
+            } else {
+                dequant4<kOff>(lo0, s00, m00, a[mt][0], a[mt][2]);
+                dequant4<kOff>(lo1, s10, m10, a[mt][1], a[mt][3]);
+                dequant4<kOff>(hi0, s01, m01, a[mt][4], a[mt][6]);
+                dequant4<kOff>(hi1, s11, m11, a[mt][5], a[mt][7]);
+            }
         }
 #pragma unroll
         for (int half = 0; half < 2; ++half)
@@ -691,8 +732,7 @@ bool dispatch(const MmaMats& P, const ops::Act& a, void* s) {
     switch (P.w[0].type) {
 #define VEGA_MMA_CASE(TT) \
     case GgmlType::TT: return launch_t<GgmlType::TT, SW>(P, a, s);
-        VEGA_MMA_CASE(Q4_0) VEGA_MMA_CASE(Q4_1) VEGA_MMA_CASE(Q5_0) VEGA_MMA_CASE(Q5_1)
-        VEGA_MMA_CASE(Q8_0) VEGA_MMA_CASE(Q4_K) VEGA_MMA_CASE(Q5_K) VEGA_MMA_CASE(Q6_K)
+        VEGA_GPU_QUANT_TYPES(VEGA_MMA_CASE)
 #undef VEGA_MMA_CASE
         default: return false;
     }

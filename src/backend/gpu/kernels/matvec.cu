@@ -16,6 +16,8 @@
 // 8 rows, and the 4-row gate/up kernels, hold 3 waves/SIMD (arch::matvec_waves: at 64 VGPRs they spill).
 // @audit kernel=*matvec_q<*,?8,?* min_waves=3 expect=v_dot4_i32_i8,global_load_dwordx4,dpp loop_trips=32 loop_cndmask=1 loop_x4 no_flat no_glc
 // @audit kernel=*matvec_q<*,?4,?true,* min_waves=3 expect=v_dot4_i32_i8,global_load_dwordx4,dpp loop_trips=32 loop_cndmask=1 loop_x4 no_flat no_glc
+// Q2_K's 8-row gate/up: 2 waves (its per-half activation sums spilled at 3).
+// @audit kernel=*matvec_q<(vega::GgmlType)10,?8,?true,* min_waves=2 expect=v_dot4_i32_i8,global_load_dwordx4,dpp loop_trips=32 loop_cndmask=1 loop_x4 no_flat no_glc
 // @audit kernel=*matvec_q<(vega::GgmlType)?,?1,?* min_waves=4 expect=v_dot4_i32_i8,global_load_dwordx4,dpp loop_inflight=6 loop_trips=2 loop_vmcnt0=1 loop_cndmask=1 loop_x4 no_flat no_glc
 // @audit kernel=*matvec_q<(vega::GgmlType)??,?1,?* min_waves=4 expect=v_dot4_i32_i8,global_load_dwordx4,dpp loop_inflight=6 loop_trips=2 loop_vmcnt0=1 loop_cndmask=1 loop_x4 no_flat no_glc
 // Float weights (F32/F16/BF16, not tuned for gfx906 yet): today's levels. The 2..8-row
@@ -133,7 +135,7 @@ bool block_epi_ok(const GpuMat& W, int rows) {
 // EPI: kEpi* above (block epilogues: block = the 32-row chunk, arch::epi_waves(R) waves).
 // U: 16-byte-load chunks in flight per lane, row and matrix.
 template <GgmlType T, int NB, bool SWIGLU, int EPI, int R, int U>
-__global__ void __launch_bounds__(block_waves(EPI, R) * kWave) VEGA_WAVES(arch::matvec_waves(NB, SWIGLU), NB == 1 ? arch::matvec_waves(NB, SWIGLU) : 10) matvec_q(Job job, ops::Act a, ops::Epi e) {
+__global__ void __launch_bounds__(block_waves(EPI, R) * kWave) VEGA_WAVES(arch::matvec_waves(NB, SWIGLU, T), arch::matvec_waves_max(NB, SWIGLU, T)) matvec_q(Job job, ops::Act a, ops::Epi e) {
     constexpr int kWaves = block_waves(EPI, R);
     // Row sets a wave computes one after another: a block epilogue's block owns a
     // 32-row chunk with fewer than 32 / R waves where the target says so (gfx906:
@@ -546,14 +548,10 @@ void dispatch(const GpuMat* Ws, float* const* ys, int n_mat, const ops::Act& a, 
         case GgmlType::F32: return launch_t<GgmlType::F32, SW>(Ws, ys, n_mat, a, s);
         case GgmlType::F16: return launch_t<GgmlType::F16, SW>(Ws, ys, n_mat, a, s);
         case GgmlType::BF16: return launch_t<GgmlType::BF16, SW>(Ws, ys, n_mat, a, s);
-        case GgmlType::Q4_0: return launch_t<GgmlType::Q4_0, SW>(Ws, ys, n_mat, a, s);
-        case GgmlType::Q4_1: return launch_t<GgmlType::Q4_1, SW>(Ws, ys, n_mat, a, s);
-        case GgmlType::Q5_0: return launch_t<GgmlType::Q5_0, SW>(Ws, ys, n_mat, a, s);
-        case GgmlType::Q5_1: return launch_t<GgmlType::Q5_1, SW>(Ws, ys, n_mat, a, s);
-        case GgmlType::Q8_0: return launch_t<GgmlType::Q8_0, SW>(Ws, ys, n_mat, a, s);
-        case GgmlType::Q4_K: return launch_t<GgmlType::Q4_K, SW>(Ws, ys, n_mat, a, s);
-        case GgmlType::Q5_K: return launch_t<GgmlType::Q5_K, SW>(Ws, ys, n_mat, a, s);
-        case GgmlType::Q6_K: return launch_t<GgmlType::Q6_K, SW>(Ws, ys, n_mat, a, s);
+#define VEGA_MV_CASE(TT) \
+    case GgmlType::TT: return launch_t<GgmlType::TT, SW>(Ws, ys, n_mat, a, s);
+        VEGA_GPU_QUANT_TYPES(VEGA_MV_CASE)
+#undef VEGA_MV_CASE
         default: gpu_fail(std::string("matvec: unsupported weight type ") + type_traits(Ws[0].type).name);
     }
 }
@@ -564,8 +562,7 @@ void dispatch_epi(const GpuMat* Ws, float* const* ys, int n_mat, const ops::Act&
     switch (Ws[0].type) {
 #define VEGA_EPI_CASE(TT) \
     case GgmlType::TT: return launch_shaped<GgmlType::TT, 1, SW, EPI>(Ws, ys, n_mat, a, e, s);
-        VEGA_EPI_CASE(Q4_0) VEGA_EPI_CASE(Q4_1) VEGA_EPI_CASE(Q5_0) VEGA_EPI_CASE(Q5_1)
-        VEGA_EPI_CASE(Q8_0) VEGA_EPI_CASE(Q4_K) VEGA_EPI_CASE(Q5_K) VEGA_EPI_CASE(Q6_K)
+        VEGA_GPU_QUANT_TYPES(VEGA_EPI_CASE)
 #undef VEGA_EPI_CASE
         default: gpu_fail(std::string("matvec epilogue: unsupported weight type ") + type_traits(Ws[0].type).name);
     }
@@ -578,8 +575,7 @@ bool dispatch_qkv_rope(const GpuMat* W, float* const* y, const ops::Act& a, cons
     switch (W[0].type) {
 #define VEGA_ROPE_CASE(TT) \
     case GgmlType::TT: launch_shaped<GgmlType::TT, 1, false, EPI>(W, y, 3, a, e, s); return true;
-        VEGA_ROPE_CASE(Q4_0) VEGA_ROPE_CASE(Q4_1) VEGA_ROPE_CASE(Q5_0) VEGA_ROPE_CASE(Q5_1)
-        VEGA_ROPE_CASE(Q8_0) VEGA_ROPE_CASE(Q4_K) VEGA_ROPE_CASE(Q5_K) VEGA_ROPE_CASE(Q6_K)
+        VEGA_GPU_QUANT_TYPES(VEGA_ROPE_CASE)
 #undef VEGA_ROPE_CASE
         default: return false;
     }

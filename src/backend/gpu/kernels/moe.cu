@@ -30,6 +30,9 @@
 // Down with h quantized into LDS by the block (QX, one decode row): the activation chunk
 // comes from LDS; 2 selects per iteration (the chunk index clamp and the live scale).
 // @audit kernel=*expert_matvec_q<*,?true>(* min_waves=4 expect=v_dot4_i32_i8,global_load_dwordx4,dpp loop_trips=4 loop_cndmask=2 loop_x4 no_flat no_glc
+// Q2_K and Q3_K: 8-byte code loads (2-bit codes), the activation chunk from LDS: no
+// 16-byte load in the loop.
+// @audit kernel=*expert_matvec_q<(vega::GgmlType)1[01],?1,?false,?1,?1,?true>(* min_waves=4 expect=v_dot4_i32_i8,dpp loop_trips=4 loop_cndmask=2 no_flat no_glc
 // Float experts (F32/F16/BF16, tests and F32 models; not tuned).
 // @audit kernel=*expert_matvec_f<* min_waves=4 expect=dpp loop_waits=8 no_flat no_glc
 #include <algorithm>
@@ -501,14 +504,7 @@ void dispatch_expert(const ExpertJob& j, const ops::Act& a, int pairs, int max_s
         VEGA_EXPERT_CASE(F32)
         VEGA_EXPERT_CASE(F16)
         VEGA_EXPERT_CASE(BF16)
-        VEGA_EXPERT_CASE(Q4_0)
-        VEGA_EXPERT_CASE(Q4_1)
-        VEGA_EXPERT_CASE(Q5_0)
-        VEGA_EXPERT_CASE(Q5_1)
-        VEGA_EXPERT_CASE(Q8_0)
-        VEGA_EXPERT_CASE(Q4_K)
-        VEGA_EXPERT_CASE(Q5_K)
-        VEGA_EXPERT_CASE(Q6_K)
+        VEGA_GPU_QUANT_TYPES(VEGA_EXPERT_CASE)
 #undef VEGA_EXPERT_CASE
         default: gpu_fail("expert matvec: unsupported weight type");
     }
