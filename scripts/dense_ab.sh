@@ -5,7 +5,8 @@
 #   for c in C1 C2; do git archive $c | gzip > .devdata/ab-$c.tgz; done   (dev machine; carry .devdata)
 #   scripts/dense_ab.sh .devdata/ab-C1.tgz .devdata/ab-C2.tgz .           (GPU machine; "." = this tree)
 # Builds each (vega only) under $W, then ROUNDS (default 2) rounds over all of them.
-# TESTS="b1 b16" picks the benches (b1: tg128, b16: -B 16 -d 128).
+# TESTS="b1 b16" picks the benches (b1: tg128, b16: -B 16 -d 128, pp512: the prompt);
+# AB_TYPES="Q4_0 Q4_K_M ..." the synth types (default Q4_0), each file made once.
 set -u
 ROUNDS=${ROUNDS:-2}
 TESTS=${TESTS:-b1 b16}
@@ -28,16 +29,22 @@ for src in "$@"; do
   fi
   labels+=("$label")
 done
-m=$W/llama2-7b-q4_0.gguf
-[ -f $m ] || $W/build-${labels[-1]}/vega synth --shape llama2-7b --type Q4_0 -o $m > $W/synth.log 2>&1 || { tail -3 $W/synth.log; exit 1; }
+AB_TYPES=${AB_TYPES:-Q4_0}
+for ty in $AB_TYPES; do
+  m=$W/llama2-7b-$ty.gguf
+  [ -f $m ] || $W/build-${labels[-1]}/vega synth --shape llama2-7b --type $ty -o $m > $W/synth.log 2>&1 || { tail -3 $W/synth.log; exit 1; }
+done
 nvidia-smi --query-gpu=name --format=csv,noheader
-# One line per bench: label, test, t/s.
+# One line per bench: label, type, test, t/s.
 for i in $(seq "$ROUNDS"); do
-  for l in "${labels[@]}"; do
-    for t in $TESTS; do
-      case $t in b1) a="-p 0 -n 128";; b16) a="-p 0 -n 128 -d 128 -B 16";; esac
-      r=$($W/build-$l/vega bench -m $m --device gpu -r 2 $a 2>&1 | grep -E "^\|.*tg" | awk -F'|' '{ print $7, $8 }')
-      echo "round $i $l $t: $r"
+  for ty in $AB_TYPES; do
+    m=$W/llama2-7b-$ty.gguf
+    for l in "${labels[@]}"; do
+      for t in $TESTS; do
+        case $t in b1) a="-p 0 -n 128";; b16) a="-p 0 -n 128 -d 128 -B 16";; pp512) a="-p 512 -n 0";; esac
+        r=$($W/build-$l/vega bench -m $m --device gpu -r 2 $a 2>&1 | grep -E "^\|.*(tg|pp)[0-9]" | awk -F'|' '{ print $7, $8 }')
+        echo "round $i $ty $l $t: $r"
+      done
     done
   done
 done

@@ -12,7 +12,9 @@
 # and B=16), SWEEP=1 (scripts/gpu_sweep.sh: every synth shape x type, GPU vs CPU),
 # ATTN_BLOCKS_AB="4 16" (tg128 @ d8192 on llama2-7b Q4_0 per VEGA_GPU_ATTN_BLOCKS value),
 # SWEEP_SHAPES / SWEEP_TYPES (the sweep's SHAPES / TYPES), SWEEP_AB=1 (the sweep again with
-# VEGA_GPU_TILED_ATTN=0), KV_TYPES="f16 q8_0" (attn_bench.sh's KV cache types).
+# VEGA_GPU_TILED_ATTN=0), KV_TYPES="f16 q8_0" (attn_bench.sh's KV cache types), ATTN=0 (no
+# attn_bench.sh), TYPES_BENCH="Q2_K ..." (scripts/types_bench.sh), AB_BASE=.devdata/ab-C.tgz
+# (scripts/dense_ab.sh of that commit against this tree: AB_TESTS, AB_TYPES).
 W=${W:-/tmp/attn_run}
 [ "${1:-}" = poll ] && exec bash "$(dirname "$0")/device_poll.sh" "$W" "${2:-500}" 60
 set -u
@@ -85,7 +87,9 @@ fi
 if [ "${BENCH:-1}" = 1 ]; then
   if [ -n "$lb" ]; then log "waiting for llama.cpp"; wait $lb; fi
   tail -1 $W/llama_build.log 2>/dev/null
-  OUT=$W/bench TILED_AB=${TILED_AB:-1} KV_TYPES=${KV_TYPES:-f16} bash scripts/attn_bench.sh build-h200
+  [ "${ATTN:-1}" = 1 ] && OUT=$W/bench TILED_AB=${TILED_AB:-1} KV_TYPES=${KV_TYPES:-f16} bash scripts/attn_bench.sh build-h200
+  [ -n "${TYPES_BENCH:-}" ] && OUT=$W/types TYPES="$TYPES_BENCH" bash scripts/types_bench.sh build-h200
+  [ -n "${AB_BASE:-}" ] && W=$W/ab TESTS="${AB_TESTS:-b1 pp512}" AB_TYPES="${AB_TYPES:-Q4_0 Q4_K_M Q8_0}" bash scripts/dense_ab.sh $AB_BASE .
   if [ -n "${ATTN_BLOCKS_AB:-}" ]; then
     m=/tmp/attn-llama2-7b-Q4_0.gguf
     [ -f $m ] || build-h200/vega synth --shape llama2-7b --type Q4_0 -o $m > /dev/null 2>&1

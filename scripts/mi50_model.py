@@ -60,13 +60,27 @@ import argparse
 import math
 import re
 
+CLOCK = 1.725e9  # MI50 peak engine clock, Hz
+
 BW = 860e9  # bytes/s, what MI50 users measure with plain reads
 CUS, SIMDS = 60, 4
 E, F, LAYERS, VOCAB = 4096, 11008, 32, 32000
 # bytes per weight; the llama.cpp mixes: Q4_K_M keeps attn_v and half of ffn_down in Q6_K,
 # the output matrix is Q6_K in all three files.
-BPW = {"Q4_0": 18 / 32, "Q8_0": 34 / 32, "Q4_K": 144 / 256, "Q6_K": 210 / 256, "F32": 4}
-TYPE_ID = {"Q4_0": 2, "Q8_0": 8, "Q4_K": 12, "Q6_K": 14}
+# IQ4_XS and MXFP4: the GPU layout's bytes (gpu_mat.h: 16 code bytes and a 2-byte scale a
+# chunk, IQ4_XS's f16 d per 256), not the file's.
+BPW = {"Q4_0": 18 / 32, "Q8_0": 34 / 32, "Q4_K": 144 / 256, "Q6_K": 210 / 256, "F32": 4,
+       "IQ4_XS": (18 + 2 / 8) / 32, "MXFP4": 18 / 32}
+TYPE_ID = {"Q4_0": 2, "Q8_0": 8, "Q4_K": 12, "Q6_K": 14, "IQ4_XS": 23, "MXFP4": 39}
+# VALU instructions per 32-weight chunk on gfx906: (decode, per activation row). An
+# estimate from kernels/quant_chunk.h and wave.h, not an ISA count: decoding 4 code words
+# (Q4_0: and + shift-and; the codebook types: per 4 codes 2 v_perm_b32, the bit-3 mask
+# (and, 2 shifts, sub) and v_bfi, plus the nibble split) and, per activation row, 8 dot4,
+# the scales and the accumulation. The ALU bound is chunks x (decode + rows x per row) at
+# 64 lane-ops per CU and clock; with one activation row it stays under the memory time
+# for every type here, with 8 (the prompt's batch matvec) it does not.
+VALU_PER_CHUNK = {"Q4_0": (12, 14), "Q8_0": (2, 14), "Q4_K": (14, 16), "Q6_K": (30, 16),
+                  "IQ4_XS": (72, 14), "MXFP4": (74, 14)}
 # Decode matvec kernels by epilogue (src/backend/gpu/kernels/matvec.cu, arch/gfx906.h):
 # EPI -> (gate/up pair, rows per wave R, chunks per lane and iteration U, row sets in turn P).
 # 0 plain (the output matrix), 1 residual + norm + q8 (o, down; 8-wave blocks, 4 passes),
@@ -104,6 +118,12 @@ def audit_rows(path):
     return out
 
 
+def alu_seconds(rows, n_in, type_name, act_rows, mats=1):
+    """VALU-bound seconds of `rows` x `n_in` weights against `act_rows` activation rows."""
+    d, per = VALU_PER_CHUNK[type_name]
+    return rows * n_in / 32 * mats * (d + act_rows * per) / (CUS * 64 * CLOCK)
+
+
 def matvec_bounds(rows, n_in, type_name, epi, audit, lat):
     """(bandwidth-bound s, latency-bound s, bytes, waves/SIMD, trips, iterations) of one matvec."""
     waves, trips = audit[(TYPE_ID[type_name], epi)]
@@ -116,7 +136,7 @@ def matvec_bounds(rows, n_in, type_name, epi, audit, lat):
     # one more latency (the chunk's q8 through LDS, then its stores).
     lifetime = passes * (iters * trips * lat + lat) + (lat if epi in (1, 2) else 0)
     rounds = max(1.0, rows / (r * passes) / (waves * SIMDS * CUS))
-    return bytes_ / BW, rounds * lifetime, bytes_, waves, trips, iters
+    return max(bytes_ / BW, alu_seconds(rows, n_in, type_name, 1, mats)), rounds * lifetime, bytes_, waves, trips, iters
 
 
 def matvec_time(rows, n_in, type_name, epi, audit, lat, gap):
@@ -125,7 +145,8 @@ def matvec_time(rows, n_in, type_name, epi, audit, lat, gap):
 
 
 def token_time(quant, audit, lat, gap):
-    """Seconds and bytes per decode token; quant is Q4_0, Q8_0 or Q4_K_M."""
+    """Seconds and bytes per decode token; quant is Q4_0, Q8_0, Q4_K_M, IQ4_XS or MXFP4
+    (the output matrix Q6_K in every file, as llama.cpp's mixes)."""
     t = b = 0.0
     small = 2 * lat + gap
 
@@ -198,7 +219,6 @@ def moe_token_time(audit, lat, gap, quant="Q4_0"):
     return t, b
 
 
-CLOCK = 1.725e9
 LDS_BYTES_PER_CLK = 128
 
 
@@ -211,9 +231,11 @@ def prompt_at_depth(rows, depth, overhead, heads=32, hd=128, quant="Q4_0"):
     dot2_clk = waves_tiles * 512 * 64 / (CUS * 64)          # v_dot2 lane-ops / (64 lanes a clock per CU)
     lds_clk = waves_tiles * 32 * 1024 / (CUS * LDS_BYTES_PER_CLK)
     attn = max(dot2_clk, lds_clk) * (1 + overhead) / CLOCK
-    # Matmuls: 8-row batch matvec, every weight byte read once per 8 rows.
+    # Matmuls: 8-row batch matvec, every weight byte read once per 8 rows, each chunk
+    # decoded once per 8 rows (bandwidth or VALU bound, whichever is longer).
     wbytes = LAYERS * (4 * E * E + 3 * E * F) * BPW[quant] + VOCAB * E * BPW["Q6_K"]
-    mm = math.ceil(rows / 8) * wbytes / BW
+    alu = LAYERS * alu_seconds(4 * E + 3 * F, E, quant, 8) + alu_seconds(VOCAB, E, "Q6_K", 8)
+    mm = math.ceil(rows / 8) * max(wbytes / BW, alu)
     return attn, mm
 
 
@@ -246,7 +268,7 @@ def main():
     gaps = [float(x) * 1e-6 for x in a.gap.split(",")]
     print("| type | bytes/token | LAT us | GAP us | tg128 t/s | % of 860 GB/s |")
     print("| --- | ---: | ---: | ---: | ---: | ---: |")
-    for q in ("Q4_0", "Q8_0", "Q4_K_M"):
+    for q in ("Q4_0", "Q8_0", "Q4_K_M", "IQ4_XS", "MXFP4"):
         for lat in lats:
             for gap in gaps:
                 t, b = token_time(q, audit, lat, gap)
@@ -302,6 +324,10 @@ def main():
         attn, mm = prompt_at_depth(512, depth, a.attn_overhead)
         print(f"- d{depth}: attention {attn * 1e3:.1f} ms + matmuls {mm * 1e3:.1f} ms -> "
               f"{512 / (attn + mm):.0f} t/s (attention alone {512 / attn:.0f} t/s)")
+    print("pp512 (d0) by weight type, same model (the codebook types' decode against Q4_0's):")
+    for q in ("Q4_0", "IQ4_XS", "MXFP4"):
+        attn, mm = prompt_at_depth(512, 0, a.attn_overhead, quant=q)
+        print(f"- {q}: matmuls {mm * 1e3:.1f} ms -> {512 / (attn + mm):.0f} t/s")
 
 if __name__ == "__main__":
     main()
