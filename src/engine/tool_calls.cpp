@@ -13,6 +13,10 @@ using json = nlohmann::ordered_json;
 namespace {
 
 const std::string kThinkOpen = "<think>", kThinkClose = "</think>";
+// Command R7B's thinking markers (its reasoning block, as <think> elsewhere).
+const std::string kCohereThinkOpen = "<|START_THINKING|>", kCohereThinkClose = "<|END_THINKING|>";
+const std::string kCohereAction = "<|START_ACTION|>", kCohereActionEnd = "<|END_ACTION|>", kCoherePlusAction = "Action:";
+const std::string kGraniteCall = "<|tool_call|>";
 const std::string kHermesOpen = "<tool_call>", kHermesClose = "</tool_call>";
 const std::string kPythonTag = "<|python_tag|>";
 const std::string kMistralCalls = "[TOOL_CALLS]", kMistralArgs = "[ARGS]";
@@ -21,13 +25,16 @@ const std::string kDsCallsBegin = "<\uff5ctool\u2581calls\u2581begin\uff5c>", kD
 const std::string kKimiSection = "<|tool_calls_section_begin|>", kKimiCallBegin = "<|tool_call_begin|>",
                   kKimiArgs = "<|tool_call_argument_begin|>", kKimiCallEnd = "<|tool_call_end|>";
 
-// Where a reply's calls begin, per format (streaming holds content back from there).
-const std::string& call_marker(ToolFormat f) {
+// Where a reply's calls may begin, per format (streaming holds content back from there):
+// the family's markers and Hermes's (a forced call is written that way).
+std::vector<const std::string*> call_markers(ToolFormat f) {
     switch (f) {
-        case ToolFormat::Mistral: return kMistralCalls;
-        case ToolFormat::DeepSeek: return kDsCallsBegin;
-        case ToolFormat::KimiK2: return kKimiSection;
-        default: return kHermesOpen;
+        case ToolFormat::Mistral: return {&kMistralCalls, &kHermesOpen};
+        case ToolFormat::DeepSeek: return {&kDsCallsBegin, &kHermesOpen};
+        case ToolFormat::KimiK2: return {&kKimiSection, &kHermesOpen};
+        case ToolFormat::CommandR: return {&kCohereAction, &kCoherePlusAction, &kHermesOpen};
+        case ToolFormat::Granite: return {&kGraniteCall, &kHermesOpen};
+        default: return {&kHermesOpen};
     }
 }
 
@@ -321,6 +328,64 @@ bool read_kimi_call(const std::string& b, ToolCall* tc) {
     return !id.empty() && read_args(b, a + kKimiArgs.size(), &tc->arguments, &e);
 }
 
+// A JSON list of calls at c[i] (after spaces): each element {NAME_KEY: "f", ARGS_KEY:
+// {...} (or a string holding an object)}; `end` past the list.
+bool read_call_list(const std::string& c, size_t i, const char* name_key, const char* args_key,
+                    std::vector<ToolCall>* calls, size_t* end) {
+    i = skip_space(c, i);
+    if (i >= c.size() || c[i] != '[') return false;
+    const size_t e = object_end(c, i);
+    if (e == std::string::npos) return false;
+    const json list = json::parse(c.substr(i, e - i), nullptr, false);
+    if (list.is_discarded() || !list.is_array() || list.empty()) return false;
+    for (const json& x : list) {
+        if (!x.is_object() || !x.contains(name_key) || !x[name_key].is_string()) return false;
+        json named = {{"name", x[name_key]}, {"arguments", x.contains(args_key) ? x[args_key] : json::object()}};
+        ToolCall tc;
+        if (!read_call(named.dump(), {"arguments"}, &tc)) return false;
+        calls->push_back(std::move(tc));
+    }
+    *end = e;
+    return true;
+}
+
+// Command R7B: <|START_ACTION|>[{"tool_call_id": "0", "tool_name": "f", "parameters": {...}},
+// ...]<|END_ACTION|>; Command R+: Action:\n```json\n[{"tool_name", "parameters"}, ...]\n```.
+ParsedCalls parse_command_r(const std::string& c) {
+    ParsedCalls out;
+    size_t p = c.find(kCohereAction);
+    const bool plus = p == std::string::npos;
+    if (plus) p = c.find(kCoherePlusAction);
+    if (p == std::string::npos) return out;
+    out.before = c.substr(0, p);
+    size_t i = skip_space(c, p + (plus ? kCoherePlusAction : kCohereAction).size());
+    const std::string fence = "```json", close_fence = "```";
+    const bool fenced = starts_with_at(c, i, fence);
+    if (fenced) i += fence.size();
+    size_t e = 0;
+    if (!read_call_list(c, i, "tool_name", "parameters", &out.calls, &e)) return {};
+    e = skip_space(c, e);
+    if (fenced) {
+        if (!starts_with_at(c, e, close_fence)) return {};
+        e = skip_space(c, e + close_fence.size());
+    }
+    if (!plus && starts_with_at(c, e, kCohereActionEnd)) e = skip_space(c, e + kCohereActionEnd.size());
+    out.after = trim(c.substr(e));
+    return out;
+}
+
+// Granite 3.x: <|tool_call|>[{"name": "f", "arguments": {...}}, ...].
+ParsedCalls parse_granite(const std::string& c) {
+    ParsedCalls out;
+    const size_t p = c.find(kGraniteCall);
+    if (p == std::string::npos) return out;
+    out.before = c.substr(0, p);
+    size_t e = 0;
+    if (!read_call_list(c, p + kGraniteCall.size(), "name", "arguments", &out.calls, &e)) return {};
+    out.after = trim(c.substr(e));
+    return out;
+}
+
 ParsedCalls parse_llama3(const std::string& c) {
     size_t i = skip_space(c, 0);
     if (starts_with_at(c, i, kPythonTag)) i = skip_space(c, i + kPythonTag.size());
@@ -353,6 +418,12 @@ ToolFormat detect_tool_format(const std::string& t) {
     if (t.find(kMistralCalls) != std::string::npos) return ToolFormat::Mistral;
     if (t.find(kDsCallBegin) != std::string::npos) return ToolFormat::DeepSeek;  // V3, R1, V3.1
     if (t.find(kKimiSection) != std::string::npos) return ToolFormat::KimiK2;
+    // Command R7B writes its calls after <|START_ACTION|>, Command R+ after "Action:" in a
+    // json block; both as {"tool_name", "parameters"} lists.
+    if (t.find(kCohereAction) != std::string::npos ||
+        (t.find(kCoherePlusAction) != std::string::npos && t.find("\"tool_name\"") != std::string::npos))
+        return ToolFormat::CommandR;
+    if (t.find(kGraniteCall) != std::string::npos) return ToolFormat::Granite;  // granite 3.x
     if (t.find("<tool_calls>") != std::string::npos) return ToolFormat::None;  // Apriel's JSON list: not parsed yet
     if (t.find(kHermesOpen) != std::string::npos) return ToolFormat::Hermes;
     if (t.find(kPythonTag) != std::string::npos || t.find("respond with a JSON for a function call") != std::string::npos)
@@ -369,21 +440,28 @@ const char* tool_format_name(ToolFormat f) {
         case ToolFormat::Mistral: return "mistral ([TOOL_CALLS])";
         case ToolFormat::DeepSeek: return "deepseek (tool call markers)";
         case ToolFormat::KimiK2: return "kimi k2 (tool call sections)";
+        case ToolFormat::CommandR: return "command r (actions)";
+        case ToolFormat::Granite: return "granite 3 (<|tool_call|> list)";
         case ToolFormat::None: break;
     }
     return "none recognised (hermes assumed)";
 }
 
 bool tool_markers_special(ToolFormat f) {
-    return f == ToolFormat::Mistral || f == ToolFormat::DeepSeek || f == ToolFormat::KimiK2;
+    return f == ToolFormat::Mistral || f == ToolFormat::DeepSeek || f == ToolFormat::KimiK2 || f == ToolFormat::CommandR ||
+           f == ToolFormat::Granite;
 }
 
-bool template_thinks(const std::string& t) { return t.find(kThinkOpen) != std::string::npos; }
+bool template_thinks(const std::string& t) {
+    return t.find(kThinkOpen) != std::string::npos || t.find(kCohereThinkOpen) != std::string::npos;
+}
 
 // ---- ReplySplitter ----
 
 ReplySplitter::ReplySplitter(ToolFormat format, bool think, bool open_think)
-    : format_(format), think_(think || open_think), open_think_(open_think) {}
+    : format_(format), think_(think || open_think), open_think_(open_think),
+      think_open_(format == ToolFormat::CommandR ? kCohereThinkOpen : kThinkOpen),
+      think_close_(format == ToolFormat::CommandR ? kCohereThinkClose : kThinkClose) {}
 
 ReplySplitter::Regions ReplySplitter::regions(bool final) const {
     Regions g;
@@ -395,27 +473,27 @@ ReplySplitter::Regions ReplySplitter::regions(bool final) const {
     if (!open_think_) {
         const size_t i = skip_space(text_, 0);
         const size_t rest = text_.size() - i;
-        if (!starts_with_at(text_, i, kThinkOpen)) {
+        if (!starts_with_at(text_, i, think_open_)) {
             // Too short to tell: hold everything (while streaming).
-            if (!final && (i == text_.size() || (rest < kThinkOpen.size() && kThinkOpen.compare(0, rest, text_, i, rest) == 0))) {
+            if (!final && (i == text_.size() || (rest < think_open_.size() && think_open_.compare(0, rest, text_, i, rest) == 0))) {
                 g.c_begin = text_.size();
                 return g;
             }
             g.settled = true;  // no think block: all content
             return g;
         }
-        r_begin = i + kThinkOpen.size();
+        r_begin = i + think_open_.size();
     }
     g.settled = true;
     g.r_begin = r_begin;
-    const size_t close = text_.find(kThinkClose, r_begin);
+    const size_t close = text_.find(think_close_, r_begin);
     if (close == std::string::npos) {  // still reasoning (or never closed: all of it reasoning)
-        g.r_end = text_.size() - (final ? 0 : partial_suffix(text_, r_begin, kThinkClose));
+        g.r_end = text_.size() - (final ? 0 : partial_suffix(text_, r_begin, think_close_));
         g.c_begin = text_.size();
         return g;
     }
     g.r_end = close;
-    g.c_begin = close + kThinkClose.size();
+    g.c_begin = close + think_close_.size();
     g.after_think = true;
     return g;
 }
@@ -428,10 +506,11 @@ size_t ReplySplitter::content_hold(size_t c_begin) const {
         case ToolFormat::Glm:
         case ToolFormat::Mistral:
         case ToolFormat::DeepSeek:
-        case ToolFormat::KimiK2: {
-            // The family's marker, and Hermes's (a forced call is written that way).
+        case ToolFormat::KimiK2:
+        case ToolFormat::CommandR:
+        case ToolFormat::Granite: {
             size_t hold = text_.size();
-            for (const std::string* m : {&call_marker(format_), &kHermesOpen}) {
+            for (const std::string* m : call_markers(format_)) {
                 const size_t p = text_.find(*m, c_begin);
                 hold = std::min(hold, p != std::string::npos ? p : text_.size() - partial_suffix(text_, c_begin, *m));
             }
@@ -502,8 +581,12 @@ ParsedCalls parse_tool_calls(ToolFormat format, const std::string& content, cons
         case ToolFormat::Glm: return parse_blocks(content, format, tools);
         case ToolFormat::Mistral:
         case ToolFormat::DeepSeek:
-        case ToolFormat::KimiK2: {
-            ParsedCalls own = format == ToolFormat::Mistral ? parse_mistral(content)
+        case ToolFormat::KimiK2:
+        case ToolFormat::CommandR:
+        case ToolFormat::Granite: {
+            ParsedCalls own = format == ToolFormat::Mistral    ? parse_mistral(content)
+                              : format == ToolFormat::CommandR ? parse_command_r(content)
+                              : format == ToolFormat::Granite  ? parse_granite(content)
                               : format == ToolFormat::DeepSeek
                                   ? parse_marked(content, kDsCallsBegin, kDsCallBegin, kDsCallEnd, read_deepseek_call)
                                   : parse_marked(content, kKimiSection, kKimiCallBegin, kKimiCallEnd, read_kimi_call);

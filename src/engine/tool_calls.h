@@ -19,9 +19,13 @@
 //              (V3.1), or function<｜tool▁sep｜>f\n```json\n{...}\n``` (V3, R1 distills)
 //   KimiK2     <|tool_calls_section_begin|><|tool_call_begin|>functions.f:0
 //              <|tool_call_argument_begin|>{...}<|tool_call_end|>...
+//   CommandR   <|START_ACTION|>[{"tool_call_id": "0", "tool_name": "f", "parameters": {...}}]
+//              <|END_ACTION|> (Command R7B, whose <|START_THINKING|> block is reasoning), or
+//              Action:\n```json\n[{"tool_name": "f", "parameters": {...}}]\n``` (Command R+)
+//   Granite    <|tool_call|>[{"name": "f", "arguments": {...}}, ...] (granite 3.x)
 // These markers are special tokens: while tools are in play the server renders special
 // tokens as text (GenRequest::render_special). Other families (DeepSeek V3.2's DSML,
-// Command R, Functionary, Apriel, SmolLM3, MiniMax, gemma 4, gpt-oss harmony) are not
+// Functionary, Apriel, MiniMax, gemma 4, gpt-oss harmony) are not
 // parsed yet: their templates detect as None, and vega then reads and forces the Hermes
 // syntax. Every non-Hermes parser also reads Hermes blocks: a forced call is written so.
 #pragma once
@@ -32,7 +36,7 @@
 
 namespace vega {
 
-enum class ToolFormat { None, Hermes, Llama3Json, QwenXml, Glm, Mistral, DeepSeek, KimiK2 };
+enum class ToolFormat { None, Hermes, Llama3Json, QwenXml, Glm, Mistral, DeepSeek, KimiK2, CommandR, Granite };
 
 // The format a chat template's text teaches (None: no syntax vega recognises).
 ToolFormat detect_tool_format(const std::string& template_text);
@@ -40,7 +44,8 @@ const char* tool_format_name(ToolFormat f);
 // Whether the format's markers are special tokens (the reply's text must show them).
 bool tool_markers_special(ToolFormat f);
 // Whether the template writes reasoning between <think> and </think> (qwen3, QwQ,
-// DeepSeek R1 and others): the reply's leading think block is then reasoning.
+// DeepSeek R1 and others; Command R7B's <|START_THINKING|> block): the reply's leading
+// think block is then reasoning.
 bool template_thinks(const std::string& template_text);
 
 struct ToolCall {
@@ -84,6 +89,7 @@ private:
 
     ToolFormat format_;
     bool think_, open_think_;
+    std::string think_open_, think_close_;  // the format's think markers
     nlohmann::ordered_json tools_;
     std::string text_;
     size_t r_sent_ = 0, c_sent_ = 0;  // bytes of each region already taken (or skipped)

@@ -59,6 +59,9 @@ TEST(ToolCalls, DetectsTheFormatFromTheTemplate) {
                           Want{"deepseek-ai-DeepSeek-R1-Distill-Qwen-32B.json", ToolFormat::DeepSeek, true},
                           Want{"deepseek-ai-DeepSeek-V3.2.json", ToolFormat::None, true},
                           Want{"moonshotai-Kimi-K2.json", ToolFormat::KimiK2, false},
+                          Want{"CohereForAI-c4ai-command-r7b-12-2024-tool_use.json", ToolFormat::CommandR, true},
+                          Want{"CohereForAI-c4ai-command-r-plus-tool_use.json", ToolFormat::CommandR, false},
+                          Want{"ibm-granite-granite-3.3-2B-Instruct.json", ToolFormat::Granite, true},
                           Want{"google-gemma-2-2b-it.json", ToolFormat::None, false}}) {
         const std::string t = template_file(w.file)["template"];
         EXPECT_EQ(detect_tool_format(t), w.f) << w.file;
@@ -213,6 +216,42 @@ TEST(ToolCalls, MistralDeepSeekKimiReplies) {
     EXPECT_TRUE(tool_markers_special(ToolFormat::Mistral) && !tool_markers_special(ToolFormat::Hermes));
 }
 
+// Command R7B (its thinking block is reasoning, the actions a JSON list between markers),
+// Command R+ (a json block after "Action:"), granite 3.x (<|tool_call|> and a list), as
+// those models write them; a Hermes block (a forced call) read too.
+TEST(ToolCalls, CommandRAndGraniteReplies) {
+    auto r = split(ToolFormat::CommandR, true,
+                   "<|START_THINKING|>I will look up the weather in Paris, then add.<|END_THINKING|>"
+                   "<|START_ACTION|>[\n    {\"tool_call_id\": \"0\", \"tool_name\": \"get_weather\", \"parameters\": "
+                   "{\"city\": \"Paris\"}},\n    {\"tool_call_id\": \"1\", \"tool_name\": \"add\", \"parameters\": "
+                   "{\"a\": 1, \"b\": 2}}\n]<|END_ACTION|>");
+    ASSERT_EQ(r.calls.size(), 2u);
+    EXPECT_EQ(r.calls[0].name, "get_weather");
+    EXPECT_EQ(json::parse(r.calls[0].arguments), json::parse(R"({"city": "Paris"})"));
+    EXPECT_EQ(r.calls[1].name, "add");
+    EXPECT_EQ(r.reasoning, "I will look up the weather in Paris, then add.");
+    EXPECT_EQ(r.content, "");
+    r = split(ToolFormat::CommandR, false,
+              "I'll check.\nAction:\n```json\n[\n    {\n        \"tool_name\": \"get_weather\",\n        \"parameters\": "
+              "{\"city\": \"Paris\"}\n    }\n]\n```");
+    ASSERT_EQ(r.calls.size(), 1u);
+    EXPECT_EQ(r.calls[0].name, "get_weather");
+    EXPECT_EQ(r.content, "I'll check.\n");
+    r = split(ToolFormat::CommandR, false, "<tool_call>\n{\"name\": \"f\", \"arguments\": {}}\n</tool_call>");
+    ASSERT_EQ(r.calls.size(), 1u);  // the forced form
+    expect_text(ToolFormat::CommandR, {"<|START_ACTION|>[{\"tool_name\": \"f\", \"parameters\": {\"x\": ]<|END_ACTION|>",
+                                       "<|START_ACTION|>[{\"name\": \"f\", \"parameters\": {}}]<|END_ACTION|>",
+                                       "Action: take the train.", "Action:\n```json\n[{\"tool_name\": \"f\"}]\n"});
+    r = split(ToolFormat::Granite, true,
+              "<|tool_call|>[{\"name\": \"get_weather\", \"arguments\": {\"city\": \"Paris\"}}, {\"name\": \"add\", "
+              "\"arguments\": \"{\\\"a\\\": 1}\"}]");
+    ASSERT_EQ(r.calls.size(), 2u);
+    EXPECT_EQ(r.calls[0].name, "get_weather");
+    EXPECT_EQ(json::parse(r.calls[1].arguments), json::parse(R"({"a": 1})"));
+    expect_text(ToolFormat::Granite, {"<|tool_call|>{\"name\": \"f\", \"arguments\": {}}", "<|tool_call|>[]"});
+    EXPECT_TRUE(tool_markers_special(ToolFormat::CommandR) && tool_markers_special(ToolFormat::Granite));
+}
+
 TEST(ToolCalls, Llama3JsonReplies) {
     auto r = split(ToolFormat::Llama3Json, false, R"({"name": "get_weather", "parameters": {"city": "Paris"}})");
     ASSERT_EQ(r.calls.size(), 1u);
@@ -243,6 +282,10 @@ TEST(ToolCalls, StreamedPiecesAddUpAndHoldCallsBack) {
         {ToolFormat::KimiK2, "ok <|tool_calls_section_begin|><|tool_call_begin|>functions.f:0<|tool_call_argument_begin|>{}"
                              "<|tool_call_end|><|tool_calls_section_end|>"},
         {ToolFormat::Mistral, "<tool_call>\n{\"name\": \"f\", \"arguments\": {}}\n</tool_call>"},
+        {ToolFormat::CommandR, "<|START_THINKING|>plan<|END_THINKING|>Sure. <|START_ACTION|>[{\"tool_call_id\": \"0\", "
+                               "\"tool_name\": \"f\", \"parameters\": {\"q\": \"<|START\"}}]<|END_ACTION|>"},
+        {ToolFormat::CommandR, "Plan.\nAction:\n```json\n[{\"tool_name\": \"f\", \"parameters\": {}}]\n```"},
+        {ToolFormat::Granite, "ok <|tool_call|>[{\"name\": \"f\", \"arguments\": {\"n\": 1}}]"},
     };
     std::mt19937 rng(7);
     for (const auto& [fmt, text] : replies) {
