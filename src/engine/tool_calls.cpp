@@ -17,6 +17,7 @@ const std::string kThinkOpen = "<think>", kThinkClose = "</think>";
 const std::string kCohereThinkOpen = "<|START_THINKING|>", kCohereThinkClose = "<|END_THINKING|>";
 const std::string kCohereAction = "<|START_ACTION|>", kCohereActionEnd = "<|END_ACTION|>", kCoherePlusAction = "Action:";
 const std::string kGraniteCall = "<|tool_call|>";
+const std::string kAprielCalls = "<tool_calls>", kAprielCallsEnd = "</tool_calls>";
 const std::string kHermesOpen = "<tool_call>", kHermesClose = "</tool_call>";
 const std::string kPythonTag = "<|python_tag|>";
 const std::string kMistralCalls = "[TOOL_CALLS]", kMistralArgs = "[ARGS]";
@@ -34,6 +35,7 @@ std::vector<const std::string*> call_markers(ToolFormat f) {
         case ToolFormat::KimiK2: return {&kKimiSection, &kHermesOpen};
         case ToolFormat::CommandR: return {&kCohereAction, &kCoherePlusAction, &kHermesOpen};
         case ToolFormat::Granite: return {&kGraniteCall, &kHermesOpen};
+        case ToolFormat::Apriel: return {&kAprielCalls, &kHermesOpen};
         default: return {&kHermesOpen};
     }
 }
@@ -386,6 +388,20 @@ ParsedCalls parse_granite(const std::string& c) {
     return out;
 }
 
+// Apriel: <tool_calls>[{"name": "f", "arguments": {...}}, ...]</tool_calls>.
+ParsedCalls parse_apriel(const std::string& c) {
+    ParsedCalls out;
+    const size_t p = c.find(kAprielCalls);
+    if (p == std::string::npos) return out;
+    out.before = c.substr(0, p);
+    size_t e = 0;
+    if (!read_call_list(c, p + kAprielCalls.size(), "name", "arguments", &out.calls, &e)) return {};
+    e = skip_space(c, e);
+    if (starts_with_at(c, e, kAprielCallsEnd)) e += kAprielCallsEnd.size();
+    out.after = trim(c.substr(e));
+    return out;
+}
+
 ParsedCalls parse_llama3(const std::string& c) {
     size_t i = skip_space(c, 0);
     if (starts_with_at(c, i, kPythonTag)) i = skip_space(c, i + kPythonTag.size());
@@ -424,7 +440,7 @@ ToolFormat detect_tool_format(const std::string& t) {
         (t.find(kCoherePlusAction) != std::string::npos && t.find("\"tool_name\"") != std::string::npos))
         return ToolFormat::CommandR;
     if (t.find(kGraniteCall) != std::string::npos) return ToolFormat::Granite;  // granite 3.x
-    if (t.find("<tool_calls>") != std::string::npos) return ToolFormat::None;  // Apriel's JSON list: not parsed yet
+    if (t.find(kAprielCalls) != std::string::npos) return ToolFormat::Apriel;  // Apriel 1.5 / 1.6
     if (t.find(kHermesOpen) != std::string::npos) return ToolFormat::Hermes;
     if (t.find(kPythonTag) != std::string::npos || t.find("respond with a JSON for a function call") != std::string::npos)
         return ToolFormat::Llama3Json;
@@ -442,6 +458,7 @@ const char* tool_format_name(ToolFormat f) {
         case ToolFormat::KimiK2: return "kimi k2 (tool call sections)";
         case ToolFormat::CommandR: return "command r (actions)";
         case ToolFormat::Granite: return "granite 3 (<|tool_call|> list)";
+        case ToolFormat::Apriel: return "apriel (<tool_calls> list)";
         case ToolFormat::None: break;
     }
     return "none recognised (hermes assumed)";
@@ -508,7 +525,8 @@ size_t ReplySplitter::content_hold(size_t c_begin) const {
         case ToolFormat::DeepSeek:
         case ToolFormat::KimiK2:
         case ToolFormat::CommandR:
-        case ToolFormat::Granite: {
+        case ToolFormat::Granite:
+        case ToolFormat::Apriel: {
             size_t hold = text_.size();
             for (const std::string* m : call_markers(format_)) {
                 const size_t p = text_.find(*m, c_begin);
@@ -583,10 +601,12 @@ ParsedCalls parse_tool_calls(ToolFormat format, const std::string& content, cons
         case ToolFormat::DeepSeek:
         case ToolFormat::KimiK2:
         case ToolFormat::CommandR:
-        case ToolFormat::Granite: {
+        case ToolFormat::Granite:
+        case ToolFormat::Apriel: {
             ParsedCalls own = format == ToolFormat::Mistral    ? parse_mistral(content)
                               : format == ToolFormat::CommandR ? parse_command_r(content)
                               : format == ToolFormat::Granite  ? parse_granite(content)
+                              : format == ToolFormat::Apriel   ? parse_apriel(content)
                               : format == ToolFormat::DeepSeek
                                   ? parse_marked(content, kDsCallsBegin, kDsCallBegin, kDsCallEnd, read_deepseek_call)
                                   : parse_marked(content, kKimiSection, kKimiCallBegin, kKimiCallEnd, read_kimi_call);

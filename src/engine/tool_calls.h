@@ -23,9 +23,11 @@
 //              <|END_ACTION|> (Command R7B, whose <|START_THINKING|> block is reasoning), or
 //              Action:\n```json\n[{"tool_name": "f", "parameters": {...}}]\n``` (Command R+)
 //   Granite    <|tool_call|>[{"name": "f", "arguments": {...}}, ...] (granite 3.x)
+//   Apriel     <tool_calls>[{"name": "f", "arguments": {...}}, ...]</tool_calls> (Apriel 1.5 / 1.6;
+//              its "[BEGIN FINAL RESPONSE]" reasoning split is not done: all content)
 // These markers are special tokens: while tools are in play the server renders special
 // tokens as text (GenRequest::render_special). Other families (DeepSeek V3.2's DSML,
-// Functionary, Apriel, MiniMax, gemma 4, gpt-oss harmony) are not
+// Functionary, MiniMax, gemma 4, gpt-oss harmony) are not
 // parsed yet: their templates detect as None, and vega then reads and forces the Hermes
 // syntax. Every non-Hermes parser also reads Hermes blocks: a forced call is written so.
 #pragma once
@@ -36,7 +38,7 @@
 
 namespace vega {
 
-enum class ToolFormat { None, Hermes, Llama3Json, QwenXml, Glm, Mistral, DeepSeek, KimiK2, CommandR, Granite };
+enum class ToolFormat { None, Hermes, Llama3Json, QwenXml, Glm, Mistral, DeepSeek, KimiK2, CommandR, Granite, Apriel };
 
 // The format a chat template's text teaches (None: no syntax vega recognises).
 ToolFormat detect_tool_format(const std::string& template_text);

@@ -51,7 +51,8 @@ TEST(ToolCalls, DetectsTheFormatFromTheTemplate) {
                           Want{"GLM-4.6.json", ToolFormat::Glm, true},
                           Want{"poolside-Laguna-XS-2.1.json", ToolFormat::Glm, true},
                           Want{"ibm-granite-granite-4.0.json", ToolFormat::Hermes, false},
-                          Want{"unsloth-Apriel-1.5.json", ToolFormat::None, false},
+                          Want{"unsloth-Apriel-1.5.json", ToolFormat::Apriel, false},
+                          Want{"Apriel-1.6-15b-Thinker-fixed.json", ToolFormat::Apriel, false},
                           Want{"unsloth-mistral-Devstral-Small-2507.json", ToolFormat::Mistral, false},
                           Want{"Mistral-Small-3.2-24B-Instruct-2506.json", ToolFormat::Mistral, false},
                           Want{"mistralai-Mistral-Nemo-Instruct-2407.json", ToolFormat::Mistral, false},
@@ -217,7 +218,8 @@ TEST(ToolCalls, MistralDeepSeekKimiReplies) {
 }
 
 // Command R7B (its thinking block is reasoning, the actions a JSON list between markers),
-// Command R+ (a json block after "Action:"), granite 3.x (<|tool_call|> and a list), as
+// Command R+ (a json block after "Action:"), granite 3.x (<|tool_call|> and a list), Apriel
+// (<tool_calls> and a list), as
 // those models write them; a Hermes block (a forced call) read too.
 TEST(ToolCalls, CommandRAndGraniteReplies) {
     auto r = split(ToolFormat::CommandR, true,
@@ -250,6 +252,13 @@ TEST(ToolCalls, CommandRAndGraniteReplies) {
     EXPECT_EQ(json::parse(r.calls[1].arguments), json::parse(R"({"a": 1})"));
     expect_text(ToolFormat::Granite, {"<|tool_call|>{\"name\": \"f\", \"arguments\": {}}", "<|tool_call|>[]"});
     EXPECT_TRUE(tool_markers_special(ToolFormat::CommandR) && tool_markers_special(ToolFormat::Granite));
+    r = split(ToolFormat::Apriel, false,
+              "Here are my reasoning steps: call it.\n[BEGIN FINAL RESPONSE]\n<tool_calls>[{\"name\": \"get_weather\", "
+              "\"arguments\": {\"city\": \"Paris\"}}]</tool_calls>");
+    ASSERT_EQ(r.calls.size(), 1u);
+    EXPECT_EQ(r.calls[0].name, "get_weather");
+    EXPECT_EQ(r.content, "Here are my reasoning steps: call it.\n[BEGIN FINAL RESPONSE]\n");
+    expect_text(ToolFormat::Apriel, {"<tool_calls>[{\"name\": \"f\", \"arguments\": 3}]</tool_calls>", "<tool_calls>"});
 }
 
 TEST(ToolCalls, Llama3JsonReplies) {
@@ -286,6 +295,7 @@ TEST(ToolCalls, StreamedPiecesAddUpAndHoldCallsBack) {
                                "\"tool_name\": \"f\", \"parameters\": {\"q\": \"<|START\"}}]<|END_ACTION|>"},
         {ToolFormat::CommandR, "Plan.\nAction:\n```json\n[{\"tool_name\": \"f\", \"parameters\": {}}]\n```"},
         {ToolFormat::Granite, "ok <|tool_call|>[{\"name\": \"f\", \"arguments\": {\"n\": 1}}]"},
+        {ToolFormat::Apriel, "Sure <tool <tool_calls>[{\"name\": \"f\", \"arguments\": {}}]</tool_calls>"},
     };
     std::mt19937 rng(7);
     for (const auto& [fmt, text] : replies) {
