@@ -376,28 +376,18 @@ ParsedCalls parse_command_r(const std::string& c) {
     return out;
 }
 
-// Granite 3.x: <|tool_call|>[{"name": "f", "arguments": {...}}, ...].
-ParsedCalls parse_granite(const std::string& c) {
+// MARKER[{"name": "f", "arguments": {...}}, ...] and, when END is not empty, an
+// optional END after the list: granite 3.x (<|tool_call|>), Apriel (<tool_calls> ...
+// </tool_calls>).
+ParsedCalls parse_call_list(const std::string& c, const std::string& marker, const std::string& end) {
     ParsedCalls out;
-    const size_t p = c.find(kGraniteCall);
+    const size_t p = c.find(marker);
     if (p == std::string::npos) return out;
     out.before = c.substr(0, p);
     size_t e = 0;
-    if (!read_call_list(c, p + kGraniteCall.size(), "name", "arguments", &out.calls, &e)) return {};
-    out.after = trim(c.substr(e));
-    return out;
-}
-
-// Apriel: <tool_calls>[{"name": "f", "arguments": {...}}, ...]</tool_calls>.
-ParsedCalls parse_apriel(const std::string& c) {
-    ParsedCalls out;
-    const size_t p = c.find(kAprielCalls);
-    if (p == std::string::npos) return out;
-    out.before = c.substr(0, p);
-    size_t e = 0;
-    if (!read_call_list(c, p + kAprielCalls.size(), "name", "arguments", &out.calls, &e)) return {};
+    if (!read_call_list(c, p + marker.size(), "name", "arguments", &out.calls, &e)) return {};
     e = skip_space(c, e);
-    if (starts_with_at(c, e, kAprielCallsEnd)) e += kAprielCallsEnd.size();
+    if (!end.empty() && starts_with_at(c, e, end)) e += end.size();
     out.after = trim(c.substr(e));
     return out;
 }
@@ -605,8 +595,8 @@ ParsedCalls parse_tool_calls(ToolFormat format, const std::string& content, cons
         case ToolFormat::Apriel: {
             ParsedCalls own = format == ToolFormat::Mistral    ? parse_mistral(content)
                               : format == ToolFormat::CommandR ? parse_command_r(content)
-                              : format == ToolFormat::Granite  ? parse_granite(content)
-                              : format == ToolFormat::Apriel   ? parse_apriel(content)
+                              : format == ToolFormat::Granite  ? parse_call_list(content, kGraniteCall, "")
+                              : format == ToolFormat::Apriel   ? parse_call_list(content, kAprielCalls, kAprielCallsEnd)
                               : format == ToolFormat::DeepSeek
                                   ? parse_marked(content, kDsCallsBegin, kDsCallBegin, kDsCallEnd, read_deepseek_call)
                                   : parse_marked(content, kKimiSection, kKimiCallBegin, kKimiCallEnd, read_kimi_call);
