@@ -298,12 +298,13 @@ __device__ __forceinline__ uint32_t splat_f16(uint32_t bits16) { return (bits16 
 // Chunk k (of this warp's kU in the stage) of a shared row, from the row's scale
 // words w (the warp's chunks' sc bytes, one load) and sb entry: its f16 scales as
 // half2 splats, s0 for elements 0..15, s1 for 16..31, and the halves' mins m0, m1
-// (kDM: +m; kK4, kQ2K: -dmin * min; else 0).
+// (kDM: +m; kK4: -dmin * min; else 0). Q2_K's weights come from dequant4_q2k instead.
 template <GgmlType T, int MT, int NT, int WM>
 __device__ __forceinline__ void ring_scales(const uint32_t* w, uint32_t sb, int k, uint32_t& s0, uint32_t& s1,
                                             uint32_t& m0, uint32_t& m1) {
     using L = Ring<T, MT, NT, WM>;
     constexpr GpuFormat F = kFmt<T>;
+    static_assert(F.scales != GpuScales::kQ2K, "Q2_K: dequant4_q2k");
     const uint32_t sc = L::kPs.sc == 4 ? w[k] : (w[k / 2] >> (16 * (k & 1))) & 0xFFFFu;
     m0 = m1 = 0;
     if constexpr (F.scales == GpuScales::kD) {
@@ -315,7 +316,6 @@ __device__ __forceinline__ void ring_scales(const uint32_t* w, uint32_t sb, int 
         decode_scales<T>(sc, sb, &f0, &f1, &g0, &g1);
         if constexpr (F.split_halves()) {
             s0 = splat_f16(f2h(f0)), s1 = splat_f16(f2h(f1));
-            if constexpr (F.has_min()) m0 = splat_f16(f2h(-g0)), m1 = splat_f16(f2h(-g1));
         } else {
             s0 = s1 = splat_f16(f2h(f0));
             if constexpr (F.has_min()) m0 = m1 = splat_f16(f2h(-g0));
@@ -446,9 +446,6 @@ __device__ __forceinline__ void compute_stage(const unsigned char* slot, SmemAdd
 #pragma unroll
         for (int mt = 0; mt < MT; ++mt) {
             const int r0 = rb + mt * kMmaM + g, r1 = r0 + 8;
-            uint32_t s00, s01, m00, m01, s10, s11, m10, m11;
-            ring_scales<T, MT, NT, WM>(scw[mt][0], sbw[mt][0], k, s00, s01, m00, m01);
-            ring_scales<T, MT, NT, WM>(scw[mt][1], sbw[mt][1], k, s10, s11, m10, m11);
             uint32_t lo0, hi0, lo1, hi1;
             if constexpr (kFmt<T>.codes == GpuCodes::kBytes) {
                 lo0 = wa[mt][0] ^ 0x80808080u, lo1 = wa[mt][1] ^ 0x80808080u;
@@ -461,6 +458,9 @@ __device__ __forceinline__ void compute_stage(const unsigned char* slot, SmemAdd
                 dequant4_q2k<T>(scw[mt][0], sbw[mt][0], k, lo0, hi0, a[mt][0], a[mt][2], a[mt][4], a[mt][6]);
                 dequant4_q2k<T>(scw[mt][1], sbw[mt][1], k, lo1, hi1, a[mt][1], a[mt][3], a[mt][5], a[mt][7]);
             } else {
+                uint32_t s00, s01, m00, m01, s10, s11, m10, m11;
+                ring_scales<T, MT, NT, WM>(scw[mt][0], sbw[mt][0], k, s00, s01, m00, m01);
+                ring_scales<T, MT, NT, WM>(scw[mt][1], sbw[mt][1], k, s10, s11, m10, m11);
                 dequant4<kOff>(lo0, s00, m00, a[mt][0], a[mt][2]);
                 dequant4<kOff>(lo1, s10, m10, a[mt][1], a[mt][3]);
                 dequant4<kOff>(hi0, s01, m01, a[mt][4], a[mt][6]);

@@ -136,10 +136,13 @@ __device__ __forceinline__ void book_values(uint32_t q, uint32_t* lo, uint32_t* 
 
 // The float value of sum_i w[i] * x[i] over a chunk from the integer dots of the
 // 8-bit values: s0 over elements 0..15, s1 over 16..31, x as q8 with ds = (d, d *
-// sum(q)). (kQ2K: dot_chunk.)
+// sum(q)); x0, x1: the sums of x's q8 codes per half (kQ2K's per-half mins only; the
+// integer form of the min term moved the gfx906 audit's loads, so it stays in float).
 template <GgmlType T>
-__device__ __forceinline__ float chunk_value(float f0, float f1, float g0, float2 ds, int s0, int s1) {
+__device__ __forceinline__ float chunk_value(float f0, float f1, float g0, float g1, float2 ds, int s0, int s1, int x0,
+                                             int x1) {
     constexpr GpuFormat F = kFmt<T>;
+    if constexpr (F.scales == GpuScales::kQ2K) return ds.x * (f0 * float(s0) + f1 * float(s1) - (g0 * float(x0) + g1 * float(x1)));
     if constexpr (F.split_halves()) return ds.x * (f0 * float(s0) + f1 * float(s1));
     if constexpr (F.scales == GpuScales::kDM) return f0 * ds.x * float(s0 + s1) + g0 * ds.y;
     if constexpr (F.scales == GpuScales::kK4) return f0 * ds.x * float(s0 + s1) - g0 * ds.y;
@@ -207,10 +210,7 @@ __device__ __forceinline__ float dot_chunk(const Chunk& r, const int4& a0, const
     }
     float f0, f1, g0, g1;
     decode_scales<T>(r.sc, r.sb, &f0, &f1, &g0, &g1);
-    if constexpr (F.scales == GpuScales::kQ2K)  // (integer forms of these sums moved the audit's loads)
-        return ds.x * (f0 * float(s0) + f1 * float(s1) - (g0 * float(x0) + g1 * float(x1)));
-    else
-        return chunk_value<T>(f0, f1, g0, ds, s0, s1);
+    return chunk_value<T>(f0, f1, g0, g1, ds, s0, s1, x0, x1);
 }
 
 }  // namespace vega::gpu
