@@ -9,6 +9,8 @@
 #   TYPES="Q4_0 Q8_0 Q4_K_M Q6_K" DEVICE=gpu BOUND=5e-3
 #   LAYERS=4 (synth --layers: every matrix and the vocabulary at full size, fewer blocks;
 #   0 = the whole model; a shape with fewer blocks keeps its own)
+#   SPLIT=0,1 (the device run is a layer split over --devices $SPLIT; it is also compared
+#   with the same file on one device, $DEVICE, under the same bound: "split vs one")
 # The mixtures of experts: qwen3moe-tiny (8 experts, 2 used; its 128-long expert rows
 # take the Q4_K_M fallbacks Q5_0/Q8_0 and llama.cpp's 8-expert Q8_0 attn_k/attn_v) and
 # qwen3moe-30b-a3b (128 experts, 8 used, head_dim 128 != n_embd/n_head; at LAYERS=4,
@@ -55,7 +57,8 @@ for shape in $SHAPES; do
     fi
     tokens "$n_vocab" > "$OUT/tokens.txt"
     dev_log="$OUT/$shape-$type-$DEVICE.log"
-    if ! timeout 600 "$B/vega" eval -m "$m" --device "$DEVICE" -c 64 --tokens-file "$OUT/tokens.txt" \
+    dev_opts="--device $DEVICE"; [ -n "${SPLIT:-}" ] && dev_opts="--devices $SPLIT"
+    if ! timeout 600 "$B/vega" eval -m "$m" $dev_opts -c 64 --tokens-file "$OUT/tokens.txt" \
          --logits-out /tmp/sweep-dev.f32 --routes-out /tmp/sweep-routes.txt > "$dev_log" 2>&1; then
       echo "$name: $DEVICE eval FAILED: $(tail -1 "$dev_log")" | tee -a "$OUT/sweep.txt"; fail=1; rm -f "$m"; continue
     fi
@@ -66,6 +69,15 @@ for shape in $SHAPES; do
     r=$(python3 "$here/logits_nmse.py" /tmp/sweep-dev.f32 /tmp/sweep-cpu.f32 "$n_vocab" "$BOUND") || fail=1
     routes=$(python3 "$here/route_check.py" "$OUT/$shape-$type-cpu.log" "$BOUND") || fail=1
     [ -n "$routes" ] && r="$r; $routes"
+    if [ -n "${SPLIT:-}" ]; then  # the split against one device (the same kernels: routes as well)
+      if timeout 600 "$B/vega" eval -m "$m" --device "$DEVICE" -c 64 --tokens-file "$OUT/tokens.txt" \
+           --logits-out /tmp/sweep-one.f32 > "$OUT/$shape-$type-one.log" 2>&1; then
+        one=$(python3 "$here/logits_nmse.py" /tmp/sweep-dev.f32 /tmp/sweep-one.f32 "$n_vocab" "$BOUND") || fail=1
+        r="$r; split vs one: $one"
+      else
+        r="$r; one-device eval FAILED: $(tail -1 "$OUT/$shape-$type-one.log")"; fail=1
+      fi
+    fi
     echo "$name: $r" | tee -a "$OUT/sweep.txt"
     rm -f "$m"
   done

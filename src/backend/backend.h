@@ -186,6 +186,14 @@ public:
     virtual void upload(void* dst, const void* src, size_t bytes) = 0;
     virtual void download(void* dst, const void* src, size_t bytes) = 0;
     virtual void synchronize() = 0;
+    // Copies `bytes` of this backend's memory at src to dst_ptr in dst's memory (the
+    // layer split's hand-off of the residual stream from one device to the next):
+    // after this backend's earlier ops, before dst's later ops, and before this
+    // backend's later ops may overwrite src. Default: through host memory (waits for
+    // this backend); GPU to GPU: a device-side copy ordered by events, no host wait.
+    virtual void copy_to(Backend& dst, void* dst_ptr, const void* src, size_t bytes);
+    // The GPU index this backend runs on; -1 for the CPU.
+    virtual int device_index() const { return -1; }
     // Bytes the backend could still allocate (GPU: the device's free memory; CPU: the
     // system's available memory), 0 when unknown. For fit checks before large allocations.
     virtual size_t free_memory() const { return 0; }

@@ -4,7 +4,9 @@
 #include "backend/backend.h"
 
 #include <algorithm>
+#include <cstdint>
 #include <cstdio>
+#include <vector>
 
 namespace vega {
 
@@ -12,6 +14,13 @@ void Backend::note(const std::string& line) {
     if (std::find(noted_.begin(), noted_.end(), line) != noted_.end()) return;
     noted_.push_back(line);
     if (notes_on_) std::fprintf(stderr, "vega: note: %s\n", line.c_str());
+}
+
+void Backend::copy_to(Backend& dst, void* dst_ptr, const void* src, size_t bytes) {
+    synchronize();
+    std::vector<uint8_t> host(bytes);
+    download(host.data(), src, bytes);
+    dst.upload(dst_ptr, host.data(), bytes);
 }
 
 void Backend::qkv_projections(const AttentionBlock& a, const BlockBuffers& buf, int rows, bool head_norms) {

@@ -61,12 +61,6 @@ Stats stats(const std::vector<double>& v) {
     return s;
 }
 
-#ifdef VEGA_HAVE_GPU
-int gpu_index(const std::string& device) {
-    if (device == "auto" || device == "gpu") return 0;
-    return std::atoi(device.c_str());
-}
-#endif
 
 struct Row {
     std::string test;
@@ -91,13 +85,13 @@ void bench(const BenchOptions& o) {
     mo.batch = std::max({mo.batch, max_p, max_b});
     const bool quiet = o.output == "json";
     Loaded l = load(mo, !quiet, max_b);
-    Backend& be = *l.backend;
+    Backend& be = l.backend();
     const Model& model = *l.model;
     Session& s = *l.session;
 
     double copy_gbs = 0;
 #ifdef VEGA_HAVE_GPU
-    if (be.name().rfind("gpu", 0) == 0) copy_gbs = gpu_copy_bandwidth_gbs(gpu_index(mo.device));
+    if (be.device_index() >= 0) copy_gbs = gpu_copy_bandwidth_gbs(be.device_index());
 #endif
     if (!quiet) {
         std::fprintf(stderr, "vega: backend %s\n", be.name().c_str());
@@ -170,7 +164,14 @@ void bench(const BenchOptions& o) {
         s.set_use_graphs(true);
     }
 
-    const std::string backend = be.name() + (s.use_graphs() ? " [graph]" : "");
+    std::string backend = be.name();
+    if (model.stages().size() > 1) {  // a layer split: every device, and the split
+        backend.clear();
+        for (const ModelStage& st : model.stages())
+            backend += (backend.empty() ? "" : " + ") + st.backend->name();
+        backend += " [layer split]";
+    }
+    backend += s.use_graphs() ? " [graph]" : "";
     if (o.output == "json") {
         nlohmann::json out = nlohmann::json::array();
         for (const Row& r : rows) {

@@ -53,8 +53,8 @@ void register_synth(CLI::App& app) {
     }
     cmd->add_option("--shape", o->shape, "model shape: " + shapes)->capture_default_str();
     cmd->add_option("--type", o->type,
-                    "weight type: F32 F16 BF16 Q4_0 Q4_1 Q5_0 Q5_1 Q8_0 Q4_K Q5_K Q6_K Q4_K_M Q5_K_M; CPU only so far: "
-                    "Q2_K Q3_K IQ4_NL IQ4_XS MXFP4")
+                    "weight type: F32 F16 BF16 Q4_0 Q4_1 Q5_0 Q5_1 Q8_0 Q2_K Q3_K Q4_K Q5_K Q6_K Q4_K_M Q5_K_M IQ4_NL "
+                    "IQ4_XS MXFP4")
         ->capture_default_str();
     cmd->footer(table +
                 "Q4_K_M/Q5_K_M follow llama-quantize: output Q6_K; attn_v, ffn_down and ffn_down_exps Q6_K on\n"

@@ -1,6 +1,7 @@
 #include "cli/common.h"
 
 #include <cctype>
+#include <cmath>
 #include <chrono>
 #include <cstdio>
 #include <cstdlib>
@@ -26,8 +27,19 @@ void add_model_options(CLI::App& cmd, ModelOptions& o, bool ctx_option) {
     cmd.add_option("--hf-endpoint", o.hf_endpoint, "Hugging Face Hub URL (default: $HF_ENDPOINT or https://huggingface.co)");
     const OptionLimits& lim = option_limits();
     add_limited_option(cmd, o.threads, lim.threads, "CPU threads (0: all cores, the default)");
-    cmd.add_option("--device", o.device, "cpu, gpu, a GPU index, or auto (GPU when present)")
+    CLI::Option* one = cmd.add_option("--device", o.device, "cpu, gpu, a GPU index, or auto (GPU when present)")
+                           ->capture_default_str();
+    cmd.add_option("--devices", o.devices,
+                   "several devices, comma-separated (0,1 or cpu,0): the model's layers are split over them in "
+                   "order (--split-mode layer), the KV cache with them")
+        ->excludes(one);
+    cmd.add_option("--split-mode", o.split_mode,
+                   "how --devices share the model: layer (each holds a contiguous range of layers) or none (the "
+                   "first device holds all)")
         ->capture_default_str();
+    cmd.add_option("--tensor-split", o.tensor_split,
+                   "each device's share of the layers, comma-separated (3,1: three quarters on the first); default: "
+                   "in proportion to each device's free memory");
     if (ctx_option) add_limited_option(cmd, o.ctx, lim.ctx_size, "context size in tokens (0: the model's, at most 4096; the default)");
     add_limited_option(cmd, o.batch, lim.batch_size, "most tokens per forward call")->capture_default_str();
     cmd.add_option("--kv-type", o.kv_type, "KV cache type: f16, q8_0 (about half the memory; K and V in 8-bit blocks) or f32")->capture_default_str();
@@ -83,26 +95,76 @@ std::string resolve_model_path(const ModelOptions& o, bool verbose) {
 #endif
 }
 
+std::vector<std::string> parse_device_list(const ModelOptions& o) {
+    if (o.split_mode == "tensor")
+        fail("--split-mode tensor (tensor parallel over NCCL/RCCL) is not built yet; use --split-mode layer");
+    if (o.split_mode != "layer" && o.split_mode != "none")
+        fail("unknown --split-mode '{}' (use layer or none)", o.split_mode);
+    if (o.devices.empty()) {
+        if (!o.tensor_split.empty()) fail("--tensor-split needs --devices (the devices it splits over)");
+        return {o.device};
+    }
+    std::vector<std::string> out;
+    size_t b = 0;
+    for (;;) {
+        const size_t e = o.devices.find(',', b);
+        std::string item = o.devices.substr(b, e == std::string::npos ? std::string::npos : e - b);
+        if (item.empty()) fail("--devices '{}' has an empty item (use e.g. 0,1)", o.devices);
+        out.push_back(item);
+        if (e == std::string::npos) break;
+        b = e + 1;
+    }
+    if (o.split_mode == "none") out.resize(1);
+    return out;
+}
+
+std::vector<double> parse_tensor_split(const std::string& s) {
+    std::vector<double> out;
+    if (s.empty()) return out;
+    size_t b = 0;
+    for (;;) {
+        const size_t e = s.find(',', b);
+        const std::string item = s.substr(b, e == std::string::npos ? std::string::npos : e - b);
+        char* end = nullptr;
+        const double v = std::strtod(item.c_str(), &end);
+        if (item.empty() || *end != '\0' || !(v >= 0) || !std::isfinite(v))
+            fail("--tensor-split '{}': '{}' is not a non-negative number", s, item);
+        out.push_back(v);
+        if (e == std::string::npos) break;
+        b = e + 1;
+    }
+    return out;
+}
+
 Loaded load(const ModelOptions& opts, bool verbose, int n_seq) {
     ModelOptions o = opts;
     o.model_path = resolve_model_path(opts, verbose);
     Loaded l;
     l.model_path = o.model_path;
     const double t0 = now_seconds();
-    l.backend = create_backend(o.device, o.threads);
+    const std::vector<std::string> devices = parse_device_list(o);
+    const std::vector<double> shares = parse_tensor_split(o.tensor_split);
+    if (!shares.empty() && shares.size() != devices.size())
+        fail("--tensor-split '{}' has {} value(s) for {} device(s) in --devices", o.tensor_split, shares.size(),
+             devices.size());
+    std::vector<Backend*> stage_backends;
+    for (const std::string& d : devices) {
+        l.backends.push_back(create_backend(d, o.threads));
+        stage_backends.push_back(l.backends.back().get());
+    }
     int last = -1;
     const bool tty = isatty(fileno(stderr));  // progress only on a terminal
-    l.model = Model::load(o.model_path, *l.backend, [&](float f) {
+    l.model = Model::load(o.model_path, stage_backends, shares, [&](float f) {
         const int pct = int(f * 100);
         if (verbose && tty && pct / 10 != last / 10) {
             std::fprintf(stderr, "\rvega: loading %s %3d%%", o.model_path.c_str(), pct);
             last = pct;
         }
     });
-    l.backend->set_notes(verbose);
+    for (auto& be : l.backends) be->set_notes(verbose);
     if (verbose)
         std::fprintf(stderr, "\rvega: loaded %s: %s on %s\n", o.model_path.c_str(), l.model->describe().c_str(),
-                     l.backend->name().c_str());
+                     l.model->describe_placement().c_str());
     ContextParams cp;
     cp.n_ctx = o.ctx;
     cp.n_batch = o.batch;
@@ -111,7 +173,7 @@ Loaded load(const ModelOptions& opts, bool verbose, int n_seq) {
     // Batched decode steps replay one graph per batch-size bucket (checked on the H200:
     // the GPU end-to-end tests pass with it); VEGA_BATCH_GRAPHS=0 turns it off (A/B).
     cp.batch_graphs = env::flag("VEGA_BATCH_GRAPHS", true);
-    l.session = std::make_unique<Session>(*l.model, *l.backend, cp);
+    l.session = std::make_unique<Session>(*l.model, cp);
     if (verbose) {
         const ContextParams& p = l.session->params();
         const double mib = double(l.session->kv_bytes()) / (1 << 20);

@@ -20,95 +20,127 @@ struct StepIds {
 };
 
 struct Session::Impl {
-    Backend& be;
-    std::unique_ptr<KvCache> cache;
+    // One stage of the model (Model::stages()): its backend, its layers' KV cache, and
+    // copies of each batch's metadata in its memory (every stage's attention reads the
+    // positions and sequences). The last stage also holds the output rows, logits,
+    // argmax and top-k buffers.
+    struct Stage {
+        Backend* be = nullptr;
+        std::unique_ptr<KvCache> cache;
+        int32_t *d_tokens = nullptr, *d_pos = nullptr, *d_seq = nullptr;
+        int32_t* d_step = nullptr;   // StepIds, stride 1
+        int32_t* d_bstep = nullptr;  // StepIds, stride kMaxBucket
+    };
+    std::vector<Stage> st;
     std::unique_ptr<Forward> fwd;
     int n_batch = 0;
     int n_vocab = 0;
-    // Backend buffers for one chunk's metadata and logits.
-    int32_t *d_tokens = nullptr, *d_pos = nullptr, *d_seq = nullptr, *d_out_idx = nullptr, *d_argmax = nullptr;
+    // Last-stage buffers for one chunk's output rows and logits.
+    int32_t *d_out_idx = nullptr, *d_argmax = nullptr;
     float* d_logits = nullptr;
     // Host staging, sized once.
     std::vector<int32_t> h_tokens, h_pos, h_seq, h_out_idx, h_argmax;
     std::vector<float> logits;
     std::vector<int32_t> greedy;
     std::vector<BatchToken> one_seq;
-    // Graph replay of decode steps. A captured step reads its ids from one StepIds block:
-    // d_step (stride 1) for one-token steps, d_bstep (stride kMaxBucket) for steps of
-    // 2..64 sequences (ContextParams::batch_graphs), padded to a bucket with rows of
-    // the hidden sequence `pad_seq`. One graph per (bucket, selection).
+    std::vector<BatchView> views;  // one chunk's batch, per stage
+    // Graph replay of decode steps. A captured step reads its ids from one StepIds block
+    // per stage: d_step (stride 1) for one-token steps, d_bstep (stride kMaxBucket) for
+    // steps of 2..64 sequences (ContextParams::batch_graphs), padded to a bucket with
+    // rows of the hidden sequence `pad_seq`. One graph per (bucket, selection) and
+    // stage; the host passes the residual stream between stages' graphs.
     static constexpr int kMaxBucket = 64;
     static constexpr int kBuckets[7] = {2, 4, 8, 16, 32, 48, 64};
     struct Graph {
-        int id = -1, k = 0;  // k: the top-k baked into a TopK graph
+        std::vector<int> ids;  // per stage; empty: not captured
+        int k = 0;             // the top-k baked into a TopK graph
     };
     bool graphs = false;
-    int32_t* d_step = nullptr;
     Graph one_graph[3];  // [Select]
     bool batch_graphs = false;
     int pad_seq = -1;
-    int32_t* d_bstep = nullptr;
     Graph bgraph[7][3];  // [bucket][Select]
     std::vector<int32_t> h_bstep;
     int n_replays = 0;  // batched steps replayed
-    // Device-side top-k: ids/vals [n_batch][kTopKMax] on the backend, and host copies.
+    // Device-side top-k: ids/vals [n_batch][kTopKMax] on the last stage, and host copies.
     int32_t* d_topk_ids = nullptr;
     float* d_topk_vals = nullptr;
     TopK topk;
 
-    explicit Impl(Backend& b) : be(b) {}
+    Backend& out() const { return *st.back().be; }  // the last stage's backend
+    int n_stages() const { return int(st.size()); }
 
-    // Reduces the logits of `rows` rows on the backend: argmax into out, or top-k into d_topk_*.
+    // Reduces the logits of `rows` rows on the last stage: argmax into out, or top-k into d_topk_*.
     void select(Select sel, int rows, int k, int32_t* argmax_out) {
-        if (sel == Select::Argmax) be.argmax(d_logits, rows, n_vocab, argmax_out);
-        if (sel == Select::TopK) be.top_k(d_logits, rows, n_vocab, k, d_topk_ids, d_topk_vals);
+        if (sel == Select::Argmax) out().argmax(d_logits, rows, n_vocab, argmax_out);
+        if (sel == Select::TopK) out().top_k(d_logits, rows, n_vocab, k, d_topk_ids, d_topk_vals);
+    }
+    void synchronize() {
+        for (Stage& s : st) s.be->synchronize();
+    }
+    void release(Graph& g) {
+        for (size_t s = 0; s < g.ids.size(); ++s)
+            if (g.ids[s] >= 0) st[s].be->release_graph(g.ids[s]);
+        g.ids.clear();
     }
     ~Impl() {
-        for (Graph& g : one_graph)
-            if (g.id >= 0) be.release_graph(g.id);
+        for (Graph& g : one_graph) release(g);
         for (auto& per_bucket : bgraph)
-            for (Graph& g : per_bucket)
-                if (g.id >= 0) be.release_graph(g.id);
+            for (Graph& g : per_bucket) release(g);
         fwd.reset();
-        for (void* p : {(void*)d_tokens, (void*)d_pos, (void*)d_seq, (void*)d_out_idx, (void*)d_argmax, (void*)d_logits,
-                        (void*)d_step, (void*)d_topk_ids, (void*)d_topk_vals, (void*)d_bstep})
-            if (p) be.release(p);
+        Backend* last = st.empty() ? nullptr : st.back().be;
+        for (void* p : {(void*)d_out_idx, (void*)d_argmax, (void*)d_logits, (void*)d_topk_ids, (void*)d_topk_vals})
+            if (p && last) last->release(p);
+        for (Stage& s : st)
+            for (void* p : {(void*)s.d_tokens, (void*)s.d_pos, (void*)s.d_seq, (void*)s.d_step, (void*)s.d_bstep})
+                if (p) s.be->release(p);
     }
 
-    // Records forward (+ argmax or top-k) of `rows` rows whose ids are in `ids` (see
-    // above). A failure turns the path off (`enabled`) and propagates.
-    int capture(StepIds ids, int rows, int n_ctx, Select sel, int k, bool& enabled) {
-        BatchView b;
-        b.n_tokens = rows, b.tokens = ids.at(StepIds::kTokens), b.pos = ids.at(StepIds::kPos);
-        b.seq = ids.at(StepIds::kSeq), b.n_kv_max = n_ctx;
-        b.fresh = ids.stride == 1 ? b.pos : ids.at(StepIds::kFresh);
-        be.capture_begin();
-        try {
-            fwd->run(b, ids.at(StepIds::kOutIdx), rows, d_logits);
-            select(sel, rows, k, ids.at(StepIds::kArgmax));
-        } catch (...) {
+    // The step ids block of stage s (batched: stride kMaxBucket).
+    StepIds ids_of(int s, bool batched) const {
+        return batched ? StepIds{st[size_t(s)].d_bstep, kMaxBucket} : StepIds{st[size_t(s)].d_step, 1};
+    }
+    // Records forward (+ argmax or top-k) of `rows` rows whose ids are in each stage's
+    // block (see above), one graph per stage. A failure turns the path off (`enabled`)
+    // and propagates.
+    void capture(Graph& g, bool batched, int rows, int n_ctx, Select sel, int k, bool& enabled) {
+        const StepIds last = ids_of(n_stages() - 1, batched);
+        for (int s = 0; s < n_stages(); ++s) {
+            Backend& be = *st[size_t(s)].be;
+            const StepIds ids = ids_of(s, batched);
+            BatchView b;
+            b.n_tokens = rows, b.tokens = ids.at(StepIds::kTokens), b.pos = ids.at(StepIds::kPos);
+            b.seq = ids.at(StepIds::kSeq), b.n_kv_max = n_ctx;
+            b.fresh = ids.stride == 1 ? b.pos : ids.at(StepIds::kFresh);
+            be.capture_begin();
             try {
-                be.release_graph(be.capture_end());
+                fwd->run_stage(s, b, last.at(StepIds::kOutIdx), rows, d_logits);
+                if (s + 1 == n_stages()) select(sel, rows, k, last.at(StepIds::kArgmax));
             } catch (...) {
+                try {
+                    be.release_graph(be.capture_end());
+                } catch (...) {
+                }
+                release(g);
+                enabled = false;
+                throw;
             }
-            enabled = false;
-            throw;
+            g.ids.push_back(be.capture_end());
         }
-        return be.capture_end();
     }
     // Replays g over the ids already uploaded, capturing it first (again when the
     // top-k's k changed: it is baked into the graph).
-    void replay(Graph& g, StepIds ids, int rows, int n_ctx, Select sel, int k, bool& enabled) {
-        if (g.id >= 0 && sel == Select::TopK && g.k != k) {
-            be.release_graph(g.id);
-            g.id = -1;
-        }
-        if (g.id < 0) {
-            be.synchronize();
-            g.id = capture(ids, rows, n_ctx, sel, k, enabled);
+    void replay(Graph& g, bool batched, int rows, int n_ctx, Select sel, int k, bool& enabled) {
+        if (!g.ids.empty() && sel == Select::TopK && g.k != k) release(g);
+        if (g.ids.empty()) {
+            synchronize();
+            capture(g, batched, rows, n_ctx, sel, k, enabled);
             g.k = k;
         }
-        be.replay(g.id);
+        for (int s = 0; s < n_stages(); ++s) {
+            st[size_t(s)].be->replay(g.ids[size_t(s)]);
+            if (s + 1 < n_stages()) fwd->hand_off(s, rows);
+        }
     }
     // The smallest bucket holding n rows (index into kBuckets), or -1.
     static int bucket_of(int n) {
@@ -119,7 +151,7 @@ struct Session::Impl {
     // A decode step of n (2..64) rows through its bucket's graph: rows n.. are padding.
     void batch_step(const std::vector<BatchToken>& batch, int n_ctx, Select sel, int k) {
         const int n = int(batch.size()), bi = bucket_of(n), bucket = kBuckets[bi];
-        const StepIds host{h_bstep.data(), kMaxBucket}, dev{d_bstep, kMaxBucket};
+        const StepIds host{h_bstep.data(), kMaxBucket};
         int32_t *tok = host.at(StepIds::kTokens), *pos = host.at(StepIds::kPos), *seq = host.at(StepIds::kSeq);
         for (int i = 0; i < bucket; ++i) {
             const bool pad = i >= n;
@@ -137,9 +169,13 @@ struct Session::Impl {
             host.at(StepIds::kFresh)[i] = lo;
         }
         // Tokens .. out_idx in one upload (argmax is the step's output), then fresh.
-        be.upload(dev.base, host.base, size_t(StepIds::kArgmax * kMaxBucket) * sizeof(int32_t));
-        be.upload(dev.at(StepIds::kFresh), host.at(StepIds::kFresh), size_t(kMaxBucket) * sizeof(int32_t));
-        replay(bgraph[bi][int(sel)], dev, bucket, n_ctx, sel, k, batch_graphs);
+        for (int s = 0; s < n_stages(); ++s) {
+            const StepIds dev = ids_of(s, true);
+            Backend& be = *st[size_t(s)].be;
+            be.upload(dev.base, host.base, size_t(StepIds::kArgmax * kMaxBucket) * sizeof(int32_t));
+            be.upload(dev.at(StepIds::kFresh), host.at(StepIds::kFresh), size_t(kMaxBucket) * sizeof(int32_t));
+        }
+        replay(bgraph[bi][int(sel)], true, bucket, n_ctx, sel, k, batch_graphs);
         ++n_replays;
     }
     // A one-token step: uploads its ids and replays its graph.
@@ -147,63 +183,83 @@ struct Session::Impl {
         int32_t ids[StepIds::kArgmax];  // tokens, pos, seq, out_idx (stride 1)
         ids[StepIds::kTokens] = t.token, ids[StepIds::kPos] = t.pos, ids[StepIds::kSeq] = t.seq;
         ids[StepIds::kOutIdx] = 0;
-        be.upload(d_step, ids, sizeof(ids));
-        replay(one_graph[int(sel)], StepIds{d_step, 1}, 1, n_ctx, sel, k, graphs);
+        for (int s = 0; s < n_stages(); ++s) st[size_t(s)].be->upload(st[size_t(s)].d_step, ids, sizeof(ids));
+        replay(one_graph[int(sel)], false, 1, n_ctx, sel, k, graphs);
     }
 };
 
-Session::Session(const Model& model, Backend& backend, const ContextParams& p)
-    : model_(model), be_(backend), p_(p), impl_(std::make_unique<Impl>(backend)) {
+Session::Session(const Model& model, Backend& backend, const ContextParams& p) : Session(model, p) {
+    if (model.stages().size() != 1 || &model.first_backend() != &backend)
+        fail("session: the model's weights live on {}, not on {}", model.describe_placement(), backend.name());
+}
+
+Session::Session(const Model& model, const ContextParams& p)
+    : model_(model), p_(p), impl_(std::make_unique<Impl>()) {
     const HParams& hp = model.hparams();
     if (p_.n_ctx <= 0) p_.n_ctx = std::min(hp.n_ctx_train, 4096);
     if (p_.n_batch <= 0) fail("n_batch must be positive (got {})", p_.n_batch);
     if (p_.n_seq <= 0) fail("n_seq must be positive (got {})", p_.n_seq);
     p_.n_batch = std::min(p_.n_batch, p_.n_ctx * p_.n_seq);
 
-    KvCacheDesc d;
-    d.n_layer = hp.n_layer;
-    // Batch graphs pad their buckets with rows of one extra sequence nobody reads.
-    const bool batch_graphs = p_.batch_graphs && p_.n_seq > 1 && backend.supports_capture();
-    d.n_seq = p_.n_seq + (batch_graphs ? 1 : 0);
-    d.n_ctx = p_.n_ctx;
-    d.n_kv_head = hp.n_head_kv;
-    d.head_dim = hp.head_dim;
-    d.type = p_.kv_type;
-    check_kv_cache_desc(d);
-    // The cache is the session's one large allocation: check it fits first and say
-    // what to lower (an allocation failure deep in the backend, or the OOM killer on
-    // the CPU, would say neither).
-    const size_t kv_bytes = kv_cache_bytes(d);
-    if (const size_t avail = backend.free_memory(); avail > 0 && kv_bytes > avail)
-        fail("the KV cache does not fit: {} sequence(s) x {} cells ({}) x {} layers needs {:.2f} GiB, {:.2f} GiB "
-             "is free on {}; lower -c/--ctx-size or --parallel, or use a smaller --kv-type",
-             p_.n_seq, d.n_ctx, type_traits(d.type).name, d.n_layer, double(kv_bytes) / (1 << 30),
-             double(avail) / (1 << 30), backend.name());
     Impl& I = *impl_;
-    I.cache = backend.create_kv_cache(d);
+    bool capture = true;
+    for (const ModelStage& ms : model.stages()) capture = capture && ms.backend->supports_capture();
+    // Batch graphs pad their buckets with rows of one extra sequence nobody reads.
+    const bool batch_graphs = p_.batch_graphs && p_.n_seq > 1 && capture;
+    std::vector<KvCache*> caches;
+    for (const ModelStage& ms : model.stages()) {
+        KvCacheDesc d;
+        d.n_layer = ms.end_layer - ms.first_layer;
+        d.n_seq = p_.n_seq + (batch_graphs ? 1 : 0);
+        d.n_ctx = p_.n_ctx;
+        d.n_kv_head = hp.n_head_kv;
+        d.head_dim = hp.head_dim;
+        d.type = p_.kv_type;
+        check_kv_cache_desc(d);
+        // The cache is the session's one large allocation: check it fits first and say
+        // what to lower (an allocation failure deep in the backend, or the OOM killer on
+        // the CPU, would say neither).
+        Backend& backend = *ms.backend;
+        const size_t kv_bytes = kv_cache_bytes(d);
+        if (const size_t avail = backend.free_memory(); avail > 0 && kv_bytes > avail)
+            fail("the KV cache does not fit: {} sequence(s) x {} cells ({}) x {} layers needs {:.2f} GiB, {:.2f} GiB "
+                 "is free on {}; lower -c/--ctx-size or --parallel, or use a smaller --kv-type",
+                 p_.n_seq, d.n_ctx, type_traits(d.type).name, d.n_layer, double(kv_bytes) / (1 << 30),
+                 double(avail) / (1 << 30), backend.name());
+        Impl::Stage s;
+        s.be = &backend;
+        s.cache = backend.create_kv_cache(d);
+        caches.push_back(s.cache.get());
+        I.st.push_back(std::move(s));
+    }
     I.n_batch = p_.n_batch;
     I.n_vocab = hp.n_vocab;
-    I.fwd = std::make_unique<Forward>(model, backend, *I.cache, I.n_batch);
+    I.fwd = std::make_unique<Forward>(model, caches, I.n_batch);
     const size_t B = size_t(I.n_batch);
-    auto ibuf = [&](const char* what) { return static_cast<int32_t*>(backend.alloc(B * sizeof(int32_t), what)); };
-    I.d_tokens = ibuf("batch tokens");
-    I.d_pos = ibuf("batch positions");
-    I.d_seq = ibuf("batch sequence ids");
-    I.d_out_idx = ibuf("batch output rows");
-    I.d_argmax = ibuf("argmax output");
-    I.d_logits = static_cast<float*>(backend.alloc(B * size_t(I.n_vocab) * sizeof(float), "logits"));
-    I.graphs = backend.supports_capture();
-    I.d_step = static_cast<int32_t*>(backend.alloc(StepIds::kFields * sizeof(int32_t), "decode step ids"));
-    if (batch_graphs && I.n_batch >= Impl::kMaxBucket) {
-        I.batch_graphs = true;
+    I.batch_graphs = batch_graphs && I.n_batch >= Impl::kMaxBucket;
+    for (Impl::Stage& s : I.st) {
+        Backend& be = *s.be;
+        auto ibuf = [&](const char* what) { return static_cast<int32_t*>(be.alloc(B * sizeof(int32_t), what)); };
+        s.d_tokens = ibuf("batch tokens");
+        s.d_pos = ibuf("batch positions");
+        s.d_seq = ibuf("batch sequence ids");
+        s.d_step = static_cast<int32_t*>(be.alloc(StepIds::kFields * sizeof(int32_t), "decode step ids"));
+        if (I.batch_graphs)
+            s.d_bstep = static_cast<int32_t*>(
+                be.alloc(StepIds::kFields * Impl::kMaxBucket * sizeof(int32_t), "batched step ids"));
+    }
+    Backend& last = I.out();
+    I.d_out_idx = static_cast<int32_t*>(last.alloc(B * sizeof(int32_t), "batch output rows"));
+    I.d_argmax = static_cast<int32_t*>(last.alloc(B * sizeof(int32_t), "argmax output"));
+    I.d_logits = static_cast<float*>(last.alloc(B * size_t(I.n_vocab) * sizeof(float), "logits"));
+    I.graphs = capture;
+    if (I.batch_graphs) {
         I.pad_seq = p_.n_seq;
-        I.d_bstep = static_cast<int32_t*>(
-            backend.alloc(StepIds::kFields * Impl::kMaxBucket * sizeof(int32_t), "batched step ids"));
         I.h_bstep.assign(StepIds::kFields * Impl::kMaxBucket, 0);
     }
     const size_t KB = B * size_t(Backend::kTopKMax);
-    I.d_topk_ids = static_cast<int32_t*>(backend.alloc(KB * sizeof(int32_t), "top-k ids"));
-    I.d_topk_vals = static_cast<float*>(backend.alloc(KB * sizeof(float), "top-k values"));
+    I.d_topk_ids = static_cast<int32_t*>(last.alloc(KB * sizeof(int32_t), "top-k ids"));
+    I.d_topk_vals = static_cast<float*>(last.alloc(KB * sizeof(float), "top-k values"));
     I.topk.ids.reserve(KB);
     I.topk.logits.reserve(KB);
     I.h_tokens.resize(B);
@@ -215,9 +271,17 @@ Session::Session(const Model& model, Backend& backend, const ContextParams& p)
 
 Session::~Session() = default;
 
-size_t Session::kv_bytes() const { return impl_->cache->bytes(); }
+size_t Session::kv_bytes() const {
+    size_t n = 0;
+    for (const Impl::Stage& s : impl_->st) n += s.cache->bytes();
+    return n;
+}
 
-void Session::set_use_graphs(bool on) { impl_->graphs = on && be_.supports_capture(); }
+void Session::set_use_graphs(bool on) {
+    bool capture = true;
+    for (const Impl::Stage& s : impl_->st) capture = capture && s.be->supports_capture();
+    impl_->graphs = on && capture;
+}
 void Session::set_route_trace(RouteTrace* t) {
     if (t) set_use_graphs(false);  // a captured step cannot stop for the host
     impl_->fwd->set_route_trace(t);
@@ -292,19 +356,19 @@ void Session::decode_reduced(const std::vector<BatchToken>& batch, int mode, int
     }
     auto fetch = [&](int n_out, const int32_t* d_argmax) {
         if (sel == Select::Logits) {
-            be_.download(I.logits.data() + written * size_t(I.n_vocab), I.d_logits,
+            I.out().download(I.logits.data() + written * size_t(I.n_vocab), I.d_logits,
                          size_t(n_out) * size_t(I.n_vocab) * sizeof(float));
             written += size_t(n_out);
         } else if (sel == Select::Argmax) {
             I.h_argmax.resize(std::max<size_t>(I.h_argmax.size(), size_t(n_out)));
-            be_.download(I.h_argmax.data(), d_argmax, size_t(n_out) * 4);
+            I.out().download(I.h_argmax.data(), d_argmax, size_t(n_out) * 4);
             I.greedy.insert(I.greedy.end(), I.h_argmax.begin(), I.h_argmax.begin() + n_out);
         } else {
             const size_t old = I.topk.ids.size(), add = size_t(n_out) * size_t(k);
             I.topk.ids.resize(old + add);
             I.topk.logits.resize(old + add);
-            be_.download(I.topk.ids.data() + old, I.d_topk_ids, add * sizeof(int32_t));
-            be_.download(I.topk.logits.data() + old, I.d_topk_vals, add * sizeof(float));
+            I.out().download(I.topk.ids.data() + old, I.d_topk_ids, add * sizeof(int32_t));
+            I.out().download(I.topk.logits.data() + old, I.d_topk_vals, add * sizeof(float));
         }
     };
     // Graphs replay decode steps: generated rows only (prompt rows take the tiled attention).
@@ -312,7 +376,7 @@ void Session::decode_reduced(const std::vector<BatchToken>& batch, int mode, int
         int n_kv = 0;
         stage_chunk(batch, 0, 1, p_, I.n_vocab, I.h_tokens, I.h_pos, I.h_seq, I.h_out_idx, n_kv);  // validates
         I.step(batch[0], p_.n_ctx, sel, k);
-        fetch(1, StepIds{I.d_step, 1}.at(StepIds::kArgmax));
+        fetch(1, I.ids_of(I.n_stages() - 1, false).at(StepIds::kArgmax));
         return;
     }
     // A decode step of 2..64 sequences: every row wants logits.
@@ -321,8 +385,8 @@ void Session::decode_reduced(const std::vector<BatchToken>& batch, int mode, int
         int n_kv = 0;
         stage_chunk(batch, 0, batch.size(), p_, I.n_vocab, I.h_tokens, I.h_pos, I.h_seq, I.h_out_idx, n_kv);  // validates
         I.batch_step(batch, p_.n_ctx, sel, k);
-        fetch(int(batch.size()), StepIds{I.d_bstep, Impl::kMaxBucket}.at(StepIds::kArgmax));
-        be_.synchronize();
+        fetch(int(batch.size()), I.ids_of(I.n_stages() - 1, true).at(StepIds::kArgmax));
+        I.synchronize();
         return;
     }
     for (size_t begin = 0; begin < batch.size(); begin += size_t(I.n_batch)) {
@@ -333,20 +397,22 @@ void Session::decode_reduced(const std::vector<BatchToken>& batch, int mode, int
                                 bv.n_kv_max, &bv.prompt_rows);
         const bool keep = n_out > 0;
         if (!keep) I.h_out_idx[0] = 0, n_out = 1;
-        be_.upload(I.d_tokens, I.h_tokens.data(), size_t(n) * 4);
-        be_.upload(I.d_pos, I.h_pos.data(), size_t(n) * 4);
-        be_.upload(I.d_seq, I.h_seq.data(), size_t(n) * 4);
-        be_.upload(I.d_out_idx, I.h_out_idx.data(), size_t(n_out) * 4);
         bv.n_tokens = n;
-        bv.tokens = I.d_tokens;
-        bv.pos = I.d_pos;
-        bv.seq = I.d_seq;
-        I.fwd->run(bv, I.d_out_idx, n_out, I.d_logits);
+        I.views.clear();
+        for (Impl::Stage& s : I.st) {
+            s.be->upload(s.d_tokens, I.h_tokens.data(), size_t(n) * 4);
+            s.be->upload(s.d_pos, I.h_pos.data(), size_t(n) * 4);
+            s.be->upload(s.d_seq, I.h_seq.data(), size_t(n) * 4);
+            bv.tokens = s.d_tokens, bv.pos = s.d_pos, bv.seq = s.d_seq;
+            I.views.push_back(bv);
+        }
+        I.out().upload(I.d_out_idx, I.h_out_idx.data(), size_t(n_out) * 4);
+        I.fwd->run(I.views, I.d_out_idx, n_out, I.d_logits);
         if (!keep) continue;
         I.select(sel, n_out, k, I.d_argmax);
         fetch(n_out, I.d_argmax);
     }
-    be_.synchronize();
+    I.synchronize();
 }
 
 const std::vector<float>& Session::eval(const std::vector<int32_t>& tokens, int start_pos, int seq, bool all_logits,

@@ -38,11 +38,15 @@ struct BatchToken {
 
 class Session {
 public:
+    // On the model's stages (Model::stages()): one KV cache per stage, on its backend,
+    // holding its layers.
+    Session(const Model& model, const ContextParams& p);
+    // Same, for a model loaded on `backend` alone (fails otherwise).
     Session(const Model& model, Backend& backend, const ContextParams& p);
     ~Session();
 
     const ContextParams& params() const { return p_; }
-    // Bytes of the KV cache (K and V, every layer and sequence; kv_cache_bytes()).
+    // Bytes of the KV cache (K and V, every layer and sequence, every stage; kv_cache_bytes()).
     size_t kv_bytes() const;
     int n_vocab() const { return model_.hparams().n_vocab; }
 
@@ -84,7 +88,6 @@ private:
     void decode_reduced(const std::vector<BatchToken>& batch, int mode, int k);
     struct Impl;
     const Model& model_;
-    Backend& be_;
     ContextParams p_;
     std::unique_ptr<Impl> impl_;
 };

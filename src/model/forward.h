@@ -1,6 +1,8 @@
 // The forward pass, written once for every supported architecture: the
 // differences (QKV bias, q/k norm, rope style, tied output) are flags and
-// optional weights in the Model. Scratch is allocated on the backend once.
+// optional weights in the Model. It runs in the model's stages (Model::stages():
+// one per device of a layer split, one in all other runs), each on its backend
+// with its own scratch, allocated there once.
 #pragma once
 #include <cstdint>
 #include <vector>
@@ -13,28 +15,44 @@ namespace vega {
 
 class Forward {
 public:
-    Forward(const Model& model, Backend& backend, KvCache& cache, int max_tokens);
+    // caches[s]: the KV cache of stage s, on its backend, holding its layers
+    // first_layer..end_layer-1 as cache layers 0.. .
+    Forward(const Model& model, const std::vector<KvCache*>& caches, int max_tokens);
     ~Forward();
     Forward(const Forward&) = delete;
     Forward& operator=(const Forward&) = delete;
 
-    // Runs the batch through all layers (writing its K/V into the cache) and
-    // computes logits [n_out][n_vocab] for the batch rows listed in out_idx.
-    // All pointers are backend memory.
-    void run(const BatchView& b, const int32_t* out_idx, int n_out, float* logits);
+    int n_stages() const { return int(stages_.size()); }
+    // Stage s of the pass over the batch b (its metadata in stage s's memory): the
+    // first stage embeds the tokens, each stage runs its layers (writing their K/V),
+    // and the last computes logits [n_out][n_vocab] for the batch rows listed in
+    // out_idx (both in the last stage's memory).
+    void run_stage(int s, const BatchView& b, const int32_t* out_idx, int n_out, float* logits);
+    // Passes the residual stream [rows][n_embd] from stage s to stage s + 1.
+    void hand_off(int s, int rows);
+    // Every stage and hand-off in order; b[s]: the batch in stage s's memory.
+    void run(const std::vector<BatchView>& b, const int32_t* out_idx, int n_out, float* logits);
 
     // Records (after each routed block, a host round trip) or replays the experts
     // chosen in every routed layer (model/route_trace.h); null: off.
     void set_route_trace(RouteTrace* t);
 
 private:
+    // One stage's backend, cache, layers and scratch activations ([max_tokens][...] floats).
+    struct Stage {
+        Backend* be = nullptr;
+        KvCache* cache = nullptr;
+        int first = 0, end = 0;  // layers [first, end)
+        float* x = nullptr;      // residual stream
+        float* xo = nullptr;     // output rows (last stage)
+        BlockBuffers buf;
+    };
+    void alloc_scratch(Stage& st, bool last);
+    void release_scratch(Stage& st);
+
     const Model& m_;
-    Backend& be_;
-    KvCache& cache_;
     int max_tokens_;
-    // Scratch activations, [max_tokens][...] floats.
-    float *x_ = nullptr, *xo_ = nullptr;
-    BlockBuffers buf_;
+    std::vector<Stage> stages_;
     // Each layer's two block ops, described once.
     std::vector<AttentionBlock> attn_;
     std::vector<FfnBlock> ffn_;

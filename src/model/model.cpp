@@ -1,6 +1,11 @@
 #include "model/model.h"
 
 #include <fmt/format.h>
+#include <fmt/ranges.h>
+
+#include <algorithm>
+#include <cmath>
+#include <set>
 
 #include "core/error.h"
 #include "quant/quant.h"
@@ -18,7 +23,9 @@ std::string shape_str(const gguf::TensorInfo& t) {
 // Finds, checks and uploads the weights named by llama.cpp's GGUF convention.
 class WeightLoader {
 public:
-    WeightLoader(const gguf::File& f, Backend& be) : f_(f), be_(be) {}
+    explicit WeightLoader(const gguf::File& f) : f_(f) {}
+    // The stage whose backend takes the following uploads.
+    void use(ModelStage& stage) { stage_ = &stage; }
 
     // Matrix W [n_out][n_in] (GGUF ne = [n_in, n_out]).
     Weight matrix(const std::string& name, int64_t n_in, int64_t n_out, bool required = true) {
@@ -65,18 +72,21 @@ public:
         return upload(*t);
     }
 
+    // Bytes of the distinct tensors uploaded (a tensor uploaded to two stages counts once).
     size_t bytes() const { return bytes_; }
 
 private:
     Weight upload(const gguf::TensorInfo& t) {
-        bytes_ += t.n_bytes;
-        Weight w = be_.upload_weight(t);
+        if (seen_.insert(&t).second) bytes_ += t.n_bytes;
+        stage_->weight_bytes += t.n_bytes;
+        Weight w = stage_->backend->upload_weight(t);
         w.name = t.name.c_str();
         return w;
     }
 
     const gguf::File& f_;
-    Backend& be_;
+    ModelStage* stage_ = nullptr;
+    std::set<const gguf::TensorInfo*> seen_;
     size_t bytes_ = 0;
 };
 
@@ -110,8 +120,40 @@ void check_tensor_types(const gguf::File& f, const Backend& be) {
 
 }  // namespace
 
+std::vector<int> split_layers(int n_layer, const std::vector<double>& shares) {
+    if (shares.empty()) fail("a layer split needs at least one device");
+    double total = 0;
+    for (double s : shares) {
+        if (!(s >= 0) || !std::isfinite(s)) fail("layer split share {} is not a finite non-negative number", s);
+        total += s;
+    }
+    if (total <= 0) fail("the layer split shares are all zero");
+    // Stage i ends at round(n_layer * (share 0 + .. + share i) / total), moved so that
+    // each device keeps at least one layer while there are enough.
+    const int n = int(shares.size());
+    std::vector<int> first{0};
+    double cum = 0;
+    for (int i = 0; i < n; ++i) {
+        cum += shares[size_t(i)];
+        int end = i + 1 == n ? n_layer : int(std::lround(double(n_layer) * cum / total));
+        if (shares[size_t(i)] > 0) end = std::min(std::max(end, first.back() + 1), n_layer - (n - 1 - i));
+        if (end <= first.back() || shares[size_t(i)] == 0)
+            fail("a layer split of {} layers over {} devices in shares {} gives device {} (share {:.3g}) no layer; "
+                 "use fewer devices or change --tensor-split",
+                 n_layer, n, fmt::join(shares, ","), i, shares[size_t(i)]);
+        first.push_back(end);
+    }
+    return first;
+}
+
 std::unique_ptr<Model> Model::load(const std::string& path, Backend& backend,
                                    const std::function<void(float)>& progress) {
+    return load(path, std::vector<Backend*>{&backend}, {}, progress);
+}
+
+std::unique_ptr<Model> Model::load(const std::string& path, const std::vector<Backend*>& devices,
+                                   const std::vector<double>& shares, const std::function<void(float)>& progress) {
+    if (devices.empty()) fail("no device to load {} on", path);
     auto m = std::unique_ptr<Model>(new Model());
     m->file_ = gguf::File::open(path);
     const gguf::File& f = *m->file_;
@@ -125,21 +167,48 @@ std::unique_ptr<Model> Model::load(const std::string& path, Backend& backend,
     if (m->tok_->n_vocab() > hp.n_vocab)
         fail("{}: tokenizer has {} tokens but token_embd.weight has {} rows", path, m->tok_->n_vocab(), hp.n_vocab);
 
-    check_tensor_types(f, backend);
-    WeightLoader L(f, backend);
+    for (Backend* be : devices) check_tensor_types(f, *be);
+    // The stages: every layer on one device, or contiguous ranges in proportion to the shares.
+    std::vector<double> sh = shares;
+    if (sh.empty()) {
+        for (Backend* be : devices) sh.push_back(double(be->free_memory()));
+        if (std::find(sh.begin(), sh.end(), 0.0) != sh.end()) sh.assign(devices.size(), 1.0);  // unknown: equal
+    }
+    if (sh.size() != devices.size())
+        fail("--tensor-split has {} value(s) for {} device(s)", sh.size(), devices.size());
+    const std::vector<int> bounds = split_layers(hp.n_layer, sh);
+    for (size_t i = 0; i < devices.size(); ++i) {
+        ModelStage st;
+        st.backend = devices[i], st.first_layer = bounds[i], st.end_layer = bounds[i + 1];
+        m->stages_.push_back(st);
+    }
+    ModelStage &first = m->stages_.front(), &last = m->stages_.back();
+
+    WeightLoader L(f);
     ModelWeights& w = m->w_;
     const int64_t E = hp.n_embd, Dq = int64_t(hp.n_head) * hp.head_dim, Dkv = int64_t(hp.n_head_kv) * hp.head_dim;
+    L.use(first);
     w.token_embd = L.matrix("token_embd.weight", E, hp.n_vocab);
+    L.use(last);
     w.output_norm = L.vector("output_norm.weight", E);
     w.output = L.matrix("output.weight", E, hp.n_vocab, false);
     hp.tied_output = !w.output;
-    if (hp.tied_output) w.output = w.token_embd;
-    if (f.tensor("rope_freqs.weight")) w.rope_freqs = L.vector("rope_freqs.weight", hp.n_rot / 2);
+    // A tied output reads the embedding table: a second copy when the last stage is another device.
+    if (hp.tied_output)
+        w.output = m->stages_.size() == 1 ? w.token_embd : L.matrix("token_embd.weight", E, hp.n_vocab);
 
     const int total = hp.n_layer;
+    size_t si = 0;
+    Weight rope_freqs;  // the current stage's copy
     for (int i = 0; i < hp.n_layer; ++i) {
         const std::string p = fmt::format("blk.{}.", i);
+        while (i >= m->stages_[si].end_layer) ++si;
+        if (i == m->stages_[si].first_layer) {
+            L.use(m->stages_[si]);
+            if (f.tensor("rope_freqs.weight")) rope_freqs = L.vector("rope_freqs.weight", hp.n_rot / 2);
+        }
         LayerWeights l;
+        l.rope_freqs = rope_freqs;
         l.attn_norm = L.vector(p + "attn_norm.weight", E);
         l.wq = L.matrix(p + "attn_q.weight", E, Dq);
         l.wk = L.matrix(p + "attn_k.weight", E, Dkv);
@@ -170,6 +239,18 @@ std::unique_ptr<Model> Model::load(const std::string& path, Backend& backend,
     }
     m->weight_bytes_ = L.bytes();
     return m;
+}
+
+std::string Model::describe_placement() const {
+    if (stages_.size() == 1) return stages_[0].backend->name();
+    std::string out = fmt::format("{} devices (layer split): ", stages_.size());
+    for (size_t i = 0; i < stages_.size(); ++i) {
+        const ModelStage& st = stages_[i];
+        const double mb = double(st.weight_bytes) / 1e6;
+        out += fmt::format("{}layers {}-{} ({:.2f} {}) on {}", i ? "; " : "", st.first_layer, st.end_layer - 1,
+                           mb < 1000 ? mb : mb / 1000, mb < 1000 ? "MB" : "GB", st.backend->name());
+    }
+    return out;
 }
 
 std::string Model::describe() const {

@@ -35,6 +35,7 @@ std::vector<SynthShape> make_shapes() {
         {"1b",         "llama", 2048, 16, 32, 8,  8192,  32000,  4096,  10000.f,   false, false},
         {"llama2-7b",  "llama", 4096, 32, 32, 32, 11008, 32000,  4096,  10000.f,   false, false},
         {"llama3-8b",  "llama", 4096, 32, 32, 8,  14336, 128256, 8192,  500000.f,  false, false},
+        {"llama3-70b", "llama", 8192, 80, 64, 8,  28672, 128256, 8192,  500000.f,  false, false},
         {"qwen2-7b",   "qwen2", 3584, 28, 28, 4,  18944, 152064, 32768, 1000000.f, true,  false},
     };
     // Mixtures of experts, columns as above, then head_dim, experts, used per token and

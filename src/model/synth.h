@@ -37,7 +37,7 @@ struct SynthShape {
     bool moe() const { return n_expert > 0; }
 };
 
-// The built-in shapes: tiny, qwen3-tiny, qwen3moe-tiny, 1b, llama2-7b, llama3-8b,
+// The built-in shapes: tiny, qwen3-tiny, qwen3moe-tiny, 1b, llama2-7b, llama3-8b, llama3-70b,
 // qwen2-7b, qwen3moe-30b-a3b.
 //
 // qwen3moe (llama.cpp's LLM_ARCH_QWEN3MOE) tensors per layer, GGUF order (ne0 first),

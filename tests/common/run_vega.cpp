@@ -39,6 +39,16 @@ std::string test_device() {
     return d && *d ? d : "cpu";
 }
 
+std::string device_args() {
+    const char* d = std::getenv("VEGA_TEST_DEVICES");
+    return d && *d ? std::string("--devices ") + d : "--device " + test_device();
+}
+
+bool split_needs_more_layers(const CmdResult& r) {
+    const char* d = std::getenv("VEGA_TEST_DEVICES");
+    return d && *d && r.exit_code != 0 && r.err.find("no layer; use fewer devices") != std::string::npos;
+}
+
 static std::string slurp(const std::string& p) {
     std::ifstream f(p, std::ios::binary);
     std::ostringstream ss;

@@ -38,7 +38,7 @@ void check_parallel_equals_alone(const std::string& model, const std::string& ex
         std::ofstream f(pf);
         for (size_t i = 0; i < kPrompts.size(); ++i) f << kPrompts[i] << (i == 3 ? "\n\n" : "\n");  // a blank line is skipped
     }
-    const std::string common = "-m " + quote(model) + " --device " + test_device() + " -n 24 --temp 0 -q " + extra;
+    const std::string common = "-m " + quote(model) + " " + device_args() + " -n 24 --temp 0 -q " + extra;
     const CmdResult par = run_vega("run " + common + " --prompts-file " + quote(pf) + " --parallel " +
                                    std::to_string(parallel) + " --ids-out " + quote(ids));
     ASSERT_EQ(par.exit_code, 0) << par.err;
@@ -137,7 +137,7 @@ TEST(ParallelBench, BatchSizesAndDepthsInJson) {
     VEGA_REQUIRE_TEST_DATA();
     const std::string m = quote(data_file("models/stories260K.gguf"));
     const CmdResult r =
-        run_vega("bench -m " + m + " --device " + test_device() + " -p 8 -n 4 -B 1,3 -d 0,16 -r 1 --json");
+        run_vega("bench -m " + m + " " + device_args() + " -p 8 -n 4 -B 1,3 -d 0,16 -r 1 --json");
     ASSERT_EQ(r.exit_code, 0) << r.err;
     const nlohmann::json j = nlohmann::json::parse(r.out);
     ASSERT_EQ(j.size(), 6u) << r.out;

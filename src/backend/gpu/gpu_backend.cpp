@@ -69,10 +69,13 @@ public:
         info_ = rt::device_info(device);
         rt::check_device_target(info_, device);
         stream_ = rt::stream_create();
+        mark_ = rt::sync_event_create();
     }
     ~GpuBackend() override {
+        on();
         for (void* g : graphs_) rt::graph_destroy(g);
         for (auto& [p, bytes] : owned_) rt::free(p);
+        rt::event_destroy(mark_);
         rt::stream_destroy(stream_);
     }
 
@@ -82,6 +85,7 @@ public:
 
     // ---- memory ----
     void* alloc(size_t bytes, const char* what) override {
+        on();
         void* p = rt::malloc(bytes);
         if (!p) {
             size_t free_b = 0, total_b = 0;
@@ -93,26 +97,53 @@ public:
         return p;
     }
     void release(void* p) override {
+        on();
         if (!p) return;
         owned_.erase(p);
         mats_.erase(p);
         rt::free(p);
     }
     void upload(void* dst, const void* src, size_t bytes) override {
+        on();
         rt::h2d(dst, src, bytes, stream_);
     }
     void download(void* dst, const void* src, size_t bytes) override {
+        on();
         rt::d2h(dst, src, bytes, stream_);
     }
     void synchronize() override {
+        on();
         rt::stream_sync(stream_);
     }
+    // Another GPU backend (another device, or the same one twice): a copy on dst's
+    // stream between two cross-stream waits, with no host wait: dst's stream waits
+    // for this stream's earlier work, copies (peer to peer where the pair allows it,
+    // else the runtime stages it through host memory), and this stream waits for the
+    // copy before it may overwrite src.
+    void copy_to(Backend& dst, void* dst_ptr, const void* src, size_t bytes) override {
+        auto* g = dynamic_cast<GpuBackend*>(&dst);
+        if (!g) return Backend::copy_to(dst, dst_ptr, src, bytes);
+        on();
+        rt::event_record(mark_, stream_);
+        g->on();
+        if (g->dev_ != dev_ && !g->peers_tried_.count(dev_)) {
+            g->peers_tried_[dev_] = rt::enable_peer_access(g->dev_, dev_);
+            g->on();
+        }
+        rt::stream_wait(g->stream_, mark_);
+        rt::peer_copy(dst_ptr, g->dev_, src, dev_, bytes, g->stream_);
+        rt::event_record(g->mark_, g->stream_);
+        on();
+        rt::stream_wait(stream_, g->mark_);
+    }
+    int device_index() const override { return dev_; }
 
     // The quantized types of the GPU's format table (gpu_mat.h) and the float types.
     bool supports_type(GgmlType t) const override {
         return type_traits(t).supported && (is_repacked(t) || is_float_type(t));
     }
     Weight upload_weight(const gguf::TensorInfo& t) override {
+        on();
         const TypeTraits tt = type_traits(t.type);
         if (!supports_type(t.type))
             fail("tensor '{}': type {} is not supported by the GPU backend", t.name, tt.name ? tt.name : "?");
@@ -146,6 +177,7 @@ public:
     }
 
     void reserve(int max_rows, int64_t max_n_in) override {
+        on();
         if (max_rows <= act_rows_ && max_n_in <= act_n_) return;
         for (void* p : {(void*)act_x_, (void*)act_q_, (void*)act_ds_, (void*)act_h_, (void*)act2_q_, (void*)act2_ds_,
                         (void*)act2_h_, (void*)ss_, (void*)plan_buf_})
@@ -181,6 +213,7 @@ public:
     }
 
     std::unique_ptr<KvCache> create_kv_cache(const KvCacheDesc& d) override {
+        on();
         check_kv_cache_desc(d);
         const size_t bytes = kv_cache_bytes(d);
         void* buf = alloc(bytes, "KV cache");
@@ -191,23 +224,31 @@ public:
 
     // ---- ops: each runs when called; nothing is held back between calls ----
     void embed(const Weight& table, const int32_t* tokens, int n_tokens, float* out) override {
+        on();
         ops::embed(mat(table), tokens, n_tokens, out, stream_);
         rt::check("embed");
     }
     void rms_norm(const float* x, const Weight& w, float* y, int rows, int n, float eps) override {
+        on();
         ops::rms_norm(x, f32(w), y, rows, n, eps, stream_);
         rt::check("rms_norm");
     }
-    void matmul_input(const float* x, int rows, int64_t n) override { set_input(x, nullptr, nullptr, 0.f, rows, n); }
+    void matmul_input(const float* x, int rows, int64_t n) override {
+        on();
+        set_input(x, nullptr, nullptr, 0.f, rows, n);
+    }
     void matmul_input_rms_norm(const float* x, const Weight& w, float eps, int rows, int64_t n) override {
+        on();
         set_input(x, nullptr, f32(w), eps, rows, n);
     }
     void matmul(const Weight& w, float* y) override {
+        on();
         check_input(w);
         ops::matvec(mat(w), act_, y, stream_);
         rt::check("matmul");
     }
     void matmul_qkv(const Weight& wq, const Weight& wk, const Weight& wv, float* q, float* k, float* v) override {
+        on();
         if (wq.type != wk.type) return Backend::matmul_qkv(wq, wk, wv, q, k, v);
         check_input(wq), check_input(wk), check_input(wv);
         const GpuMat W[3] = {mat(wq), mat(wk), mat(wv)};
@@ -219,61 +260,74 @@ public:
         rt::check("matmul_qkv");
     }
     void matmul_swiglu(const Weight& gate, const Weight& up, float* g_tmp, float* u_tmp, float* h, int rows) override {
+        on();
         if (!swiglu_pair(gate, up) || rows != act_.rows) return Backend::matmul_swiglu(gate, up, g_tmp, u_tmp, h, rows);
         check_input(gate);
         ops::matvec_swiglu(mat(gate), mat(up), act_, h, nullptr, nullptr, stream_);
         rt::check("matmul_swiglu");
     }
     void add_bias(float* y, const Weight& b, int rows, int n) override {
+        on();
         ops::add_bias(y, f32(b), rows, n, stream_);
         rt::check("add_bias");
     }
     void add(float* x, const float* y, int64_t n) override {
+        on();
         ops::add(x, y, n, stream_);
         rt::check("add");
     }
     void swiglu(const float* g, const float* u, float* h, int64_t n) override {
+        on();
         ops::swiglu(g, u, h, n, stream_);
         rt::check("swiglu");
     }
     void head_rms_norm(float* x, const Weight& w, int rows, int n_head, int head_dim, float eps) override {
+        on();
         ops::head_rms_norm(x, f32(w), rows, n_head, head_dim, eps, stream_);
         rt::check("head_rms_norm");
     }
     void rope(float* x, int n_head, int head_dim, const RopeParams& p, const BatchView& b) override {
+        on();
         const ops::RopeArgs r = rope_args(p);
         ops::rope(x, b.n_tokens, n_head, head_dim, r, b.pos, stream_);
         rt::check("rope");
     }
     void rope_kv_store(KvCache& c, int layer, float* q, float* k, const float* v, int n_head, int n_kv_head,
                        int head_dim, const RopeParams& p, const BatchView& b) override {
+        on();
         const ops::KvLayer L = cache_layer(c, layer, n_kv_head, head_dim, p);
         ops::rope_store(L, q, k, v, b.n_tokens, n_head, rope_args(p), b.pos, b.seq, stream_);
         rt::check("rope_kv_store");
     }
     void kv_store(KvCache& c, int layer, const float* k, const float* v, const BatchView& b) override {
+        on();
         ops::kv_store(cache(c).layer(layer), k, v, b.n_tokens, b.pos, b.seq, stream_);
         rt::check("kv_store");
     }
     AttentionStats attention_stats() const override { return attn_stats_; }
     size_t free_memory() const override {
+        on();
         size_t free_b = 0, total_b = 0;
         rt::mem_info(&free_b, &total_b);
         return free_b;
     }
     void attention(KvCache& c, int layer, const float* q, float* out, int n_head, float scale,
                    const BatchView& b) override {
+        on();
         run_attention(cache(c).layer(layer), q, out, n_head, scale, b, false);
     }
     void gather_rows(const float* x, const int32_t* idx, int n_idx, int64_t n, float* y) override {
+        on();
         ops::gather_rows(x, idx, n_idx, n, y, stream_);
         rt::check("gather_rows");
     }
     void argmax(const float* logits, int rows, int64_t n, int32_t* out) override {
+        on();
         ops::argmax(logits, rows, n, out, stream_);
         rt::check("argmax");
     }
     void top_k(const float* logits, int rows, int64_t n, int k, int32_t* ids, float* vals) override {
+        on();
         if (k < 1 || k > kTopKMax || k > n) fail("top_k: k = {} must be in [1, min({}, {})]", k, kTopKMax, n);
         ops::top_k(logits, rows, n, k, ids, vals, stream_);
         rt::check("top_k");
@@ -281,10 +335,12 @@ public:
 
     // ---- mixture of experts ----
     void route_experts(const float* logits, int rows, const ExpertRouting& r, int32_t* ids, float* w) override {
+        on();
         ops::route_experts(logits, rows, r, ids, w, nullptr, nullptr, stream_);
         rt::check("route_experts");
     }
     void matmul_experts(const Weight& w, const int32_t* ids, int rows, int n_used, bool per_slot, float* y) override {
+        on();
         check_expert_input(w, rows, n_used, per_slot);
         ops::group_experts(ids, rows, expert_routing(w, n_used), plan_, stream_);
         ops::matvec_experts(mat(w), nullptr, w.n_out, int(w.n_mat), plan_, rows, n_used, per_slot, act_, y, stream_);
@@ -292,6 +348,7 @@ public:
     }
     void matmul_experts_swiglu(const Weight& gate, const Weight& up, const int32_t* ids, int rows, int n_used,
                                float* g_tmp, float* u_tmp, float* h) override {
+        on();
         if (!swiglu_pair(gate, up)) return Backend::matmul_experts_swiglu(gate, up, ids, rows, n_used, g_tmp, u_tmp, h);
         check_expert_input(gate, rows, n_used, false);
         ops::group_experts(ids, rows, expert_routing(gate, n_used), plan_, stream_);
@@ -300,6 +357,7 @@ public:
         rt::check("matmul_experts_swiglu");
     }
     void combine_experts(const float* y, const float* w, int rows, int n_used, int64_t n, float* out) override {
+        on();
         ops::combine_experts(y, w, rows, n_used, n, out, stream_);
         rt::check("combine_experts");
     }
@@ -313,6 +371,7 @@ public:
     // unfused, each kernel over all rows at once.
     void attention_block(const AttentionBlock& a, KvCache& c, int layer, const BatchView& b, float* x,
                          const BlockBuffers& buf, const BlockLink& link) override {
+        on();
         const int T = b.n_tokens;
         const int64_t E = a.wq.n_in, Dq = int64_t(a.n_head) * a.head_dim;
         const ops::KvLayer L = cache_layer(c, layer, a.n_kv_head, a.head_dim, a.rope);
@@ -353,6 +412,7 @@ public:
         block_output(a.wo, x, buf.tmp, T, E, link);
     }
     void ffn_block(const FfnBlock& f, float* x, int rows, const BlockBuffers& buf, const BlockLink& link) override {
+        on();
         if (f.experts()) return expert_ffn_block(f, x, rows, buf, link);
         const int64_t E = f.gate.n_in, F = f.gate.n_out;
         block_input(x, f.norm, f.eps, rows, E, link);
@@ -443,25 +503,30 @@ public:
     // ---- graphs ----
     bool supports_capture() const override { return true; }
     void capture_begin() override {
+        on();
         rt::capture_begin(stream_);
         capturing_ = true;
     }
     int capture_end() override {
+        on();
         capturing_ = false;
         graphs_.push_back(rt::capture_end(stream_));
         return int(graphs_.size()) - 1;
     }
     void replay(int g) override {
+        on();
         if (g < 0 || g >= int(graphs_.size()) || !graphs_[g]) fail("replay: no graph {}", g);
         rt::graph_launch(graphs_[g], stream_);
     }
     void release_graph(int g) override {
+        on();
         if (g >= 0 && g < int(graphs_.size())) rt::graph_destroy(graphs_[g]), graphs_[g] = nullptr;
     }
 
     void* stream() const { return stream_; }
 
 private:
+    void on() const { rt::set_device(dev_); }  // every call: this backend's device is current
     const GpuMat& mat(const Weight& w) const {
         auto it = mats_.find(w.data);
         if (it == mats_.end()) fail("GPU backend: weight '{}' was not uploaded to this device", w.name);
@@ -701,6 +766,8 @@ private:
     int* attn_count_ = nullptr;  // [kAttnCounters] per-(token, head) split counters of the merged attention
     bool capturing_ = false;
     std::vector<void*> graphs_;
+    void* mark_ = nullptr;                    // cross-stream ordering event (copy_to)
+    std::unordered_map<int, bool> peers_tried_;  // device -> peer access enabled (copy_to)
 };
 
 }  // namespace

@@ -56,7 +56,41 @@ void check_device_target(const DeviceInfo& d, int dev) {
                  std::to_string(want_wave) + "); rebuild with that architecture in VEGA_HIP_ARCHS / VEGA_CUDA_ARCHS");
 }
 
-void set_device(int dev) { ok(gpuSetDevice(dev), "selecting the device"); }
+// The thread's current device, as set through set_device (-1: not yet). Every
+// backend call sets its device first; with one device that is one compare.
+thread_local int tl_device = -1;
+
+void set_device(int dev) {
+    if (dev == tl_device) return;
+    ok(gpuSetDevice(dev), "selecting the device");
+    tl_device = dev;
+}
+int current_device() {
+    if (tl_device >= 0) return tl_device;
+    int d = 0;
+    ok(gpuGetDevice(&d), "querying the current device");
+    return d;
+}
+
+bool enable_peer_access(int dev, int peer) {
+    if (dev == peer) return true;
+    int can = 0;
+    if (gpuDeviceCanAccessPeer(&can, dev, peer) != gpuSuccess || !can) {
+        (void)gpuGetLastError();
+        return false;
+    }
+    set_device(dev);
+    const gpuError_t e = gpuDeviceEnablePeerAccess(peer, 0);
+    if (e == gpuErrorPeerAccessAlreadyEnabled) (void)gpuGetLastError();
+    else if (e != gpuSuccess) {
+        (void)gpuGetLastError();
+        return false;
+    }
+    return true;
+}
+void peer_copy(void* dst, int dst_dev, const void* src, int src_dev, size_t n, void* s) {
+    if (n) ok(gpuMemcpyPeerAsync(dst, dst_dev, src, src_dev, n, S(s)), "copying between devices");
+}
 
 void* stream_create() {
     gpuStream_t s;
@@ -122,6 +156,13 @@ void graph_launch(void* g, void* s) { ok(gpuGraphLaunch(static_cast<gpuGraphExec
 void graph_destroy(void* g) {
     if (g) (void)gpuGraphExecDestroy(static_cast<gpuGraphExec_t>(g));
 }
+
+void* sync_event_create() {
+    gpuEvent_t e;
+    ok(gpuEventCreateWithFlags(&e, gpuEventDisableTiming), "creating an event");
+    return e;
+}
+void stream_wait(void* s, void* e) { ok(gpuStreamWaitEvent(S(s), static_cast<gpuEvent_t>(e), 0), "ordering streams"); }
 
 void* event_create() {
     gpuEvent_t e;

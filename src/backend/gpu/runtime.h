@@ -19,7 +19,14 @@ struct DeviceInfo {
     int n_sm = 0, wave = 0;
 };
 DeviceInfo device_info(int dev);
+// Makes dev the calling thread's current device (a no-op when it already is).
 void set_device(int dev);
+int current_device();
+// Lets dev read and write peer's memory directly (NVLink, PCIe P2P, xGMI); false
+// where the pair cannot (peer_copy then goes through host memory, in the runtime).
+bool enable_peer_access(int dev, int peer);
+// n bytes from src (on src_dev) to dst (on dst_dev), on stream s (async).
+void peer_copy(void* dst, int dst_dev, const void* src, int src_dev, size_t n, void* s);
 // Throws unless this build's kernels (their target table: arch/arch.h) serve the
 // device: its architecture and its wave size, e.g. a gfx906 build on a wave32 RDNA card.
 void check_device_target(const DeviceInfo& d, int dev);
@@ -44,6 +51,11 @@ void capture_begin(void* s);
 void* capture_end(void* s);  // returns an executable graph
 void graph_launch(void* g, void* s);
 void graph_destroy(void* g);
+
+// Cross-stream ordering: an event without timing, recorded by event_record; stream
+// s waits (on the device) for the work before the event's last record.
+void* sync_event_create();
+void stream_wait(void* s, void* e);
 
 // Seconds between two events recorded on s around fn()'s work (after a sync).
 void* event_create();

@@ -40,6 +40,14 @@ using gpuDeviceProp = hipDeviceProp_t;
 #define gpuEventSynchronize hipEventSynchronize
 #define gpuEventElapsedTime hipEventElapsedTime
 #define gpuEventDestroy hipEventDestroy
+#define gpuEventCreateWithFlags hipEventCreateWithFlags
+#define gpuEventDisableTiming hipEventDisableTiming
+#define gpuStreamWaitEvent hipStreamWaitEvent
+#define gpuMemcpyPeerAsync hipMemcpyPeerAsync
+#define gpuDeviceCanAccessPeer hipDeviceCanAccessPeer
+#define gpuDeviceEnablePeerAccess hipDeviceEnablePeerAccess
+#define gpuErrorPeerAccessAlreadyEnabled hipErrorPeerAccessAlreadyEnabled
+#define gpuGetDevice hipGetDevice
 #define gpuDeviceSynchronize hipDeviceSynchronize
 #else
 #include <cuda_runtime.h>
@@ -81,5 +89,13 @@ using gpuDeviceProp = cudaDeviceProp;
 #define gpuEventSynchronize cudaEventSynchronize
 #define gpuEventElapsedTime cudaEventElapsedTime
 #define gpuEventDestroy cudaEventDestroy
+#define gpuEventCreateWithFlags cudaEventCreateWithFlags
+#define gpuEventDisableTiming cudaEventDisableTiming
+#define gpuStreamWaitEvent cudaStreamWaitEvent
+#define gpuMemcpyPeerAsync cudaMemcpyPeerAsync
+#define gpuDeviceCanAccessPeer cudaDeviceCanAccessPeer
+#define gpuDeviceEnablePeerAccess cudaDeviceEnablePeerAccess
+#define gpuErrorPeerAccessAlreadyEnabled cudaErrorPeerAccessAlreadyEnabled
+#define gpuGetDevice cudaGetDevice
 #define gpuDeviceSynchronize cudaDeviceSynchronize
 #endif

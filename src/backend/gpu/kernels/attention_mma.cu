@@ -29,6 +29,7 @@
 // 101 KB at hd 256 (BN 32, the O accumulators being 128 registers).
 #include "backend/gpu/launch.h"
 #include "backend/gpu/ops.h"
+#include "backend/gpu/per_device.h"
 #include "backend/gpu/runtime.h"
 #include "backend/gpu/kernels/tensor_core.h"
 #include "backend/gpu/kernels/tile_pass.h"
@@ -245,8 +246,8 @@ bool launch_hd(const ops::KvLayer& c, const float* q, float* out, int rows, int 
                const int32_t* pos, const int32_t* seq, void* s) {
     using T = Tile<HD>;
     // (1 KB for the kernel's static shared memory: s_pos and the pass's sequence and length.)
-    static const bool ok = allow_dynamic_smem(attn_mma_k<HD>, T::kBytes, 1024);
-    if (!ok) return false;
+    static PerDevice<bool> ok;
+    if (!ok.get([] { return allow_dynamic_smem(attn_mma_k<HD>, T::kBytes, 1024); })) return false;
     const int G = n_head / c.n_kv_head, bt = kBm / G;
     const dim3 grid{unsigned((rows + bt - 1) / bt), unsigned(c.n_kv_head)};
     launch_smem(attn_mma_k<HD>, grid, dim3(kThreads), size_t(T::kBytes), s, c, q, out, rows, n_head, scale, pos, seq);

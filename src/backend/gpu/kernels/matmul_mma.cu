@@ -29,6 +29,7 @@
 #include "core/env.h"
 #include "backend/gpu/launch.h"
 #include "backend/gpu/ops.h"
+#include "backend/gpu/per_device.h"
 #include "backend/gpu/runtime.h"
 #include "backend/gpu/kernels/quant_chunk.h"
 #include "backend/gpu/kernels/silu.h"
@@ -650,12 +651,9 @@ __global__ void __launch_bounds__(Ring<T, MT, NT, WM>::kThreads, 1) matmul_mma_k
 // An integer tuning override from the environment, or fallback when unset or empty.
 int env_int(const char* name, int fallback) { return env::integer(name, fallback); }
 
-int device_sms() {  // of the device current at the first call (as mma_device_ok)
-    static const int n = [] {
-        int dev = 0;
-        return cudaGetDevice(&dev) == cudaSuccess ? std::max(1, rt::device_info(dev).n_sm) : 1;
-    }();
-    return n;
+int device_sms() {  // of the current device
+    static PerDevice<int> n;
+    return n.get([] { return std::max(1, rt::device_info(rt::current_device()).n_sm); });
 }
 
 // Whether blocks walk several row tiles (grid: about one block per SM) or take one
@@ -672,9 +670,12 @@ template <GgmlType T, int NT, int WM, bool SW>
 bool launch_nt(const MmaMats& P, const ops::Act& a, void* s) {
     constexpr int MT = 2;
     using L = Ring<T, MT, NT, WM>;
-    static const bool ok = allow_dynamic_smem(matmul_mma_k<T, MT, NT, WM, SW, false>, L::kBytes) &&
-                           allow_dynamic_smem(matmul_mma_k<T, MT, NT, WM, SW, true>, L::kBytes);
-    if (!ok) return false;
+    static PerDevice<bool> ok;
+    if (!ok.get([] {
+            return allow_dynamic_smem(matmul_mma_k<T, MT, NT, WM, SW, false>, L::kBytes) &&
+                   allow_dynamic_smem(matmul_mma_k<T, MT, NT, WM, SW, true>, L::kBytes);
+        }))
+        return false;
     const int rows_per_tile = SW ? WM * kMmaM : L::kRows;
     MmaMats Q = P;
     for (int m = 0; m < 3; ++m)

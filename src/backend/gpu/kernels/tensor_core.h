@@ -5,6 +5,7 @@
 // launches a kernel that uses it (checked at run time).
 #pragma once
 #include <cstdint>
+#include "backend/gpu/per_device.h"
 
 namespace vega::gpu {
 
@@ -101,18 +102,18 @@ __device__ __forceinline__ uint32_t pack_half2(float lo, float hi) {
 #if defined(VEGA_GPU_CUDA)
 // Host side. Whether the current device has the mma instructions (sm_80+), read once;
 // the kernels above are launched only where it does.
-inline bool mma_device_ok() {
-    static const bool ok = [] {
+inline bool mma_device_ok() {  // of the current device
+    static PerDevice<bool> ok;
+    return ok.get([] {
         int dev = 0, major = 0;
         if (cudaGetDevice(&dev) != cudaSuccess) return false;
         if (cudaDeviceGetAttribute(&major, cudaDevAttrComputeCapabilityMajor, dev) != cudaSuccess) return false;
         return major >= 8;
-    }();
-    return ok;
+    });
 }
 // Raises kernel k's dynamic shared memory limit to `dynamic` bytes where the current
 // device lends a block dynamic + static_bytes (opt-in); false where it does not (the
-// caller keeps another path). Call once per kernel (callers cache it in a static).
+// caller keeps another path). Call once per kernel and device (callers cache it in a PerDevice).
 template <typename... P>
 bool allow_dynamic_smem(void (*k)(P...), int dynamic, int static_bytes = 0) {
     int dev = 0, optin = 0;
