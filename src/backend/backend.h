@@ -202,6 +202,8 @@ public:
     virtual bool supports_type(GgmlType t) const { return type_traits(t).supported; }
     // Makes a GGUF tensor available to ops. The CPU keeps pointing into the mapping.
     virtual Weight upload_weight(const gguf::TensorInfo& t) = 0;
+    // Whether upload_weight keeps pointing at t.data (its memory must then outlive the weight).
+    virtual bool computes_from_host_memory() const { return false; }
     // Sizes internal scratch (activation quantization etc.) for matmuls of up to
     // max_rows rows of at most max_n_in inputs. Called once at context creation.
     virtual void reserve(int max_rows, int64_t max_n_in) = 0;
@@ -228,6 +230,11 @@ public:
 
     virtual void add_bias(float* y, const Weight& b, int rows, int n) = 0;
     virtual void add(float* x, const float* y, int64_t n) = 0;                  // x += y
+    // x -= y (tensor parallel: a block's own contribution, its output less its input).
+    // Default: through host memory; backends override it.
+    virtual void sub(float* x, const float* y, int64_t n);
+    // dst = src, bytes of this backend's memory, in op order. Default: through host memory.
+    virtual void copy(void* dst, const void* src, size_t bytes);
     virtual void swiglu(const float* g, const float* u, float* h, int64_t n) = 0;  // h = silu(g) * u
     // Per-head RMS norm (qwen3 q/k norm): x [rows][n_head][head_dim] *= w [head_dim] / rms.
     virtual void head_rms_norm(float* x, const Weight& w, int rows, int n_head, int head_dim, float eps) = 0;

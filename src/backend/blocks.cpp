@@ -23,6 +23,23 @@ void Backend::copy_to(Backend& dst, void* dst_ptr, const void* src, size_t bytes
     dst.upload(dst_ptr, host.data(), bytes);
 }
 
+void Backend::sub(float* x, const float* y, int64_t n) {
+    synchronize();
+    const size_t count = size_t(n);
+    std::vector<float> hx(count), hy(count);
+    download(hx.data(), x, count * sizeof(float));
+    download(hy.data(), y, count * sizeof(float));
+    for (size_t i = 0; i < count; ++i) hx[i] -= hy[i];
+    upload(x, hx.data(), count * sizeof(float));
+}
+
+void Backend::copy(void* dst, const void* src, size_t bytes) {
+    synchronize();
+    std::vector<uint8_t> host(bytes);
+    download(host.data(), src, bytes);
+    upload(dst, host.data(), bytes);
+}
+
 void Backend::qkv_projections(const AttentionBlock& a, const BlockBuffers& buf, int rows, bool head_norms) {
     const int Dq = a.n_head * a.head_dim, Dkv = a.n_kv_head * a.head_dim;
     matmul_qkv(a.wq, a.wk, a.wv, buf.q, buf.k, buf.v);

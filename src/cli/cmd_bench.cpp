@@ -165,11 +165,11 @@ void bench(const BenchOptions& o) {
     }
 
     std::string backend = be.name();
-    if (model.stages().size() > 1) {  // a layer split: every device, and the split
+    if (model.stages().size() > 1) {  // a split: every device, and how
         backend.clear();
         for (const ModelStage& st : model.stages())
             backend += (backend.empty() ? "" : " + ") + st.backend->name();
-        backend += " [layer split]";
+        backend += model.split_mode() == SplitMode::kTensor ? " [tensor parallel]" : " [layer split]";
     }
     backend += s.use_graphs() ? " [graph]" : "";
     if (o.output == "json") {

@@ -34,8 +34,9 @@ void add_model_options(CLI::App& cmd, ModelOptions& o, bool ctx_option) {
                    "order (--split-mode layer), the KV cache with them")
         ->excludes(one);
     cmd.add_option("--split-mode", o.split_mode,
-                   "how --devices share the model: layer (each holds a contiguous range of layers) or none (the "
-                   "first device holds all)")
+                   "how --devices share the model: layer (each holds a contiguous range of layers), tensor (each "
+                   "holds its share of every layer's heads and FFN rows; one all-reduce per block, through NCCL/RCCL "
+                   "when found) or none (the first device holds all)")
         ->capture_default_str();
     cmd.add_option("--tensor-split", o.tensor_split,
                    "each device's share of the layers, comma-separated (3,1: three quarters on the first); default: "
@@ -96,10 +97,8 @@ std::string resolve_model_path(const ModelOptions& o, bool verbose) {
 }
 
 std::vector<std::string> parse_device_list(const ModelOptions& o) {
-    if (o.split_mode == "tensor")
-        fail("--split-mode tensor (tensor parallel over NCCL/RCCL) is not built yet; use --split-mode layer");
-    if (o.split_mode != "layer" && o.split_mode != "none")
-        fail("unknown --split-mode '{}' (use layer or none)", o.split_mode);
+    if (o.split_mode != "layer" && o.split_mode != "tensor" && o.split_mode != "none")
+        fail("unknown --split-mode '{}' (use layer, tensor or none)", o.split_mode);
     if (o.devices.empty()) {
         if (!o.tensor_split.empty()) fail("--tensor-split needs --devices (the devices it splits over)");
         return {o.device};
@@ -147,14 +146,18 @@ Loaded load(const ModelOptions& opts, bool verbose, int n_seq) {
     if (!shares.empty() && shares.size() != devices.size())
         fail("--tensor-split '{}' has {} value(s) for {} device(s) in --devices", o.tensor_split, shares.size(),
              devices.size());
-    std::vector<Backend*> stage_backends;
+    if (!shares.empty() && o.split_mode == "tensor")
+        fail("--tensor-split weighs a layer split; --split-mode tensor splits every layer evenly");
+    Placement place;
+    place.mode = o.split_mode == "tensor" ? SplitMode::kTensor : SplitMode::kLayer;
+    place.shares = shares;
     for (const std::string& d : devices) {
         l.backends.push_back(create_backend(d, o.threads));
-        stage_backends.push_back(l.backends.back().get());
+        place.devices.push_back(l.backends.back().get());
     }
     int last = -1;
     const bool tty = isatty(fileno(stderr));  // progress only on a terminal
-    l.model = Model::load(o.model_path, stage_backends, shares, [&](float f) {
+    l.model = Model::load(o.model_path, place, [&](float f) {
         const int pct = int(f * 100);
         if (verbose && tty && pct / 10 != last / 10) {
             std::fprintf(stderr, "\rvega: loading %s %3d%%", o.model_path.c_str(), pct);
@@ -180,6 +183,9 @@ Loaded load(const ModelOptions& opts, bool verbose, int n_seq) {
         std::fprintf(stderr, "vega: KV cache %.*f %s: %d cells x %d sequence(s), %s (-c, --parallel, --kv-type)\n",
                      mib < 1024 ? 1 : 2, mib < 1024 ? mib : mib / 1024, mib < 1024 ? "MiB" : "GiB", p.n_ctx, p.n_seq,
                      kv_type_name(p.kv_type).c_str());
+        if (const std::string c = l.session->collective_name(); !c.empty())
+            std::fprintf(stderr, "vega: tensor parallel all-reduce: %s%s\n", c.c_str(),
+                         l.session->use_graphs() ? "" : " (decode steps run op by op: not recorded as graphs)");
     }
     // VEGA_GRAPHS=0: every decode step runs op by op (A/B and diagnosis of graph replay).
     if (!env::flag("VEGA_GRAPHS", true)) l.session->set_use_graphs(false);

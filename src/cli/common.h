@@ -19,7 +19,7 @@ struct ModelOptions {
     std::string hf_endpoint;  // --hf-endpoint (default: $HF_ENDPOINT or huggingface.co)
     std::string device = "auto";
     std::string devices;               // --devices 0,1,..: the devices of a split (empty: --device alone)
-    std::string split_mode = "layer";  // --split-mode: layer, or none (the first of --devices only)
+    std::string split_mode = "layer";  // --split-mode: layer, tensor, or none (the first of --devices only)
     std::string tensor_split;          // --tensor-split 3,1: each device's share of the layers (empty: free memory)
     int threads = 0;
     int ctx = 0;

@@ -26,6 +26,16 @@ int gpu_device_count() {
 #endif
 }
 
+std::unique_ptr<Collective> make_collective(const std::vector<Backend*>& backends) {
+    std::string why;
+#ifdef VEGA_HAVE_GPU
+    if (auto c = make_gpu_collective(backends, why)) return c;
+#else
+    why = "this build has no GPU backend";
+#endif
+    return make_host_collective(backends, why);
+}
+
 std::unique_ptr<Backend> create_backend(const std::string& device, int n_threads) {
     if (device == "cpu") return make_cpu_backend(n_threads);
     if (device == "auto") {

@@ -2,6 +2,7 @@
 
 #include <algorithm>
 
+#include "backend/backend_factory.h"
 #include "core/error.h"
 #include "model/forward.h"
 
@@ -32,6 +33,8 @@ struct Session::Impl {
         int32_t* d_bstep = nullptr;  // StepIds, stride kMaxBucket
     };
     std::vector<Stage> st;
+    size_t out_stage = 0;                    // the stage that computes the logits
+    std::unique_ptr<Collective> collective;  // tensor parallel's all-reduce
     std::unique_ptr<Forward> fwd;
     int n_batch = 0;
     int n_vocab = 0;
@@ -67,7 +70,7 @@ struct Session::Impl {
     float* d_topk_vals = nullptr;
     TopK topk;
 
-    Backend& out() const { return *st.back().be; }  // the last stage's backend
+    Backend& out() const { return *st[out_stage].be; }  // the output stage's backend
     int n_stages() const { return int(st.size()); }
 
     // Reduces the logits of `rows` rows on the last stage: argmax into out, or top-k into d_topk_*.
@@ -88,7 +91,7 @@ struct Session::Impl {
         for (auto& per_bucket : bgraph)
             for (Graph& g : per_bucket) release(g);
         fwd.reset();
-        Backend* last = st.empty() ? nullptr : st.back().be;
+        Backend* last = st.empty() ? nullptr : st[out_stage].be;
         for (void* p : {(void*)d_out_idx, (void*)d_argmax, (void*)d_logits, (void*)d_topk_ids, (void*)d_topk_vals})
             if (p && last) last->release(p);
         for (Stage& s : st)
@@ -96,6 +99,19 @@ struct Session::Impl {
                 if (p) s.be->release(p);
     }
 
+    // The batch of a captured step in each stage's memory.
+    std::vector<BatchView> step_views(bool batched, int rows, int n_ctx) const {
+        std::vector<BatchView> out;
+        for (int s = 0; s < n_stages(); ++s) {
+            const StepIds ids = ids_of(s, batched);
+            BatchView b;
+            b.n_tokens = rows, b.tokens = ids.at(StepIds::kTokens), b.pos = ids.at(StepIds::kPos);
+            b.seq = ids.at(StepIds::kSeq), b.n_kv_max = n_ctx;
+            b.fresh = ids.stride == 1 ? b.pos : ids.at(StepIds::kFresh);
+            out.push_back(b);
+        }
+        return out;
+    }
     // The step ids block of stage s (batched: stride kMaxBucket).
     StepIds ids_of(int s, bool batched) const {
         return batched ? StepIds{st[size_t(s)].d_bstep, kMaxBucket} : StepIds{st[size_t(s)].d_step, 1};
@@ -104,25 +120,39 @@ struct Session::Impl {
     // block (see above), one graph per stage. A failure turns the path off (`enabled`)
     // and propagates.
     void capture(Graph& g, bool batched, int rows, int n_ctx, Select sel, int k, bool& enabled) {
-        const StepIds last = ids_of(n_stages() - 1, batched);
-        for (int s = 0; s < n_stages(); ++s) {
-            Backend& be = *st[size_t(s)].be;
-            const StepIds ids = ids_of(s, batched);
-            BatchView b;
-            b.n_tokens = rows, b.tokens = ids.at(StepIds::kTokens), b.pos = ids.at(StepIds::kPos);
-            b.seq = ids.at(StepIds::kSeq), b.n_kv_max = n_ctx;
-            b.fresh = ids.stride == 1 ? b.pos : ids.at(StepIds::kFresh);
-            be.capture_begin();
-            try {
-                fwd->run_stage(s, b, last.at(StepIds::kOutIdx), rows, d_logits);
-                if (s + 1 == n_stages()) select(sel, rows, k, last.at(StepIds::kArgmax));
-            } catch (...) {
-                try {
-                    be.release_graph(be.capture_end());
+        const StepIds out_ids = ids_of(int(out_stage), batched);
+        const std::vector<BatchView> views = step_views(batched, rows, n_ctx);
+        auto abandon = [&](int first, int end) {  // ends stages [first, end)'s captures, drops the graphs
+            for (int s = first; s < end; ++s) try {
+                    st[size_t(s)].be->release_graph(st[size_t(s)].be->capture_end());
                 } catch (...) {
                 }
-                release(g);
-                enabled = false;
+            release(g);
+            enabled = false;
+        };
+        if (fwd->tensor_parallel()) {
+            // One pass over every device at once (each block's all-reduce joins them):
+            // every backend records its own graph of it.
+            int begun = 0;
+            try {
+                for (; begun < n_stages(); ++begun) st[size_t(begun)].be->capture_begin();
+                fwd->run(views, out_ids.at(StepIds::kOutIdx), rows, d_logits);
+                select(sel, rows, k, out_ids.at(StepIds::kArgmax));
+            } catch (...) {
+                abandon(0, begun);
+                throw;
+            }
+            for (Stage& s : st) g.ids.push_back(s.be->capture_end());
+            return;
+        }
+        for (int s = 0; s < n_stages(); ++s) {
+            Backend& be = *st[size_t(s)].be;
+            be.capture_begin();
+            try {
+                fwd->run_stage(s, views[size_t(s)], out_ids.at(StepIds::kOutIdx), rows, d_logits);
+                if (s + 1 == n_stages()) select(sel, rows, k, out_ids.at(StepIds::kArgmax));
+            } catch (...) {
+                abandon(s, s + 1);
                 throw;
             }
             g.ids.push_back(be.capture_end());
@@ -139,7 +169,7 @@ struct Session::Impl {
         }
         for (int s = 0; s < n_stages(); ++s) {
             st[size_t(s)].be->replay(g.ids[size_t(s)]);
-            if (s + 1 < n_stages()) fwd->hand_off(s, rows);
+            if (s + 1 < n_stages() && !fwd->tensor_parallel()) fwd->hand_off(s, rows);
         }
     }
     // The smallest bucket holding n rows (index into kBuckets), or -1.
@@ -204,6 +234,13 @@ Session::Session(const Model& model, const ContextParams& p)
     Impl& I = *impl_;
     bool capture = true;
     for (const ModelStage& ms : model.stages()) capture = capture && ms.backend->supports_capture();
+    I.out_stage = model.output_stage();
+    if (model.split_mode() == SplitMode::kTensor && model.stages().size() > 1) {
+        std::vector<Backend*> devices;
+        for (const ModelStage& ms : model.stages()) devices.push_back(ms.backend);
+        I.collective = make_collective(devices);
+        capture = capture && I.collective->capturable();  // the host's all-reduce cannot be recorded
+    }
     // Batch graphs pad their buckets with rows of one extra sequence nobody reads.
     const bool batch_graphs = p_.batch_graphs && p_.n_seq > 1 && capture;
     std::vector<KvCache*> caches;
@@ -212,7 +249,7 @@ Session::Session(const Model& model, const ContextParams& p)
         d.n_layer = ms.end_layer - ms.first_layer;
         d.n_seq = p_.n_seq + (batch_graphs ? 1 : 0);
         d.n_ctx = p_.n_ctx;
-        d.n_kv_head = hp.n_head_kv;
+        d.n_kv_head = ms.n_head_kv;  // (tensor parallel: this device's KV heads)
         d.head_dim = hp.head_dim;
         d.type = p_.kv_type;
         check_kv_cache_desc(d);
@@ -234,7 +271,7 @@ Session::Session(const Model& model, const ContextParams& p)
     }
     I.n_batch = p_.n_batch;
     I.n_vocab = hp.n_vocab;
-    I.fwd = std::make_unique<Forward>(model, caches, I.n_batch);
+    I.fwd = std::make_unique<Forward>(model, caches, I.n_batch, I.collective.get());
     const size_t B = size_t(I.n_batch);
     I.batch_graphs = batch_graphs && I.n_batch >= Impl::kMaxBucket;
     for (Impl::Stage& s : I.st) {
@@ -287,6 +324,7 @@ void Session::set_route_trace(RouteTrace* t) {
     impl_->fwd->set_route_trace(t);
 }
 bool Session::use_graphs() const { return impl_->graphs; }
+std::string Session::collective_name() const { return impl_->collective ? impl_->collective->name() : ""; }
 int Session::batch_graph_replays() const { return impl_->n_replays; }
 
 namespace {
@@ -376,7 +414,7 @@ void Session::decode_reduced(const std::vector<BatchToken>& batch, int mode, int
         int n_kv = 0;
         stage_chunk(batch, 0, 1, p_, I.n_vocab, I.h_tokens, I.h_pos, I.h_seq, I.h_out_idx, n_kv);  // validates
         I.step(batch[0], p_.n_ctx, sel, k);
-        fetch(1, I.ids_of(I.n_stages() - 1, false).at(StepIds::kArgmax));
+        fetch(1, I.ids_of(int(I.out_stage), false).at(StepIds::kArgmax));
         return;
     }
     // A decode step of 2..64 sequences: every row wants logits.
@@ -385,7 +423,7 @@ void Session::decode_reduced(const std::vector<BatchToken>& batch, int mode, int
         int n_kv = 0;
         stage_chunk(batch, 0, batch.size(), p_, I.n_vocab, I.h_tokens, I.h_pos, I.h_seq, I.h_out_idx, n_kv);  // validates
         I.batch_step(batch, p_.n_ctx, sel, k);
-        fetch(int(batch.size()), I.ids_of(I.n_stages() - 1, true).at(StepIds::kArgmax));
+        fetch(int(batch.size()), I.ids_of(int(I.out_stage), true).at(StepIds::kArgmax));
         I.synchronize();
         return;
     }

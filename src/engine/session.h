@@ -4,6 +4,7 @@
 #pragma once
 #include <cstdint>
 #include <memory>
+#include <string>
 #include <vector>
 
 #include "backend/backend.h"
@@ -75,6 +76,8 @@ public:
     // vega eval --routes-out/--routes-in); turns graph replay off. Null: off.
     void set_route_trace(RouteTrace* t);
     bool use_graphs() const;
+    // The all-reduce of a tensor-parallel model ("NCCL over devices 0,1"); empty otherwise.
+    std::string collective_name() const;
     // Decode steps replayed through batch-size bucket graphs so far (batch_graphs).
     int batch_graph_replays() const;
 

@@ -7,37 +7,47 @@
 
 namespace vega {
 
-Forward::Forward(const Model& model, const std::vector<KvCache*>& caches, int max_tokens)
-    : m_(model), max_tokens_(max_tokens) {
-    const HParams& hp = m_.hparams();
-    const ModelWeights& w = m_.weights();
+Forward::Forward(const Model& model, const std::vector<KvCache*>& caches, int max_tokens, Collective* collective)
+    : m_(model), max_tokens_(max_tokens), collective_(collective) {
     const std::vector<ModelStage>& ms = m_.stages();
     if (caches.size() != ms.size()) fail("forward: {} KV cache(s) for {} model stage(s)", caches.size(), ms.size());
+    const bool tp = m_.split_mode() == SplitMode::kTensor && ms.size() > 1;
+    if (tp && !collective_) fail("forward: tensor parallel needs a collective (the all-reduce)");
+    stages_.resize(ms.size());
     for (size_t i = 0; i < ms.size(); ++i) {
-        Stage st;
+        Stage& st = stages_[i];
         st.be = ms[i].backend, st.cache = caches[i], st.first = ms[i].first_layer, st.end = ms[i].end_layer;
-        stages_.push_back(st);
-        alloc_scratch(stages_.back(), i + 1 == ms.size());
+        alloc_scratch(st, ms[i], i == m_.output_stage(), tp && i > 0);
+        describe_blocks(st, m_.weights(i), ms[i]);
     }
+}
 
-    // The architecture's differences are in these descriptions (optional weights,
-    // rope style), not in the pass itself.
+// The architecture's differences are in these descriptions (optional weights, rope
+// style), not in the pass itself. Each block leaves the next block's normed input
+// behind (BlockLink): the attention block the FFN's, the FFN the next layer's
+// attention's. The last FFN of a stage leaves none (the logits read only the gathered
+// rows; the next stage's backend starts from the residual stream alone), and under
+// tensor parallel none does: a block's output is one device's part until the all-reduce.
+void Forward::describe_blocks(Stage& st, const ModelWeights& w, const ModelStage& ms) {
+    const HParams& hp = m_.hparams();
+    const bool linked = !tensor_parallel();
     RopeParams rp;
     rp.n_rot = hp.n_rot;
     rp.freq_base = hp.rope_base;
     rp.freq_scale = hp.rope_scale;
     rp.neox = hp.rope_neox;
-    for (const LayerWeights& L : w.layers) {
+    for (int il = st.first; il < st.end; ++il) {
+        const LayerWeights& L = w.layers[size_t(il)];  // (tensor parallel: this device's slices)
         rp.freq_factors = L.rope_freqs ? static_cast<const float*>(L.rope_freqs.data) : nullptr;  // its device's copy
         AttentionBlock a;
         a.norm = L.attn_norm, a.wq = L.wq, a.wk = L.wk, a.wv = L.wv, a.wo = L.wo;
         a.bq = L.bq, a.bk = L.bk, a.bv = L.bv;
         if (hp.qk_norm) a.q_norm = L.q_norm, a.k_norm = L.k_norm;
-        a.n_head = hp.n_head, a.n_kv_head = hp.n_head_kv, a.head_dim = hp.head_dim;
+        a.n_head = ms.n_head, a.n_kv_head = ms.n_head_kv, a.head_dim = hp.head_dim;
         a.eps = hp.rms_eps;
         a.scale = 1.0f / std::sqrt(float(hp.head_dim));
         a.rope = rp;
-        attn_.push_back(a);
+        st.attn.push_back(a);
         FfnBlock f;
         f.norm = L.ffn_norm, f.gate = L.ffn_gate, f.up = L.ffn_up, f.down = L.ffn_down;
         if (hp.moe()) {
@@ -45,49 +55,44 @@ Forward::Forward(const Model& model, const std::vector<KvCache*>& caches, int ma
             f.down_exps = L.ffn_down_exps, f.routing = hp.routing;
         }
         f.eps = hp.rms_eps;
-        ffn_.push_back(f);
+        f.layer = il;
+        st.ffn.push_back(f);
     }
-    // Each block leaves the next block's normed input behind (BlockLink): the
-    // attention block the FFN's, the FFN the next layer's attention's. The last FFN
-    // of a stage leaves none: the logits read only the gathered rows, and the next
-    // stage's backend starts from the residual stream alone.
     auto quantized = [](std::initializer_list<const Weight*> ws) {
         for (const Weight* x : ws)
             if (is_float_type(x->type)) return false;
         return true;
     };
-    const size_t n = attn_.size();
-    attn_link_.resize(n), ffn_link_.resize(n);
-    auto stage_start = [&](size_t il) {
-        for (const Stage& st : stages_)
-            if (int(il) == st.first) return true;
-        return false;
-    };
-    for (size_t il = 0; il < n; ++il) {
-        BlockLink& la = attn_link_[il];
-        la.input_normed = !stage_start(il);
-        la.next_norm = &ffn_[il].norm, la.next_eps = ffn_[il].eps;
-        const FfnBlock& f = ffn_[il];
+    const size_t n = st.attn.size();
+    st.attn_link.assign(n, {});
+    st.ffn_link.assign(n, {});
+    if (!linked) return;
+    for (size_t i = 0; i < n; ++i) {
+        BlockLink& la = st.attn_link[i];
+        la.input_normed = i > 0;
+        const FfnBlock& f = st.ffn[i];
+        la.next_norm = &f.norm, la.next_eps = f.eps;
         la.next_quantized = f.experts() ? quantized({&f.gate_exps, &f.up_exps}) : quantized({&f.gate, &f.up});
         la.next_router = f.experts() ? &f.router : nullptr;
-        BlockLink& lf = ffn_link_[il];
+        BlockLink& lf = st.ffn_link[i];
         lf.input_normed = true;
-        if (il + 1 < n && !stage_start(il + 1)) {
-            const AttentionBlock& next = attn_[il + 1];
+        if (i + 1 < n) {
+            const AttentionBlock& next = st.attn[i + 1];
             lf.next_norm = &next.norm, lf.next_eps = next.eps;
             lf.next_quantized = quantized({&next.wq, &next.wk, &next.wv});
         }
     }
 }
 
-void Forward::alloc_scratch(Stage& st, bool last) {
+void Forward::alloc_scratch(Stage& st, const ModelStage& ms, bool output, bool saved) {
     const HParams& hp = m_.hparams();
     const size_t T = size_t(max_tokens_);
-    const size_t E = hp.n_embd, Dq = size_t(hp.n_head) * hp.head_dim, Dkv = size_t(hp.n_head_kv) * hp.head_dim;
+    const size_t E = hp.n_embd, Dq = size_t(ms.n_head) * hp.head_dim, Dkv = size_t(ms.n_head_kv) * hp.head_dim;
     Backend& be = *st.be;
     auto buf = [&](size_t n, const char* what) { return static_cast<float*>(be.alloc(n * sizeof(float), what)); };
     BlockBuffers& b = st.buf;
     st.x = buf(T * E, "activations (residual stream)");
+    if (saved) st.xs = buf(T * E, "activations (residual stream before a block)");
     b.q = buf(T * Dq, "activations (q)");
     b.k = buf(T * Dkv, "activations (k)");
     b.v = buf(T * Dkv, "activations (v)");
@@ -95,7 +100,7 @@ void Forward::alloc_scratch(Stage& st, bool last) {
     b.tmp = buf(T * E, "activations (projection)");
     // The FFN's hidden rows: [T][n_ff], or [T][n_used][n_ff_exp] with experts.
     const size_t K = hp.moe() ? size_t(hp.n_expert_used) : 0;
-    const size_t F = hp.moe() ? K * hp.n_ff_exp : size_t(hp.n_ff);
+    const size_t F = hp.moe() ? K * hp.n_ff_exp : size_t(ms.n_ff);
     b.g = buf(T * F, "activations (ffn gate)");
     b.u = buf(T * F, "activations (ffn up)");
     b.h = buf(T * F, "activations (ffn hidden)");
@@ -105,18 +110,18 @@ void Forward::alloc_scratch(Stage& st, bool last) {
         b.expert_w = buf(T * K, "expert weights");
         b.expert_out = buf(T * K * E, "activations (expert outputs)");
     }
-    if (last) st.xo = buf(T * E, "activations (output rows)");
+    if (output) st.xo = buf(T * E, "activations (output rows)");
     // Matmul inputs: up to T rows of the widest input, and with experts the T * n_used
     // rows of the down projections' input (n_ff_exp wide).
-    const int64_t ff_in = hp.moe() ? hp.n_ff_exp : hp.n_ff;
+    const int64_t ff_in = hp.moe() ? hp.n_ff_exp : ms.n_ff;
     const int64_t max_in = std::max<int64_t>({int64_t(E), int64_t(Dq), ff_in});
     be.reserve(max_tokens_ * int(std::max<size_t>(K, 1)), max_in);
 }
 
 void Forward::release_scratch(Stage& st) {
     const BlockBuffers& b = st.buf;
-    for (void* p : {(void*)st.x, (void*)b.q, (void*)b.k, (void*)b.v, (void*)b.att, (void*)b.tmp, (void*)b.g,
-                    (void*)b.u, (void*)b.h, (void*)b.router, (void*)b.expert_ids, (void*)b.expert_w,
+    for (void* p : {(void*)st.x, (void*)st.xs, (void*)b.q, (void*)b.k, (void*)b.v, (void*)b.att, (void*)b.tmp,
+                    (void*)b.g, (void*)b.u, (void*)b.h, (void*)b.router, (void*)b.expert_ids, (void*)b.expert_w,
                     (void*)b.expert_out, (void*)st.xo})
         if (p) st.be->release(p);
 }
@@ -128,38 +133,42 @@ Forward::~Forward() {
 void Forward::set_route_trace(RouteTrace* t) {
     route_trace_ = t;
     const bool replay = t && !t->recording();
-    for (size_t il = 0; il < ffn_.size(); ++il) {
-        ffn_[il].route_override = replay && ffn_[il].experts() ? t : nullptr;
-        ffn_[il].layer = int(il);
-    }
+    for (Stage& st : stages_)
+        for (FfnBlock& f : st.ffn) f.route_override = replay && f.experts() ? t : nullptr;
+}
+
+void Forward::record_routes(Stage& st, int il, const FfnBlock& f, int rows) {
+    if (!route_trace_ || !route_trace_->recording() || !f.experts()) return;
+    const int K = f.routing.n_used, X = f.routing.n_expert;
+    const size_t n = size_t(rows) * size_t(K);
+    route_ids_.resize(n), route_w_.resize(n), route_logits_.resize(size_t(rows) * size_t(X));
+    st.be->synchronize();
+    st.be->download(route_ids_.data(), st.buf.expert_ids, n * sizeof(int32_t));
+    st.be->download(route_w_.data(), st.buf.expert_w, n * sizeof(float));
+    st.be->download(route_logits_.data(), st.buf.router, route_logits_.size() * sizeof(float));
+    route_trace_->add(il, rows, K, X, route_ids_.data(), route_w_.data(), route_logits_.data());
+}
+
+// Logits only for the rows that want them.
+void Forward::logits_of(Stage& st, const int32_t* out_idx, int n_out, float* logits) {
+    const HParams& hp = m_.hparams();
+    const ModelWeights& w = m_.weights(m_.output_stage());
+    st.be->gather_rows(st.x, out_idx, n_out, hp.n_embd, st.xo);
+    st.be->matmul_input_rms_norm(st.xo, w.output_norm, hp.rms_eps, n_out, hp.n_embd);
+    st.be->matmul(w.output, logits);
 }
 
 void Forward::run_stage(int s, const BatchView& b, const int32_t* out_idx, int n_out, float* logits) {
-    const HParams& hp = m_.hparams();
-    const ModelWeights& w = m_.weights();
     Stage& st = stages_[size_t(s)];
     Backend& be = *st.be;
-    if (s == 0) be.embed(w.token_embd, b.tokens, b.n_tokens, st.x);
+    if (s == 0) be.embed(m_.weights(0).token_embd, b.tokens, b.n_tokens, st.x);
     for (int il = st.first; il < st.end; ++il) {
-        be.attention_block(attn_[size_t(il)], *st.cache, il - st.first, b, st.x, st.buf, attn_link_[size_t(il)]);
-        const FfnBlock& f = ffn_[size_t(il)];
-        be.ffn_block(f, st.x, b.n_tokens, st.buf, ffn_link_[size_t(il)]);
-        if (route_trace_ && route_trace_->recording() && f.experts()) {
-            const int T = b.n_tokens, K = f.routing.n_used, X = f.routing.n_expert;
-            const size_t n = size_t(T) * size_t(K);
-            route_ids_.resize(n), route_w_.resize(n), route_logits_.resize(size_t(T) * size_t(X));
-            be.synchronize();
-            be.download(route_ids_.data(), st.buf.expert_ids, n * sizeof(int32_t));
-            be.download(route_w_.data(), st.buf.expert_w, n * sizeof(float));
-            be.download(route_logits_.data(), st.buf.router, route_logits_.size() * sizeof(float));
-            route_trace_->add(il, T, K, X, route_ids_.data(), route_w_.data(), route_logits_.data());
-        }
+        const size_t i = size_t(il - st.first);
+        be.attention_block(st.attn[i], *st.cache, il - st.first, b, st.x, st.buf, st.attn_link[i]);
+        be.ffn_block(st.ffn[i], st.x, b.n_tokens, st.buf, st.ffn_link[i]);
+        record_routes(st, il, st.ffn[i], b.n_tokens);
     }
-    if (s + 1 < n_stages()) return;
-    // Logits only for the rows that want them.
-    be.gather_rows(st.x, out_idx, n_out, hp.n_embd, st.xo);
-    be.matmul_input_rms_norm(st.xo, w.output_norm, hp.rms_eps, n_out, hp.n_embd);
-    be.matmul(w.output, logits);
+    if (s + 1 == n_stages()) logits_of(st, out_idx, n_out, logits);
 }
 
 void Forward::hand_off(int s, int rows) {
@@ -167,7 +176,39 @@ void Forward::hand_off(int s, int rows) {
     from.be->copy_to(*to.be, to.x, from.x, size_t(rows) * size_t(m_.hparams().n_embd) * sizeof(float));
 }
 
+// Every device holds x (the same bits after each all-reduce). A block on device 0 leaves
+// x + its part; the others leave their part alone (output less the saved input), and
+// the all-reduce sums them into x + every part on every device.
+void Forward::run_tensor_parallel(const std::vector<BatchView>& b, const int32_t* out_idx, int n_out, float* logits) {
+    const int T = b[0].n_tokens;
+    const int64_t n = int64_t(T) * m_.hparams().n_embd;
+    std::vector<float*> xs;
+    for (size_t s = 0; s < stages_.size(); ++s) {
+        stages_[s].be->embed(m_.weights(s).token_embd, b[s].tokens, T, stages_[s].x);
+        xs.push_back(stages_[s].x);
+    }
+    auto block = [&](auto&& run_block) {
+        for (Stage& st : stages_) {
+            if (st.xs) st.be->copy(st.xs, st.x, size_t(n) * sizeof(float));
+            run_block(st);
+            if (st.xs) st.be->sub(st.x, st.xs, n);
+        }
+        collective_->all_reduce_sum(xs, n);
+    };
+    const int n_layer = m_.hparams().n_layer;
+    for (int il = 0; il < n_layer; ++il) {
+        const size_t i = size_t(il);
+        size_t s = 0;  // the stage block() is at (it walks them in order)
+        block([&](Stage& st) {
+            st.be->attention_block(st.attn[i], *st.cache, il, b[s++], st.x, st.buf, st.attn_link[i]);
+        });
+        block([&](Stage& st) { st.be->ffn_block(st.ffn[i], st.x, T, st.buf, st.ffn_link[i]); });
+    }
+    logits_of(stages_[m_.output_stage()], out_idx, n_out, logits);
+}
+
 void Forward::run(const std::vector<BatchView>& b, const int32_t* out_idx, int n_out, float* logits) {
+    if (tensor_parallel()) return run_tensor_parallel(b, out_idx, n_out, logits);
     for (int s = 0; s < n_stages(); ++s) {
         run_stage(s, b[size_t(s)], out_idx, n_out, logits);
         if (s + 1 < n_stages()) hand_off(s, b[size_t(s)].n_tokens);

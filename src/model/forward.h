@@ -1,13 +1,14 @@
 // The forward pass, written once for every supported architecture: the
 // differences (QKV bias, q/k norm, rope style, tied output) are flags and
 // optional weights in the Model. It runs in the model's stages (Model::stages():
-// one per device of a layer split, one in all other runs), each on its backend
-// with its own scratch, allocated there once.
+// one per device of a layer split or of tensor parallel, one in all other runs),
+// each on its backend with its own scratch, allocated there once.
 #pragma once
 #include <cstdint>
 #include <vector>
 
 #include "backend/backend.h"
+#include "backend/collective.h"
 #include "model/model.h"
 #include "model/route_trace.h"
 
@@ -16,21 +17,25 @@ namespace vega {
 class Forward {
 public:
     // caches[s]: the KV cache of stage s, on its backend, holding its layers
-    // first_layer..end_layer-1 as cache layers 0.. .
-    Forward(const Model& model, const std::vector<KvCache*>& caches, int max_tokens);
+    // first_layer..end_layer-1 as cache layers 0.. (tensor parallel: its KV heads).
+    // `collective` sums the devices' parts under tensor parallel (else unused).
+    Forward(const Model& model, const std::vector<KvCache*>& caches, int max_tokens, Collective* collective = nullptr);
     ~Forward();
     Forward(const Forward&) = delete;
     Forward& operator=(const Forward&) = delete;
 
     int n_stages() const { return int(stages_.size()); }
-    // Stage s of the pass over the batch b (its metadata in stage s's memory): the
-    // first stage embeds the tokens, each stage runs its layers (writing their K/V),
-    // and the last computes logits [n_out][n_vocab] for the batch rows listed in
-    // out_idx (both in the last stage's memory).
+    bool tensor_parallel() const { return m_.split_mode() == SplitMode::kTensor && stages_.size() > 1; }
+    // Layer split: stage s of the pass over the batch b (its metadata in stage s's
+    // memory): the first stage embeds the tokens, each stage runs its layers (writing
+    // their K/V), and the last computes logits [n_out][n_vocab] for the batch rows
+    // listed in out_idx (both in the last stage's memory).
     void run_stage(int s, const BatchView& b, const int32_t* out_idx, int n_out, float* logits);
-    // Passes the residual stream [rows][n_embd] from stage s to stage s + 1.
+    // Layer split: passes the residual stream [rows][n_embd] from stage s to stage s + 1.
     void hand_off(int s, int rows);
-    // Every stage and hand-off in order; b[s]: the batch in stage s's memory.
+    // The whole pass; b[s]: the batch in stage s's memory; out_idx and logits in the
+    // output stage's memory (Model::output_stage()). Tensor parallel: every device runs
+    // every block on its heads and FFN rows, and an all-reduce per block sums the parts.
     void run(const std::vector<BatchView>& b, const int32_t* out_idx, int n_out, float* logits);
 
     // Records (after each routed block, a host round trip) or replays the experts
@@ -38,25 +43,32 @@ public:
     void set_route_trace(RouteTrace* t);
 
 private:
-    // One stage's backend, cache, layers and scratch activations ([max_tokens][...] floats).
+    // One stage's backend, cache, layers, block descriptions and scratch activations
+    // ([max_tokens][...] floats).
     struct Stage {
         Backend* be = nullptr;
         KvCache* cache = nullptr;
         int first = 0, end = 0;  // layers [first, end)
         float* x = nullptr;      // residual stream
-        float* xo = nullptr;     // output rows (last stage)
+        float* xs = nullptr;     // tensor parallel, devices after the first: the stream before a block
+        float* xo = nullptr;     // output rows (output stage)
         BlockBuffers buf;
+        // Layer first + i's two block ops, described once, and how each meets the next.
+        std::vector<AttentionBlock> attn;
+        std::vector<FfnBlock> ffn;
+        std::vector<BlockLink> attn_link, ffn_link;
     };
-    void alloc_scratch(Stage& st, bool last);
+    void describe_blocks(Stage& st, const ModelWeights& w, const ModelStage& ms);
+    void alloc_scratch(Stage& st, const ModelStage& ms, bool output, bool saved);
     void release_scratch(Stage& st);
+    void record_routes(Stage& st, int il, const FfnBlock& f, int rows);
+    void logits_of(Stage& st, const int32_t* out_idx, int n_out, float* logits);
+    void run_tensor_parallel(const std::vector<BatchView>& b, const int32_t* out_idx, int n_out, float* logits);
 
     const Model& m_;
     int max_tokens_;
+    Collective* collective_ = nullptr;
     std::vector<Stage> stages_;
-    // Each layer's two block ops, described once.
-    std::vector<AttentionBlock> attn_;
-    std::vector<FfnBlock> ffn_;
-    std::vector<BlockLink> attn_link_, ffn_link_;  // how each block meets the next
     RouteTrace* route_trace_ = nullptr;
     // Host copies of a routed block's ids, weights and router logits (recording).
     std::vector<int32_t> route_ids_;

@@ -5,6 +5,7 @@
 
 #include <algorithm>
 #include <cmath>
+#include <cstring>
 #include <set>
 
 #include "core/error.h"
@@ -23,23 +24,54 @@ std::string shape_str(const gguf::TensorInfo& t) {
 // Finds, checks and uploads the weights named by llama.cpp's GGUF convention.
 class WeightLoader {
 public:
-    explicit WeightLoader(const gguf::File& f) : f_(f) {}
-    // The stage whose backend takes the following uploads.
-    void use(ModelStage& stage) { stage_ = &stage; }
+    WeightLoader(const gguf::File& f, std::vector<std::vector<uint8_t>>& host_slices)
+        : f_(f), host_slices_(host_slices) {}
+    // The stage whose backend takes the following uploads, and its part of a tensor-parallel
+    // split: part `part` of `parts` (0 of 1: whole tensors).
+    void use(ModelStage& stage, int part = 0, int parts = 1) { stage_ = &stage, part_ = part, parts_ = parts; }
 
-    // Matrix W [n_out][n_in] (GGUF ne = [n_in, n_out]).
+    // Matrix W [n_out][n_in] (GGUF ne = [n_in, n_out]), whole.
     Weight matrix(const std::string& name, int64_t n_in, int64_t n_out, bool required = true) {
-        const gguf::TensorInfo* t = f_.tensor(name);
-        if (!t) {
-            if (required) fail("{}: missing tensor '{}'", f_.path(), name);
-            return {};
-        }
-        if (t->n_dims != 2 || t->ne[0] != n_in || t->ne[1] != n_out)
-            fail("{}: tensor '{}' has shape {}, expected [{}, {}]", f_.path(), name, shape_str(*t), n_in, n_out);
-        if (quant::uses_q8_activations(t->type) && n_in % QK_ACT != 0)
-            fail("{}: tensor '{}' of type {} has rows of {} values, not a multiple of {}", f_.path(), name,
-                 type_traits(t->type).name, n_in, QK_ACT);
-        return upload(*t);
+        const gguf::TensorInfo* t = find_matrix(name, n_in, n_out, required);
+        return t ? upload(*t) : Weight{};
+    }
+    // This part's rows of W (q, k, v, gate, up: its heads or FFN rows).
+    Weight rows(const std::string& name, int64_t n_in, int64_t n_out) {
+        const gguf::TensorInfo& t = *find_matrix(name, n_in, n_out, true);
+        if (parts_ == 1) return upload(t);
+        const int64_t count = n_out / parts_, first = count * part_;
+        const size_t row = quant::row_bytes(t.type, n_in);
+        gguf::TensorInfo s = t;
+        s.ne[1] = count;
+        s.n_bytes = uint64_t(count) * row;
+        s.data = t.data + size_t(first) * row;
+        return upload(s, &t);
+    }
+    // This part's columns of W (o, down: the inputs of its heads or FFN rows), which must
+    // start and end on the type's block boundaries.
+    Weight cols(const std::string& name, int64_t n_in, int64_t n_out) {
+        const gguf::TensorInfo& t = *find_matrix(name, n_in, n_out, true);
+        if (parts_ == 1) return upload(t);
+        const TypeTraits tr = type_traits(t.type);
+        const int64_t count = n_in / parts_, first = count * part_;
+        const int64_t unit = quant::uses_q8_activations(t.type) ? std::max<int64_t>(tr.block_size, QK_ACT) : tr.block_size;
+        if (count % unit != 0)
+            fail("{}: tensor '{}' ({}, {} inputs) cannot be split {} ways by columns: {} inputs per device is not a "
+                 "multiple of {}; use --split-mode layer",
+                 f_.path(), name, tr.name, n_in, parts_, count, unit);
+        const size_t row = quant::row_bytes(t.type, n_in), part = quant::row_bytes(t.type, count),
+                     skip = quant::row_bytes(t.type, first);
+        std::vector<uint8_t> buf(part * size_t(n_out));
+        for (int64_t o = 0; o < n_out; ++o)
+            std::memcpy(buf.data() + size_t(o) * part, t.data + size_t(o) * row + skip, part);
+        gguf::TensorInfo s = t;
+        s.ne[0] = count;
+        s.n_bytes = buf.size();
+        s.data = buf.data();
+        Weight w = upload(s, &t);
+        // A backend that computes from host memory (the CPU) keeps pointing at the slice.
+        if (stage_->backend->computes_from_host_memory()) host_slices_.push_back(std::move(buf));
+        return w;
     }
 
     // n_mat stacked matrices [n_out][n_in] (a mixture of experts' 3-D tensor,
@@ -50,42 +82,74 @@ public:
         if (t->n_dims != 3 || t->ne[0] != n_in || t->ne[1] != n_out || t->ne[2] != n_mat)
             fail("{}: tensor '{}' has shape {}, expected [{}, {}, {}]", f_.path(), name, shape_str(*t), n_in, n_out,
                  n_mat);
-        if (quant::uses_q8_activations(t->type) && n_in % QK_ACT != 0)
-            fail("{}: tensor '{}' of type {} has rows of {} values, not a multiple of {}", f_.path(), name,
-                 type_traits(t->type).name, n_in, QK_ACT);
+        check_row_length(*t, n_in);
         Weight w = upload(*t);
         w.n_out = n_out, w.n_mat = n_mat;
         return w;
     }
 
-    // Vector [n] in F32 (norm weights, biases).
+    // Vector [n] in F32 (norm weights, biases), whole.
     Weight vector(const std::string& name, int64_t n, bool required = true) {
-        const gguf::TensorInfo* t = f_.tensor(name);
-        if (!t) {
-            if (required) fail("{}: missing tensor '{}'", f_.path(), name);
-            return {};
-        }
-        if (t->n_elements() != n || t->ne[0] != n)
-            fail("{}: tensor '{}' has shape {}, expected [{}]", f_.path(), name, shape_str(*t), n);
-        if (t->type != GgmlType::F32)
-            fail("{}: tensor '{}' has type {}, expected F32", f_.path(), name, type_traits(t->type).name);
-        return upload(*t);
+        const gguf::TensorInfo* t = find_vector(name, n, required);
+        return t ? upload(*t) : Weight{};
+    }
+    // This part's entries of vector [n] (the biases of q, k, v).
+    Weight vector_part(const std::string& name, int64_t n, bool required = true) {
+        const gguf::TensorInfo* t = find_vector(name, n, required);
+        if (!t || parts_ == 1) return t ? upload(*t) : Weight{};
+        const int64_t count = n / parts_;
+        gguf::TensorInfo s = *t;
+        s.ne[0] = count;
+        s.n_bytes = uint64_t(count) * sizeof(float);
+        s.data = t->data + size_t(count * part_) * sizeof(float);
+        return upload(s, t);
     }
 
     // Bytes of the distinct tensors uploaded (a tensor uploaded to two stages counts once).
     size_t bytes() const { return bytes_; }
 
 private:
-    Weight upload(const gguf::TensorInfo& t) {
-        if (seen_.insert(&t).second) bytes_ += t.n_bytes;
+    const gguf::TensorInfo* find_matrix(const std::string& name, int64_t n_in, int64_t n_out, bool required) {
+        const gguf::TensorInfo* t = f_.tensor(name);
+        if (!t) {
+            if (required) fail("{}: missing tensor '{}'", f_.path(), name);
+            return nullptr;
+        }
+        if (t->n_dims != 2 || t->ne[0] != n_in || t->ne[1] != n_out)
+            fail("{}: tensor '{}' has shape {}, expected [{}, {}]", f_.path(), name, shape_str(*t), n_in, n_out);
+        check_row_length(*t, n_in);
+        return t;
+    }
+    const gguf::TensorInfo* find_vector(const std::string& name, int64_t n, bool required) {
+        const gguf::TensorInfo* t = f_.tensor(name);
+        if (!t) {
+            if (required) fail("{}: missing tensor '{}'", f_.path(), name);
+            return nullptr;
+        }
+        if (t->n_elements() != n || t->ne[0] != n)
+            fail("{}: tensor '{}' has shape {}, expected [{}]", f_.path(), name, shape_str(*t), n);
+        if (t->type != GgmlType::F32)
+            fail("{}: tensor '{}' has type {}, expected F32", f_.path(), name, type_traits(t->type).name);
+        return t;
+    }
+    void check_row_length(const gguf::TensorInfo& t, int64_t n_in) {
+        if (quant::uses_q8_activations(t.type) && n_in % QK_ACT != 0)
+            fail("{}: tensor '{}' of type {} has rows of {} values, not a multiple of {}", f_.path(), t.name,
+                 type_traits(t.type).name, n_in, QK_ACT);
+    }
+    // Uploads t (or a slice of the file's tensor `whole`) to the current stage's backend.
+    Weight upload(const gguf::TensorInfo& t, const gguf::TensorInfo* whole = nullptr) {
+        if (seen_.insert(whole ? whole : &t).second) bytes_ += (whole ? whole : &t)->n_bytes;
         stage_->weight_bytes += t.n_bytes;
         Weight w = stage_->backend->upload_weight(t);
-        w.name = t.name.c_str();
+        w.name = (whole ? whole : &t)->name.c_str();
         return w;
     }
 
     const gguf::File& f_;
+    std::vector<std::vector<uint8_t>>& host_slices_;
     ModelStage* stage_ = nullptr;
+    int part_ = 0, parts_ = 1;
     std::set<const gguf::TensorInfo*> seen_;
     size_t bytes_ = 0;
 };
@@ -153,6 +217,14 @@ std::unique_ptr<Model> Model::load(const std::string& path, Backend& backend,
 
 std::unique_ptr<Model> Model::load(const std::string& path, const std::vector<Backend*>& devices,
                                    const std::vector<double>& shares, const std::function<void(float)>& progress) {
+    Placement p;
+    p.devices = devices, p.shares = shares;
+    return load(path, p, progress);
+}
+
+std::unique_ptr<Model> Model::load(const std::string& path, const Placement& place,
+                                   const std::function<void(float)>& progress) {
+    const std::vector<Backend*>& devices = place.devices;
     if (devices.empty()) fail("no device to load {} on", path);
     auto m = std::unique_ptr<Model>(new Model());
     m->file_ = gguf::File::open(path);
@@ -168,81 +240,117 @@ std::unique_ptr<Model> Model::load(const std::string& path, const std::vector<Ba
         fail("{}: tokenizer has {} tokens but token_embd.weight has {} rows", path, m->tok_->n_vocab(), hp.n_vocab);
 
     for (Backend* be : devices) check_tensor_types(f, *be);
-    // The stages: every layer on one device, or contiguous ranges in proportion to the shares.
-    std::vector<double> sh = shares;
-    if (sh.empty()) {
-        for (Backend* be : devices) sh.push_back(double(be->free_memory()));
-        if (std::find(sh.begin(), sh.end(), 0.0) != sh.end()) sh.assign(devices.size(), 1.0);  // unknown: equal
+    const bool tp = place.mode == SplitMode::kTensor && devices.size() > 1;
+    const int R = tp ? int(devices.size()) : 1;  // tensor-parallel parts
+    if (tp) {
+        if (!place.shares.empty()) fail("--tensor-split weighs a layer split; tensor parallel splits evenly");
+        if (hp.moe())
+            fail("{}: tensor parallel does not split a mixture of experts yet (its experts by device); use "
+                 "--split-mode layer", path);
+        if (hp.n_head % R || hp.n_head_kv % R || hp.n_ff % R)
+            fail("{}: tensor parallel over {} devices needs the heads ({}), the KV heads ({}) and the FFN rows ({}) "
+                 "to divide by {}; use --split-mode layer",
+                 path, R, hp.n_head, hp.n_head_kv, hp.n_ff, R);
+        for (size_t i = 0; i < devices.size(); ++i) {
+            ModelStage st;
+            st.backend = devices[i], st.first_layer = 0, st.end_layer = hp.n_layer;
+            st.n_head = hp.n_head / R, st.n_head_kv = hp.n_head_kv / R, st.n_ff = hp.n_ff / R;
+            m->stages_.push_back(st);
+        }
+    } else {
+        // Every layer on one device, or contiguous ranges in proportion to the shares.
+        std::vector<double> sh = place.shares;
+        if (sh.empty()) {
+            for (Backend* be : devices) sh.push_back(double(be->free_memory()));
+            if (std::find(sh.begin(), sh.end(), 0.0) != sh.end()) sh.assign(devices.size(), 1.0);  // unknown: equal
+        }
+        if (sh.size() != devices.size())
+            fail("--tensor-split has {} value(s) for {} device(s)", sh.size(), devices.size());
+        const std::vector<int> bounds = split_layers(hp.n_layer, sh);
+        for (size_t i = 0; i < devices.size(); ++i) {
+            ModelStage st;
+            st.backend = devices[i], st.first_layer = bounds[i], st.end_layer = bounds[i + 1];
+            st.n_head = hp.n_head, st.n_head_kv = hp.n_head_kv, st.n_ff = hp.n_ff;
+            m->stages_.push_back(st);
+        }
     }
-    if (sh.size() != devices.size())
-        fail("--tensor-split has {} value(s) for {} device(s)", sh.size(), devices.size());
-    const std::vector<int> bounds = split_layers(hp.n_layer, sh);
-    for (size_t i = 0; i < devices.size(); ++i) {
-        ModelStage st;
-        st.backend = devices[i], st.first_layer = bounds[i], st.end_layer = bounds[i + 1];
-        m->stages_.push_back(st);
-    }
-    ModelStage &first = m->stages_.front(), &last = m->stages_.back();
 
-    WeightLoader L(f);
-    ModelWeights& w = m->w_;
+    WeightLoader L(f, m->host_slices_);
     const int64_t E = hp.n_embd, Dq = int64_t(hp.n_head) * hp.head_dim, Dkv = int64_t(hp.n_head_kv) * hp.head_dim;
-    L.use(first);
-    w.token_embd = L.matrix("token_embd.weight", E, hp.n_vocab);
-    L.use(last);
-    w.output_norm = L.vector("output_norm.weight", E);
-    w.output = L.matrix("output.weight", E, hp.n_vocab, false);
-    hp.tied_output = !w.output;
-    // A tied output reads the embedding table: a second copy when the last stage is another device.
-    if (hp.tied_output)
-        w.output = m->stages_.size() == 1 ? w.token_embd : L.matrix("token_embd.weight", E, hp.n_vocab);
+    const bool has_output = f.tensor("output.weight") != nullptr;
+    hp.tied_output = !has_output;
+    // The ends: the embedding on the first stage (tensor parallel: on every one, each
+    // embeds), the output norm and matrix on the output stage (a tied output reads the
+    // embedding table: a second copy when that is another device).
+    const size_t out_stage = tp ? 0 : m->stages_.size() - 1;
+    m->shards_.resize(tp ? size_t(R) : 0);
+    auto weights_of = [&](size_t s) -> ModelWeights& { return tp ? m->shards_[s] : m->w_; };
+    for (size_t s = 0; s < m->stages_.size(); ++s) {
+        ModelWeights& w = weights_of(s);
+        L.use(m->stages_[s]);
+        if (tp || s == 0) w.token_embd = L.matrix("token_embd.weight", E, hp.n_vocab);
+        if (s != out_stage) continue;
+        w.output_norm = L.vector("output_norm.weight", E);
+        if (has_output) w.output = L.matrix("output.weight", E, hp.n_vocab);
+        else w.output = s == 0 ? w.token_embd : L.matrix("token_embd.weight", E, hp.n_vocab);
+    }
 
     const int total = hp.n_layer;
-    size_t si = 0;
-    Weight rope_freqs;  // the current stage's copy
+    const bool rope_freqs = f.tensor("rope_freqs.weight") != nullptr;
+    std::vector<Weight> stage_rope(m->stages_.size());  // each stage's copy of rope_freqs
     for (int i = 0; i < hp.n_layer; ++i) {
         const std::string p = fmt::format("blk.{}.", i);
-        while (i >= m->stages_[si].end_layer) ++si;
-        if (i == m->stages_[si].first_layer) {
-            L.use(m->stages_[si]);
-            if (f.tensor("rope_freqs.weight")) rope_freqs = L.vector("rope_freqs.weight", hp.n_rot / 2);
+        for (size_t s = 0; s < m->stages_.size(); ++s) {
+            ModelStage& st = m->stages_[s];
+            if (i < st.first_layer || i >= st.end_layer) continue;
+            L.use(st, tp ? int(s) : 0, R);
+            if (rope_freqs && !stage_rope[s]) stage_rope[s] = L.vector("rope_freqs.weight", hp.n_rot / 2);
+            LayerWeights l;
+            l.rope_freqs = stage_rope[s];
+            l.attn_norm = L.vector(p + "attn_norm.weight", E);
+            l.wq = L.rows(p + "attn_q.weight", E, Dq);
+            l.wk = L.rows(p + "attn_k.weight", E, Dkv);
+            l.wv = L.rows(p + "attn_v.weight", E, Dkv);
+            l.wo = L.cols(p + "attn_output.weight", Dq, E);
+            l.bq = L.vector_part(p + "attn_q.bias", Dq, false);
+            l.bk = L.vector_part(p + "attn_k.bias", Dkv, false);
+            l.bv = L.vector_part(p + "attn_v.bias", Dkv, false);
+            if (hp.qk_norm) {
+                l.q_norm = L.vector(p + "attn_q_norm.weight", hp.head_dim);
+                l.k_norm = L.vector(p + "attn_k_norm.weight", hp.head_dim);
+            }
+            l.ffn_norm = L.vector(p + "ffn_norm.weight", E);
+            if (hp.moe()) {
+                const int64_t X = hp.n_expert, F = hp.n_ff_exp;
+                l.ffn_router = L.matrix(p + "ffn_gate_inp.weight", E, X);
+                l.ffn_gate_exps = L.stacked(p + "ffn_gate_exps.weight", E, F, X);
+                l.ffn_up_exps = L.stacked(p + "ffn_up_exps.weight", E, F, X);
+                l.ffn_down_exps = L.stacked(p + "ffn_down_exps.weight", F, E, X);
+            } else {
+                l.ffn_gate = L.rows(p + "ffn_gate.weight", E, hp.n_ff);
+                l.ffn_up = L.rows(p + "ffn_up.weight", E, hp.n_ff);
+                l.ffn_down = L.cols(p + "ffn_down.weight", hp.n_ff, E);
+            }
+            if (l.bq || l.bk || l.bv) hp.qkv_bias = true;
+            weights_of(s).layers.push_back(l);
         }
-        LayerWeights l;
-        l.rope_freqs = rope_freqs;
-        l.attn_norm = L.vector(p + "attn_norm.weight", E);
-        l.wq = L.matrix(p + "attn_q.weight", E, Dq);
-        l.wk = L.matrix(p + "attn_k.weight", E, Dkv);
-        l.wv = L.matrix(p + "attn_v.weight", E, Dkv);
-        l.wo = L.matrix(p + "attn_output.weight", Dq, E);
-        l.bq = L.vector(p + "attn_q.bias", Dq, false);
-        l.bk = L.vector(p + "attn_k.bias", Dkv, false);
-        l.bv = L.vector(p + "attn_v.bias", Dkv, false);
-        if (hp.qk_norm) {
-            l.q_norm = L.vector(p + "attn_q_norm.weight", hp.head_dim);
-            l.k_norm = L.vector(p + "attn_k_norm.weight", hp.head_dim);
-        }
-        l.ffn_norm = L.vector(p + "ffn_norm.weight", E);
-        if (hp.moe()) {
-            const int64_t X = hp.n_expert, F = hp.n_ff_exp;
-            l.ffn_router = L.matrix(p + "ffn_gate_inp.weight", E, X);
-            l.ffn_gate_exps = L.stacked(p + "ffn_gate_exps.weight", E, F, X);
-            l.ffn_up_exps = L.stacked(p + "ffn_up_exps.weight", E, F, X);
-            l.ffn_down_exps = L.stacked(p + "ffn_down_exps.weight", F, E, X);
-        } else {
-            l.ffn_gate = L.matrix(p + "ffn_gate.weight", E, hp.n_ff);
-            l.ffn_up = L.matrix(p + "ffn_up.weight", E, hp.n_ff);
-            l.ffn_down = L.matrix(p + "ffn_down.weight", hp.n_ff, E);
-        }
-        if (l.bq || l.bk || l.bv) hp.qkv_bias = true;
-        w.layers.push_back(l);
         if (progress) progress(float(i + 1) / float(total));
     }
+    if (tp) m->w_ = m->shards_[0];
     m->weight_bytes_ = L.bytes();
     return m;
 }
 
 std::string Model::describe_placement() const {
     if (stages_.size() == 1) return stages_[0].backend->name();
+    if (split_mode() == SplitMode::kTensor) {
+        std::string out = fmt::format("{} devices (tensor parallel, {} of {} heads and {} of {} FFN rows each): ",
+                                      stages_.size(), stages_[0].n_head, hp_.n_head, stages_[0].n_ff, hp_.n_ff);
+        for (size_t i = 0; i < stages_.size(); ++i)
+            out += fmt::format("{}{} ({:.2f} GB)", i ? "; " : "", stages_[i].backend->name(),
+                               double(stages_[i].weight_bytes) / 1e9);
+        return out;
+    }
     std::string out = fmt::format("{} devices (layer split): ", stages_.size());
     for (size_t i = 0; i < stages_.size(); ++i) {
         const ModelStage& st = stages_[i];

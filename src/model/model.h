@@ -33,10 +33,28 @@ struct ModelWeights {
 // contiguous range of layers (and its part of the KV cache, in the Session); the
 // residual stream passes from stage to stage. The token embedding sits on the first
 // stage, the output norm and matrix on the last.
+//
+// Tensor parallel (--split-mode tensor) has one stage per device too, each holding a slice
+// of every layer: its share of the attention heads (the rows of q, k and v, the columns of
+// the o projection; KV heads with their query groups) and of the FFN rows (gate and up by
+// rows, down by columns); norms whole. Each device's blocks add its part, and an all-reduce
+// per block (backend/collective.h) sums the parts into every device's residual stream.
+// Every device embeds the tokens itself; the first computes the logits.
+enum class SplitMode { kLayer, kTensor };
+
 struct ModelStage {
     Backend* backend = nullptr;
-    int first_layer = 0, end_layer = 0;  // layers [first_layer, end_layer)
+    int first_layer = 0, end_layer = 0;  // layers [first_layer, end_layer) (tensor parallel: all)
+    int n_head = 0, n_head_kv = 0;       // this device's attention heads (tensor parallel: its share)
+    int64_t n_ff = 0;                    // its FFN rows (dense models)
     size_t weight_bytes = 0;             // bytes of the tensors uploaded to this stage
+};
+
+// How to place a model: on which devices (in order), and how to split it over several.
+struct Placement {
+    std::vector<Backend*> devices;
+    SplitMode mode = SplitMode::kLayer;
+    std::vector<double> shares;  // layer split: each device's share of the layers (empty: free memory)
 };
 
 // The layer ranges of a split of n_layer layers over shares.size() devices in proportion
@@ -56,15 +74,23 @@ public:
     static std::unique_ptr<Model> load(const std::string& path, const std::vector<Backend*>& devices,
                                        const std::vector<double>& shares,
                                        const std::function<void(float)>& progress = {});
+    // Same, split as `p` says (layer split or tensor parallel).
+    static std::unique_ptr<Model> load(const std::string& path, const Placement& p,
+                                       const std::function<void(float)>& progress = {});
 
     const HParams& hparams() const { return hp_; }
     const Tokenizer& tokenizer() const { return *tok_; }
-    const ModelWeights& weights() const { return w_; }
+    const ModelWeights& weights() const { return w_; }  // of stage 0 under tensor parallel
+    // The weights stage s computes with: the model's (layer split), or its slices (tensor parallel).
+    const ModelWeights& weights(size_t stage) const { return shards_.empty() ? w_ : shards_[stage]; }
+    SplitMode split_mode() const { return shards_.empty() ? SplitMode::kLayer : SplitMode::kTensor; }
+    // The stage that holds the output norm and matrix and computes the logits.
+    size_t output_stage() const { return shards_.empty() ? stages_.size() - 1 : 0; }
     const gguf::File& file() const { return *file_; }
     size_t weight_bytes() const { return weight_bytes_; }  // bytes of all weight tensors (each once)
     const std::vector<ModelStage>& stages() const { return stages_; }
     Backend& first_backend() const { return *stages_.front().backend; }  // holds the token embedding
-    Backend& last_backend() const { return *stages_.back().backend; }    // holds the output
+    Backend& last_backend() const { return *stages_.back().backend; }
     // "2 devices (layer split): layers 0-15 (3.90 GB) on gpu 0: ...; layers 16-31 (4.10 GB) on gpu 1: ...";
     // one stage: its backend's name.
     std::string describe_placement() const;
@@ -75,7 +101,10 @@ private:
     HParams hp_;
     std::unique_ptr<Tokenizer> tok_;
     ModelWeights w_;
+    std::vector<ModelWeights> shards_;  // tensor parallel: each stage's slices (w_ is shards_[0])
     std::vector<ModelStage> stages_;
+    // Column slices made in host memory for backends that compute from host memory (the CPU).
+    std::vector<std::vector<uint8_t>> host_slices_;
     size_t weight_bytes_ = 0;
 };
 

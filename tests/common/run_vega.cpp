@@ -44,9 +44,11 @@ std::string device_args() {
     return d && *d ? std::string("--devices ") + d : "--device " + test_device();
 }
 
-bool split_needs_more_layers(const CmdResult& r) {
+bool split_refuses_model(const CmdResult& r) {
     const char* d = std::getenv("VEGA_TEST_DEVICES");
-    return d && *d && r.exit_code != 0 && r.err.find("no layer; use fewer devices") != std::string::npos;
+    return d && *d && r.exit_code != 0 &&
+           (r.err.find("no layer; use fewer devices") != std::string::npos ||
+            r.err.find("use --split-mode layer") != std::string::npos);
 }
 
 static std::string slurp(const std::string& p) {

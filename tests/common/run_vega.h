@@ -21,10 +21,13 @@ std::string vega_binary();
 // The device the end-to-end tests run on: $VEGA_TEST_DEVICE or "cpu".
 std::string test_device();
 // The device options of the end-to-end commands: "--devices $VEGA_TEST_DEVICES" when
-// that is set (a layer split, e.g. 0,1 or 0,0), else "--device " + test_device().
+// that is set (a layer split, e.g. 0,1 or 0,0; "0,1 --split-mode tensor" for tensor
+// parallel), else "--device " + test_device().
 std::string device_args();
-// Whether a command failed only because $VEGA_TEST_DEVICES names more devices than the
-// model has layers (llama-2-tiny-random's one layer over 0,1): the split refuses it, naming it.
-bool split_needs_more_layers(const CmdResult& r);
+// Whether a command failed only because the split of $VEGA_TEST_DEVICES does not fit the
+// model, refused by name: more devices than layers (llama-2-tiny-random's one layer over
+// 0,1), or a tensor-parallel split its heads, FFN rows or blocks do not divide, or a
+// mixture of experts under tensor parallel ("... use --split-mode layer").
+bool split_refuses_model(const CmdResult& r);
 
 }  // namespace vega::test

@@ -25,6 +25,7 @@ public:
     void download(void* dst, const void* src, size_t bytes) override { no_capture("download"), in_->download(dst, src, bytes); }
     void synchronize() override { no_capture("synchronize"), in_->synchronize(); }
     Weight upload_weight(const gguf::TensorInfo& t) override { return in_->upload_weight(t); }
+    bool computes_from_host_memory() const override { return true; }
     void reserve(int max_rows, int64_t max_n_in) override { in_->reserve(max_rows, max_n_in); }
     std::unique_ptr<KvCache> create_kv_cache(const KvCacheDesc& d) override { return in_->create_kv_cache(d); }
 
@@ -45,6 +46,8 @@ public:
     }
     void add_bias(float* y, const Weight& b, int rows, int n) override { op([=, this] { in_->add_bias(y, b, rows, n); }); }
     void add(float* x, const float* y, int64_t n) override { op([=, this] { in_->add(x, y, n); }); }
+    void sub(float* x, const float* y, int64_t n) override { op([=, this] { in_->sub(x, y, n); }); }
+    void copy(void* dst, const void* src, size_t bytes) override { op([=, this] { in_->copy(dst, src, bytes); }); }
     void swiglu(const float* g, const float* u, float* h, int64_t n) override { op([=, this] { in_->swiglu(g, u, h, n); }); }
     void head_rms_norm(float* x, const Weight& w, int rows, int nh, int hd, float eps) override {
         op([=, this] { in_->head_rms_norm(x, w, rows, nh, hd, eps); });

@@ -81,6 +81,7 @@ public:
     void download(void* dst, const void* src, size_t bytes) override { std::memcpy(dst, src, bytes); }
     void synchronize() override {}
 
+    bool computes_from_host_memory() const override { return true; }
     Weight upload_weight(const gguf::TensorInfo& t) override {
         Weight w;
         w.type = t.type;
@@ -225,6 +226,10 @@ public:
     void add(float* x, const float* y, int64_t n) override {
         for (int64_t i = 0; i < n; ++i) x[i] += y[i];
     }
+    void sub(float* x, const float* y, int64_t n) override {
+        for (int64_t i = 0; i < n; ++i) x[i] -= y[i];
+    }
+    void copy(void* dst, const void* src, size_t bytes) override { std::memcpy(dst, src, bytes); }
 
     void swiglu(const float* g, const float* u, float* h, int64_t n) override {
         pool_.parallel_for(n, 4096, [&](int64_t b, int64_t e, int) {

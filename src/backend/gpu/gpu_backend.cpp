@@ -276,6 +276,15 @@ public:
         ops::add(x, y, n, stream_);
         rt::check("add");
     }
+    void sub(float* x, const float* y, int64_t n) override {
+        on();
+        ops::sub(x, y, n, stream_);
+        rt::check("sub");
+    }
+    void copy(void* dst, const void* src, size_t bytes) override {
+        on();
+        rt::d2d(dst, src, bytes, stream_);
+    }
     void swiglu(const float* g, const float* u, float* h, int64_t n) override {
         on();
         ops::swiglu(g, u, h, n, stream_);
@@ -774,6 +783,11 @@ private:
 }  // namespace gpu
 
 std::unique_ptr<Backend> make_gpu_backend(int device) { return std::make_unique<gpu::GpuBackend>(device); }
+
+void* gpu_stream_of(Backend& be) {
+    auto* g = dynamic_cast<gpu::GpuBackend*>(&be);
+    return g ? g->stream() : nullptr;
+}
 
 double gpu_copy_bandwidth_gbs(int device) {
     gpu::rt::set_device(device);

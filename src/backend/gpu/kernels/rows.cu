@@ -191,6 +191,12 @@ __global__ void add_k(float* __restrict__ x, const float* __restrict__ y, int64_
     const int64_t i = int64_t(blockIdx.x) * blockDim.x + threadIdx.x;
     if (i < n) x[i] += y[i];
 }
+__global__ void sub_k(float* __restrict__ x, const float* __restrict__ y, int64_t n) {
+    pdl_wait();
+    pdl_trigger();
+    const int64_t i = int64_t(blockIdx.x) * blockDim.x + threadIdx.x;
+    if (i < n) x[i] -= y[i];
+}
 __global__ void swiglu_k(const float* __restrict__ g, const float* __restrict__ u, float* __restrict__ h, int64_t n) {
     pdl_wait();
     pdl_trigger();
@@ -321,6 +327,9 @@ void ops::add_bias(float* y, const float* b, int rows, int n, void* s) {
 }
 void ops::add(float* x, const float* y, int64_t n, void* s) {
     if (n > 0) launch(add_k, dim3(grid_for(n, kEltThreads)), dim3(kEltThreads), s, x, y, n);
+}
+void ops::sub(float* x, const float* y, int64_t n, void* s) {
+    if (n > 0) launch(sub_k, dim3(grid_for(n, kEltThreads)), dim3(kEltThreads), s, x, y, n);
 }
 void ops::swiglu(const float* g, const float* u, float* h, int64_t n, void* s) {
     if (n > 0) launch(swiglu_k, dim3(grid_for(n, kEltThreads)), dim3(kEltThreads), s, g, u, h, n);

@@ -1,0 +1,129 @@
+// Tensor parallel's all-reduce through NCCL (NVIDIA) or RCCL (ROCm), one communicator per
+// device of this process (ncclCommInitAll), each sum issued on that device's backend
+// stream inside one group call. The library is opened at run time with its C ABI
+// declared here, so that vega builds and runs on one device without it.
+#include <dlfcn.h>
+
+#include <cstdlib>
+#include <memory>
+#include <type_traits>
+#include <set>
+#include <string>
+#include <vector>
+
+#include "backend/gpu/gpu_backend.h"
+#include "core/env.h"
+#include "core/error.h"
+
+namespace vega {
+
+namespace {
+
+// The part of nccl.h (and rccl.h, the same ABI) used here.
+using NcclComm = void*;
+constexpr int kNcclSuccess = 0, kNcclFloat32 = 7, kNcclSum = 0;
+struct NcclApi {
+    void* lib = nullptr;
+    int (*comm_init_all)(NcclComm*, int, const int*) = nullptr;
+    int (*all_reduce)(const void*, void*, size_t, int, int, NcclComm, void*) = nullptr;
+    int (*group_start)() = nullptr;
+    int (*group_end)() = nullptr;
+    int (*comm_destroy)(NcclComm) = nullptr;
+    const char* (*error_string)(int) = nullptr;
+};
+
+#if defined(VEGA_GPU_TARGET_GFX906) && !defined(VEGA_GPU_EMULATE_GFX906)  // a HIP build
+constexpr const char* kLibs[] = {"librccl.so.1", "librccl.so"};
+constexpr const char* kLibName = "RCCL";
+#else
+constexpr const char* kLibs[] = {"libnccl.so.2", "libnccl.so"};
+constexpr const char* kLibName = "NCCL";
+#endif
+
+// Loads the library and its symbols; false with the reason in why.
+bool load_api(NcclApi& a, std::string& why) {
+    std::vector<std::string> names;
+    if (const char* p = std::getenv("VEGA_NCCL"); p && *p) names.push_back(p);
+    for (const char* n : kLibs) names.push_back(n);
+    for (const std::string& n : names)
+        if ((a.lib = dlopen(n.c_str(), RTLD_NOW | RTLD_LOCAL))) break;
+    if (!a.lib) {
+        why = std::string(kLibName) + " not found (tried " + names.front() + " first; set VEGA_NCCL to the "
+              "library's path)";
+        return false;
+    }
+    auto sym = [&](auto& fn, const char* name) {
+        fn = reinterpret_cast<std::remove_reference_t<decltype(fn)>>(dlsym(a.lib, name));
+        return fn != nullptr;
+    };
+    if (!sym(a.comm_init_all, "ncclCommInitAll") || !sym(a.all_reduce, "ncclAllReduce") ||
+        !sym(a.group_start, "ncclGroupStart") || !sym(a.group_end, "ncclGroupEnd") ||
+        !sym(a.comm_destroy, "ncclCommDestroy") || !sym(a.error_string, "ncclGetErrorString")) {
+        why = std::string(kLibName) + " library lacks a symbol vega needs";
+        dlclose(a.lib);
+        a.lib = nullptr;
+        return false;
+    }
+    return true;
+}
+
+class NcclCollective final : public Collective {
+public:
+    NcclCollective(NcclApi api, std::vector<NcclComm> comms, std::vector<void*> streams, std::string devs)
+        : api_(api), comms_(std::move(comms)), streams_(std::move(streams)), devs_(std::move(devs)) {}
+    ~NcclCollective() override {
+        for (NcclComm c : comms_) api_.comm_destroy(c);
+    }
+    std::string name() const override { return std::string(kLibName) + " over devices " + devs_; }
+    void all_reduce_sum(const std::vector<float*>& bufs, int64_t n) override {
+        check(api_.group_start(), "ncclGroupStart");
+        for (size_t r = 0; r < comms_.size(); ++r)
+            check(api_.all_reduce(bufs[r], bufs[r], size_t(n), kNcclFloat32, kNcclSum, comms_[r], streams_[r]),
+                  "ncclAllReduce");
+        check(api_.group_end(), "ncclGroupEnd");
+    }
+    // VEGA_NCCL_GRAPHS=0: decode steps run op by op instead (A/B, or a library whose
+    // calls cannot be captured).
+    bool capturable() const override { return env::flag("VEGA_NCCL_GRAPHS", true); }
+
+private:
+    void check(int rc, const char* what) const {
+        if (rc != kNcclSuccess) fail("{} failed: {} ({})", what, api_.error_string(rc), rc);
+    }
+    NcclApi api_;
+    std::vector<NcclComm> comms_;
+    std::vector<void*> streams_;
+    std::string devs_;
+};
+
+}  // namespace
+
+std::unique_ptr<Collective> make_gpu_collective(const std::vector<Backend*>& backends, std::string& why) {
+    std::vector<int> devs;
+    std::vector<void*> streams;
+    std::string list;
+    for (Backend* be : backends) {
+        void* s = gpu_stream_of(*be);
+        if (!s) {
+            why = "not every device is a GPU";
+            return nullptr;
+        }
+        devs.push_back(be->device_index());
+        streams.push_back(s);
+        list += (list.empty() ? "" : ",") + std::to_string(devs.back());
+    }
+    if (std::set<int>(devs.begin(), devs.end()).size() != devs.size()) {
+        why = "a device is named twice; " + std::string(kLibName) + " needs distinct devices";
+        return nullptr;
+    }
+    NcclApi api;
+    if (!load_api(api, why)) return nullptr;
+    std::vector<NcclComm> comms(devs.size(), nullptr);
+    if (const int rc = api.comm_init_all(comms.data(), int(devs.size()), devs.data()); rc != kNcclSuccess) {
+        why = std::string(kLibName) + " could not start (" + api.error_string(rc) + ")";
+        return nullptr;
+    }
+    return std::make_unique<NcclCollective>(api, std::move(comms), std::move(streams), list);
+}
+
+}  // namespace vega
