@@ -100,7 +100,6 @@ if [ "${BENCH:-1}" = 1 ]; then
         log "vega, $n: tensor parallel over $DEVS"
         vb -m $m --devices $DEVS --split-mode tensor -r 3 -p 512 -n 128 -B 1
         vb -m $m --devices $DEVS --split-mode tensor -r 2 -p 0 -n 128 -d 128 -B 16
-        VEGA_NCCL_GRAPHS=0 vb -m $m --devices $DEVS --split-mode tensor -r 2 -p 0 -n 128 -B 1
       fi
       touch $W/bench.$n.vega
     fi

@@ -17,6 +17,7 @@
 #include "gguf/gguf.h"
 #include "model/model.h"
 #include "recording_backend.h"
+#include "run_vega.h"
 #include "test_data.h"
 
 namespace vega::test {
@@ -191,6 +192,40 @@ TEST(LayerSplit, WeightsAndCachesSitOnTheirStage) {
         FAIL() << "three shares for two devices";
     } catch (const Error& e) {
         EXPECT_NE(std::string(e.what()).find("--tensor-split"), std::string::npos) << e.what();
+    }
+}
+
+// The command line: a split over two CPU backends gives the ids of one device; bad
+// options are one line naming them.
+TEST(LayerSplit, CommandLine) {
+    VEGA_REQUIRE_TEST_DATA();
+    const std::string m = quote(data_file("models/stories260K.gguf"));
+    const std::string base = "run -m " + m + " -p 'Once upon a time' -n 12 --temp 0 -t 1 ";
+    const CmdResult one = run_vega(base + "--device cpu");
+    ASSERT_EQ(one.exit_code, 0) << one.err;
+    for (const std::string split : {"--devices cpu,cpu", "--devices cpu,cpu --tensor-split 1,3",
+                                    "--devices cpu,cpu --split-mode tensor", "--devices cpu,cpu --split-mode none"}) {
+        const CmdResult r = run_vega(base + split);
+        ASSERT_EQ(r.exit_code, 0) << split << ": " << r.err;
+        EXPECT_EQ(r.out, one.out) << split;
+        if (split.find("none") == std::string::npos)
+            EXPECT_NE(r.err.find("2 devices ("), std::string::npos) << split << ": " << r.err;
+    }
+    const struct {
+        std::string args, says;
+    } bad[] = {
+        {"--devices cpu,cpu --split-mode rows", "unknown --split-mode 'rows'"},
+        {"--devices cpu,,cpu", "empty item"},
+        {"--device cpu --tensor-split 1,1", "--tensor-split needs --devices"},
+        {"--devices cpu,cpu --tensor-split 1,x", "'x' is not a non-negative number"},
+        {"--devices cpu,cpu --tensor-split 1,1,1", "3 value(s) for 2 device(s)"},
+        {"--devices cpu,cpu --split-mode tensor --tensor-split 1,3", "splits every layer evenly"},
+        {"--device cpu --devices cpu,cpu", "excludes"},
+    };
+    for (const auto& b : bad) {
+        const CmdResult r = run_vega(base + b.args);
+        EXPECT_NE(r.exit_code, 0) << b.args;
+        EXPECT_NE(r.err.find(b.says), std::string::npos) << b.args << ": " << r.err;
     }
 }
 

@@ -82,9 +82,12 @@ public:
                   "ncclAllReduce");
         check(api_.group_end(), "ncclGroupEnd");
     }
-    // VEGA_NCCL_GRAPHS=0: decode steps run op by op instead (A/B, or a library whose
-    // calls cannot be captured).
-    bool capturable() const override { return env::flag("VEGA_NCCL_GRAPHS", true); }
+    // Off unless VEGA_NCCL_GRAPHS=1: recorded into per-device graphs that one host thread
+    // replays one after the other, the sums hung (2 x H100, NVLink, the first decode step
+    // that replayed them; 2026-11-26), while the same sums issued op by op give the
+    // one-device ids. Recording needs a host thread per device (the next step), so decode
+    // steps under tensor parallel run op by op.
+    bool capturable() const override { return env::flag("VEGA_NCCL_GRAPHS", false); }
 
 private:
     void check(int rc, const char* what) const {
