@@ -261,6 +261,12 @@ std::unique_ptr<Model> Model::load(const std::string& path, const Placement& pla
         // Every layer on one device, or contiguous ranges in proportion to the shares.
         std::vector<double> sh = place.shares;
         if (sh.empty()) {
+            // Host memory is no measure of a GPU's share: a mix needs the shares said.
+            bool cpu = false, gpu = false;
+            for (Backend* be : devices) (be->device_index() < 0 ? cpu : gpu) = true;
+            if (cpu && gpu)
+                fail("a layer split over the CPU and GPUs needs --tensor-split (each device's share of the layers, "
+                     "e.g. 1,3 for a quarter on the first)");
             for (Backend* be : devices) sh.push_back(double(be->free_memory()));
             if (std::find(sh.begin(), sh.end(), 0.0) != sh.end()) sh.assign(devices.size(), 1.0);  // unknown: equal
         }
