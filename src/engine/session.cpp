@@ -315,7 +315,7 @@ size_t Session::kv_bytes() const {
 }
 
 void Session::set_use_graphs(bool on) {
-    bool capture = true;
+    bool capture = !impl_->collective || impl_->collective->capturable();
     for (const Impl::Stage& s : impl_->st) capture = capture && s.be->supports_capture();
     impl_->graphs = on && capture;
 }
