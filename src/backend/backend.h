@@ -233,7 +233,7 @@ public:
     // x -= y (tensor parallel: a block's own contribution, its output less its input).
     // Default: through host memory; backends override it.
     virtual void sub(float* x, const float* y, int64_t n);
-    // dst = src, bytes of this backend's memory, in op order. Default: through host memory.
+    // dst = src, bytes of this backend's memory, in op order. Default: copy_to(*this, ...).
     virtual void copy(void* dst, const void* src, size_t bytes);
     virtual void swiglu(const float* g, const float* u, float* h, int64_t n) = 0;  // h = silu(g) * u
     // Per-head RMS norm (qwen3 q/k norm): x [rows][n_head][head_dim] *= w [head_dim] / rms.

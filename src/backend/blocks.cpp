@@ -33,12 +33,7 @@ void Backend::sub(float* x, const float* y, int64_t n) {
     upload(x, hx.data(), count * sizeof(float));
 }
 
-void Backend::copy(void* dst, const void* src, size_t bytes) {
-    synchronize();
-    std::vector<uint8_t> host(bytes);
-    download(host.data(), src, bytes);
-    upload(dst, host.data(), bytes);
-}
+void Backend::copy(void* dst, const void* src, size_t bytes) { copy_to(*this, dst, src, bytes); }
 
 void Backend::qkv_projections(const AttentionBlock& a, const BlockBuffers& buf, int rows, bool head_norms) {
     const int Dq = a.n_head * a.head_dim, Dkv = a.n_kv_head * a.head_dim;

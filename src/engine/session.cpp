@@ -71,6 +71,13 @@ struct Session::Impl {
     TopK topk;
 
     Backend& out() const { return *st[out_stage].be; }  // the output stage's backend
+    // Whether decode steps can be recorded: every backend captures, and the collective
+    // (tensor parallel) can be recorded (the host's all-reduce cannot).
+    bool can_capture() const {
+        bool ok = !collective || collective->capturable();
+        for (const Stage& s : st) ok = ok && s.be->supports_capture();
+        return ok;
+    }
     int n_stages() const { return int(st.size()); }
 
     // Reduces the logits of `rows` rows on the last stage: argmax into out, or top-k into d_topk_*.
@@ -232,15 +239,14 @@ Session::Session(const Model& model, const ContextParams& p)
     p_.n_batch = std::min(p_.n_batch, p_.n_ctx * p_.n_seq);
 
     Impl& I = *impl_;
-    bool capture = true;
-    for (const ModelStage& ms : model.stages()) capture = capture && ms.backend->supports_capture();
     I.out_stage = model.output_stage();
-    if (model.split_mode() == SplitMode::kTensor && model.stages().size() > 1) {
+    if (model.split_mode() == SplitMode::kTensor) {
         std::vector<Backend*> devices;
         for (const ModelStage& ms : model.stages()) devices.push_back(ms.backend);
         I.collective = make_collective(devices);
-        capture = capture && I.collective->capturable();  // the host's all-reduce cannot be recorded
     }
+    bool capture = !I.collective || I.collective->capturable();  // (the stages are not made yet)
+    for (const ModelStage& ms : model.stages()) capture = capture && ms.backend->supports_capture();
     // Batch graphs pad their buckets with rows of one extra sequence nobody reads.
     const bool batch_graphs = p_.batch_graphs && p_.n_seq > 1 && capture;
     std::vector<KvCache*> caches;
@@ -289,7 +295,7 @@ Session::Session(const Model& model, const ContextParams& p)
     I.d_out_idx = static_cast<int32_t*>(last.alloc(B * sizeof(int32_t), "batch output rows"));
     I.d_argmax = static_cast<int32_t*>(last.alloc(B * sizeof(int32_t), "argmax output"));
     I.d_logits = static_cast<float*>(last.alloc(B * size_t(I.n_vocab) * sizeof(float), "logits"));
-    I.graphs = capture;
+    I.graphs = I.can_capture();
     if (I.batch_graphs) {
         I.pad_seq = p_.n_seq;
         I.h_bstep.assign(StepIds::kFields * Impl::kMaxBucket, 0);
@@ -314,11 +320,7 @@ size_t Session::kv_bytes() const {
     return n;
 }
 
-void Session::set_use_graphs(bool on) {
-    bool capture = !impl_->collective || impl_->collective->capturable();
-    for (const Impl::Stage& s : impl_->st) capture = capture && s.be->supports_capture();
-    impl_->graphs = on && capture;
-}
+void Session::set_use_graphs(bool on) { impl_->graphs = on && impl_->can_capture(); }
 void Session::set_route_trace(RouteTrace* t) {
     if (t) set_use_graphs(false);  // a captured step cannot stop for the host
     impl_->fwd->set_route_trace(t);

@@ -11,7 +11,7 @@ Forward::Forward(const Model& model, const std::vector<KvCache*>& caches, int ma
     : m_(model), max_tokens_(max_tokens), collective_(collective) {
     const std::vector<ModelStage>& ms = m_.stages();
     if (caches.size() != ms.size()) fail("forward: {} KV cache(s) for {} model stage(s)", caches.size(), ms.size());
-    const bool tp = m_.split_mode() == SplitMode::kTensor && ms.size() > 1;
+    const bool tp = tensor_parallel();
     if (tp && !collective_) fail("forward: tensor parallel needs a collective (the all-reduce)");
     stages_.resize(ms.size());
     for (size_t i = 0; i < ms.size(); ++i) {

@@ -25,7 +25,7 @@ public:
     Forward& operator=(const Forward&) = delete;
 
     int n_stages() const { return int(stages_.size()); }
-    bool tensor_parallel() const { return m_.split_mode() == SplitMode::kTensor && stages_.size() > 1; }
+    bool tensor_parallel() const { return m_.split_mode() == SplitMode::kTensor; }
     // Layer split: stage s of the pass over the batch b (its metadata in stage s's
     // memory): the first stage embeds the tokens, each stage runs its layers (writing
     // their K/V), and the last computes logits [n_out][n_vocab] for the batch rows

@@ -83,6 +83,7 @@ public:
     const ModelWeights& weights() const { return w_; }  // of stage 0 under tensor parallel
     // The weights stage s computes with: the model's (layer split), or its slices (tensor parallel).
     const ModelWeights& weights(size_t stage) const { return shards_.empty() ? w_ : shards_[stage]; }
+    // kTensor only for a tensor-parallel split over several devices (one device: kLayer).
     SplitMode split_mode() const { return shards_.empty() ? SplitMode::kLayer : SplitMode::kTensor; }
     // The stage that holds the output norm and matrix and computes the logits.
     size_t output_stage() const { return shards_.empty() ? stages_.size() - 1 : 0; }

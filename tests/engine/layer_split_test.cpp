@@ -103,14 +103,20 @@ ContextParams params(bool batch_graphs) {
 const char* const kModels[] = {"models/stories260K.gguf", "models/synth-qwen2-q8_0.gguf",
                                "models/synth-qwen3-q8_0.gguf", "moe/synth-qwen3moe-q8_0.gguf"};
 
+// drive() on the model alone on one CPU backend; its vocabulary size and layer count in n_vocab, n_layer.
+Results on_one_device(const char* rel, int& n_vocab, int& n_layer) {
+    auto one = make_cpu_backend(2);
+    auto m = Model::load(data_file(rel), *one, nullptr);
+    Session s(*m, *one, params(false));
+    n_vocab = m->hparams().n_vocab, n_layer = m->hparams().n_layer;
+    return drive(s, n_vocab, 3);
+}
+
 TEST(LayerSplit, TwoBackendsEqualOne) {
     VEGA_REQUIRE_TEST_DATA();
     for (const char* rel : kModels) {
-        auto one = make_cpu_backend(2);
-        auto m1 = Model::load(data_file(rel), *one, nullptr);
-        Session s1(*m1, *one, params(false));
-        const int V = m1->hparams().n_vocab;
-        const Results want = drive(s1, V, 3);
+        int V = 0, n_layer = 0;
+        const Results want = on_one_device(rel, V, n_layer);
         for (const std::vector<double>& shares : {std::vector<double>{1, 1}, std::vector<double>{3, 1}}) {
             auto a = make_cpu_backend(1), b = make_cpu_backend(1);
             auto m2 = Model::load(data_file(rel), {a.get(), b.get()}, shares, nullptr);
@@ -128,12 +134,8 @@ TEST(LayerSplit, TwoBackendsEqualOne) {
 TEST(LayerSplit, StageGraphsEqualOneBackend) {
     VEGA_REQUIRE_TEST_DATA();
     for (const char* rel : kModels) {
-        auto one = make_cpu_backend(2);
-        auto m1 = Model::load(data_file(rel), *one, nullptr);
-        Session s1(*m1, *one, params(false));
-        const int V = m1->hparams().n_vocab;
-        const Results want = drive(s1, V, 3);
-        const int n_layer = m1->hparams().n_layer;
+        int V = 0, n_layer = 0;
+        const Results want = on_one_device(rel, V, n_layer);
         RecordingBackend r0(1), r1(1), r2(1);
         std::vector<Backend*> devs{&r0, &r1};
         if (n_layer >= 3) devs.push_back(&r2);
