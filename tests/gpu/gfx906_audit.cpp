@@ -19,7 +19,7 @@
 //   loop_x4          the loop's weight/KV stream uses dwordx4 loads
 //   no_flat, no_glc  no flat_load / no glc loads anywhere in the kernel
 // Fails on scratch (spills), LDS over 64 KiB, occupancy under the floor, a missing
-// expected instruction, a failed hot-loop check, or a matvec / attention kernel
+// expected instruction, a failed hot-loop check, or a matvec / GEMM / attention kernel
 // without hot-loop checks. Prints a table per kernel and writes it as markdown
 // (docs/GFX906_AUDIT.md).
 //
@@ -523,8 +523,10 @@ int main(int argc, char** argv) {
             if (sp.no_glc && glc > 0) bad.push_back(std::to_string(glc) + " glc loads");
         }
         const std::string short_name = shorten(k.name);
-        const bool hot = short_name.rfind("matvec", 0) == 0 || short_name.rfind("attn_", 0) == 0;
-        if (hot && !(best && best->has_loop_checks())) bad.push_back("a matvec / attention kernel without hot-loop checks");
+        const bool hot = short_name.rfind("matvec", 0) == 0 || short_name.rfind("attn_", 0) == 0 ||
+                         short_name.rfind("gemm", 0) == 0;
+        if (hot && !(best && best->has_loop_checks()))
+            bad.push_back("a matvec / GEMM / attention kernel without hot-loop checks");
         std::string status = "ok";
         if (!bad.empty()) {
             status.clear();

@@ -20,6 +20,7 @@
 #include "quant/quant.h"
 #ifdef VEGA_HAVE_GPU
 #include "backend/gpu/gpu_backend.h"
+#include "backend/gpu/ops.h"
 #endif
 
 namespace vega {
@@ -289,6 +290,100 @@ TEST_F(Parity, MatmulFusedNormAndSwiglu) {
             EXPECT_LT(compare(h, "matmul_swiglu"), 10 * mat_threshold(t)) << type_traits(t).name << " rows " << rows;
             EXPECT_LT(compare(x, "residual add fused into the norm"), 1e-14) << type_traits(t).name;
         }
+    }
+}
+
+// The dot4 GEMM (kernels/gemm_dot4.cu: gfx906's prompt matmul), served from 9 rows on
+// for this test on every target (on NVIDIA it displaces the tensor cores: the dp4a
+// path forced). Rows 9..4096 (partial 64-row tiles: 9, 65, 130), widths of 16, 17
+// (a short last K step of 2 chunks) and 20 chunks (K-quants: 8, 16 and 24), 301 outputs (a
+// partial 64-row tile; with SwiGLU a partial 32-row one), alone, with SwiGLU and as
+// q, k and v.
+class DotGemmRows {
+public:
+    explicit DotGemmRows(int rows) {
+#ifdef VEGA_HAVE_GPU
+        saved_ = gpu::ops::gemm_min_rows();
+        gpu::ops::set_gemm_min_rows(rows);
+#else
+        (void)rows;
+#endif
+    }
+    ~DotGemmRows() {
+#ifdef VEGA_HAVE_GPU
+        gpu::ops::set_gemm_min_rows(saved_);
+#endif
+    }
+
+private:
+    int saved_ = 0;
+};
+
+TEST_F(Parity, DotGemmEveryTypeRowsAndWidths) {
+    DotGemmRows forced(9);
+    for (GgmlType t : kMatTypes) {
+        if (is_float_type(t)) continue;  // float weights keep the matvec
+        const bool k_quant = type_traits(t).block_size == 256;
+        const std::vector<int64_t> widths = k_quant ? std::vector<int64_t>{256, 512, 768} : std::vector<int64_t>{512, 544, 640};
+        for (int64_t n_in : widths) {
+            for (int rows : {9, 16, 65, 130}) {
+                const int64_t n_out = 301;
+                W w = weight(t, n_in, n_out), u = weight(t, n_in, n_out);
+                auto x = pair(randn(size_t(rows) * n_in));
+                auto y = pair_n(size_t(rows) * n_out);
+                auto gt = pair_n(size_t(rows) * n_out), ut = pair_n(size_t(rows) * n_out);
+                auto h = pair_n(size_t(rows) * n_out);
+                gpu_->reserve(130, 1024);
+                cpu_->reserve(130, 1024);
+                gpu_->matmul_input(x.g, rows, n_in);
+                cpu_->matmul_input(x.c, rows, n_in);
+                gpu_->matmul(w.g, y.g);
+                cpu_->matmul(w.c, y.c);
+                const std::string what = std::string(type_traits(t).name) + " n_in " + std::to_string(n_in) + " rows " +
+                                         std::to_string(rows);
+                EXPECT_LT(compare(y, "gemm"), mat_threshold(t)) << what;
+                gpu_->matmul_swiglu(w.g, u.g, gt.g, ut.g, h.g, rows);
+                cpu_->matmul_swiglu(w.c, u.c, gt.c, ut.c, h.c, rows);
+                EXPECT_LT(compare(h, "gemm swiglu"), 10 * mat_threshold(t)) << what;
+            }
+        }
+    }
+}
+
+TEST_F(Parity, DotGemmManyRowsAndQkv) {
+    DotGemmRows forced(9);
+    for (GgmlType t : {GgmlType::Q4_0, GgmlType::Q8_0, GgmlType::Q2_K, GgmlType::Q4_K, GgmlType::Q6_K,
+                       GgmlType::IQ4_XS, GgmlType::MXFP4}) {
+        // 4096 rows of a prompt (64 activation tiles), 2 super-blocks per row.
+        {
+            const int rows = 4096;
+            const int64_t n_in = 512, n_out = 77;
+            W w = weight(t, n_in, n_out);
+            auto x = pair(randn(size_t(rows) * n_in));
+            auto y = pair_n(size_t(rows) * n_out);
+            gpu_->reserve(rows, n_in);
+            cpu_->reserve(rows, n_in);
+            gpu_->matmul_input(x.g, rows, n_in);
+            cpu_->matmul_input(x.c, rows, n_in);
+            gpu_->matmul(w.g, y.g);
+            cpu_->matmul(w.c, y.c);
+            EXPECT_LT(compare(y, "gemm 4096 rows"), mat_threshold(t)) << type_traits(t).name;
+        }
+        // q, k and v (one launch each), v of another type.
+        const int rows = 33;
+        const int64_t n_in = 1280, nq = 4100, nk = 77, nv = 45;
+        W wq = weight(t, n_in, nq), wk = weight(t, n_in, nk), wv = weight(GgmlType::Q6_K, n_in, nv);
+        auto x = pair(randn(size_t(rows) * n_in));
+        auto q = pair_n(size_t(rows) * nq), k = pair_n(size_t(rows) * nk), v = pair_n(size_t(rows) * nv);
+        gpu_->reserve(rows, nq);
+        cpu_->reserve(rows, nq);
+        gpu_->matmul_input(x.g, rows, n_in);
+        cpu_->matmul_input(x.c, rows, n_in);
+        gpu_->matmul_qkv(wq.g, wk.g, wv.g, q.g, k.g, v.g);
+        cpu_->matmul_qkv(wq.c, wk.c, wv.c, q.c, k.c, v.c);
+        EXPECT_LT(compare(q, "q"), mat_threshold(t)) << type_traits(t).name;
+        EXPECT_LT(compare(k, "k"), mat_threshold(t)) << type_traits(t).name;
+        EXPECT_LT(compare(v, "v"), mat_threshold(GgmlType::Q6_K)) << type_traits(t).name;
     }
 }
 

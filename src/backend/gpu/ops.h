@@ -138,6 +138,18 @@ int mma_min_rows();
 // Whether matmul_mma can serve W at all: quantized, rows of a multiple of 4 chunks
 // (128 elements; its vector loads take 4 or 8 chunks at once).
 bool mma_serves(const GpuMat& W);
+// Quantized GEMM through the integer dot4 (kernels/gemm_dot4.cu: gfx906's prompt and
+// batch matmul; on NVIDIA only when asked): y = act @ W^T, or with U (same type and
+// shape) y = silu(act @ W^T) * (act @ U^T), for quantized W and the q8 input without a
+// deferred norm, from gemm_min_rows() activation rows on. Returns false, having
+// launched nothing, when it does not serve the call. matvec, matvec3 and
+// matvec_swiglu call it first.
+bool gemm_dot4(const GpuMat& W, const GpuMat* U, const Act& a, float* y, void* s);
+// Activation rows from which gemm_dot4 serves (0: never): the target's table
+// (arch::kGemmMinRows) or VEGA_GPU_GEMM_ROWS, read once; set_gemm_min_rows replaces it
+// (tests: the dp4a path forced on NVIDIA).
+int gemm_min_rows();
+void set_gemm_min_rows(int rows);
 // Tuning runs: decode matvec shapes other than the per-target table's (rows per
 // wave, loads in flight; 0 = the table's). Initially from VEGA_GPU_MV,
 // VEGA_GPU_SWIGLU, VEGA_GPU_EPI and VEGA_GPU_QKV ("R,U"); only builds with VEGA_GPU_TUNING=ON

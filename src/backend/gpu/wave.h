@@ -49,6 +49,16 @@ static_assert(kWave == 32, "NVIDIA warps are 32 lanes");
 #endif
 
 __device__ __forceinline__ int lane_id() { return int(threadIdx.x) & (kWave - 1); }
+// This thread's wave in the block, as a value the compiler knows is the same on every
+// lane (gfx906: v_readfirstlane into an SGPR), so branches on it are scalar: the two
+// sides of a wave-uniform role split are not serialized, nor their loads ordered.
+__device__ __forceinline__ int wave_in_block_uniform() {
+#if defined(VEGA_GPU_HIP)
+    return __builtin_amdgcn_readfirstlane(int(threadIdx.x) / kWave);
+#else
+    return int(threadIdx.x) / kWave;
+#endif
+}
 
 // acc + sum of the four signed byte products of a and b.
 __device__ __forceinline__ int dot4_i8(int a, int b, int acc) {
@@ -56,6 +66,24 @@ __device__ __forceinline__ int dot4_i8(int a, int b, int acc) {
     return __builtin_amdgcn_sdot4(a, b, acc, false);
 #else
     return __dp4a(a, b, acc);
+#endif
+}
+
+// acc + sum of the eight signed 4-bit products of a and b (two's complement nibbles):
+// gfx906's v_dot8_i32_i4. No NVIDIA instruction does this: elsewhere eight
+// multiply-adds, so kNativeDot8 tells vega probe whether timing it means anything.
+#if defined(VEGA_GPU_HIP)
+constexpr bool kNativeDot8 = true;
+#else
+constexpr bool kNativeDot8 = false;
+#endif
+__device__ __forceinline__ int dot8_i4(int a, int b, int acc) {
+#if defined(VEGA_GPU_HIP)
+    return __builtin_amdgcn_sdot8(a, b, acc, false);
+#else
+#pragma unroll
+    for (int i = 0; i < 8; ++i) acc += ((a << (28 - 4 * i)) >> 28) * ((b << (28 - 4 * i)) >> 28);
+    return acc;
 #endif
 }
 
@@ -317,6 +345,18 @@ __device__ __forceinline__ int wave_shuffle_xor(int v, int mask) {
     return detail::ds_bpermute((lane_id() ^ mask) << 2, v);
 #else
     return __shfl_xor_sync(0xffffffffu, v, mask);
+#endif
+}
+
+// Lane i gets lane i - 1's v within its row of 16 lanes, 0 at a row's first lane:
+// gfx906's v_mov_b32_dpp row_shr:1; NVIDIA: a shuffle up inside 16 lanes (vega probe's
+// exchange study).
+__device__ __forceinline__ int row_shift1(int v) {
+#if defined(VEGA_GPU_GFX906_ISA)
+    return detail::mov_dpp<0x111>(v);
+#else
+    const int u = __shfl_up_sync(0xffffffffu, v, 1, 16);
+    return (lane_id() & 15) == 0 ? 0 : u;
 #endif
 }
 

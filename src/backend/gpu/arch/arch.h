@@ -12,6 +12,14 @@ struct MatvecShape {
 // (and its q8 epilogue), o/down with the residual + norm epilogue, q+k+v with the
 // rope + cache-store epilogue (rows per wave even: a wave owns whole rotated pairs).
 enum class Role { kPlain, kSwiglu, kResidualNorm, kQkvRope };
+// Tile of the quantized dot4 GEMM (kernels/gemm_dot4.cu): bm weight rows x bn
+// activation rows per block, kc 32-element chunks per K step (one LDS stage; two
+// stages double-buffer the steps), and tm x tn outputs per thread ((bm/tm) x (bn/tn)
+// threads; each thread stages (bm + bn) * kc / threads chunks per step).
+struct GemmTile {
+    int bm, bn, kc, tm, tn;
+    constexpr int threads() const { return (bm / tm) * (bn / tn); }
+};
 }  // namespace vega::gpu::arch
 
 // The table is the build's target family, not its vendor: CMake maps every

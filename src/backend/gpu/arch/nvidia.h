@@ -39,6 +39,12 @@ constexpr const char* kDeviceArch = "sm_";  // any NVIDIA device (sm_61+: dp4a; 
 // 64 bytes per chunk and row, so 32 and 64 columns take 16 and 8 (4 stages; 32
 // and 16 with 2 stages lose 7% and 12%; 5 stages in 224 KB gain nothing).
 constexpr int kMmaMinRows = 8;
+// The dot4 (dp4a) GEMM of gfx906 (kernels/gemm_dot4.cu) runs here for parity and
+// measurement only: never by default (the tensor cores serve), from VEGA_GPU_GEMM_ROWS
+// rows on when set. Same tile as gfx906's (256 threads: 8 warps).
+constexpr int kGemmMinRows = 0;
+constexpr GemmTile kGemmTile = {64, 64, 2, 4, 4};
+constexpr int kGemmWaves = 1;         // (gfx906 register budget hint only)
 // Grouped expert matmuls (kernels/matmul_mma.cu, grouped): from this many (row, slot)
 // pairs per active expert on average (a 16-column group a third full at worst); fewer
 // (batched decode) stay on the expert matvec. Not tuned.

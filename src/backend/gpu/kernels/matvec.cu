@@ -584,7 +584,7 @@ bool dispatch_qkv_rope(const GpuMat* W, float* const* y, const ops::Act& a, cons
 }  // namespace
 
 void ops::matvec(const GpuMat& W, const Act& a, float* y, void* s) {
-    if (a.rows <= 0 || matmul_mma(W, nullptr, a, y, s)) return;
+    if (a.rows <= 0 || gemm_dot4(W, nullptr, a, y, s) || matmul_mma(W, nullptr, a, y, s)) return;
     dispatch<false>(&W, &y, 1, a, s);
 }
 
@@ -592,6 +592,11 @@ void ops::matvec3(const GpuMat* W, float* const* y, int n_mat, const Act& a, voi
     if (a.rows <= 0 || n_mat <= 0) return;
     for (int m = 1; m < n_mat; ++m)
         if (W[m].type != W[0].type || W[m].n_in != W[0].n_in) gpu_fail("matvec3: matrices differ in type or width");
+    if (gemm_dot4(W[0], nullptr, a, y[0], s)) {  // one launch per matrix
+        for (int m = 1; m < n_mat; ++m)
+            if (!gemm_dot4(W[m], nullptr, a, y[m], s)) dispatch<false>(&W[m], &y[m], 1, a, s);
+        return;
+    }
     if (matmul_mma3(W, y, n_mat, a, s)) return;  // all in one launch
     if (matmul_mma(W[0], nullptr, a, y[0], s)) {  // else one launch per matrix; a matrix it declines takes the matvec
         for (int m = 1; m < n_mat; ++m)
@@ -603,7 +608,7 @@ void ops::matvec3(const GpuMat* W, float* const* y, int n_mat, const Act& a, voi
 
 bool ops::matvec_swiglu(const GpuMat& G, const GpuMat& U, const Act& a, float* h, int8_t* hq, float* hds, void* s) {
     if (a.rows <= 0) return false;
-    if (matmul_mma(G, &U, a, h, s)) return false;
+    if (gemm_dot4(G, &U, a, h, s) || matmul_mma(G, &U, a, h, s)) return false;
     const GpuMat W[2] = {G, U};
     float* const y[2] = {h, h};
     if (hq && hds && block_epi_ok(G, a.rows)) {

@@ -175,6 +175,26 @@ __device__ __forceinline__ Chunk load_chunk(const GpuMat& W, int64_t row, int64_
     return r;
 }
 
+// The planes of a chunk one of whose halves a thread decodes (the dot4 GEMM's
+// staging, two threads a chunk): q0 holds the chunk's qs, or for kBytes (Q8_0) only
+// half h's 16 bytes; the high bits and scale bits as load_chunk.
+template <GgmlType T>
+__device__ __forceinline__ Chunk load_chunk_half(const GpuMat& W, int64_t row, int64_t c, int h) {
+    constexpr PlaneSizes ps = kFmt<T>.ps;
+    const int64_t i = row * W.n_chunk + c;
+    Chunk r;
+    if constexpr (ps.qs == 8) {
+        const uint2 q = reinterpret_cast<const uint2*>(W.qs)[i];
+        r.q0 = make_uint4(q.x, q.y, 0u, 0u);
+    } else {
+        r.q0 = reinterpret_cast<const uint4*>(W.qs)[i * (ps.qs / 16) + (ps.qs == 32 ? h : 0)];
+    }
+    r.h0 = r.h1 = 0u;
+    if constexpr (ps.qh != 0) load_qh<T>(W, row, c, &r.h0, &r.h1);
+    load_scale_bits<T>(W, row, c, &r.sc, &r.sb);
+    return r;
+}
+
 // sum_i w[i] * x[i] over the chunk, with x given as q8 (a0: elems 0..15, a1: 16..31; ds = d, d*sum(q)).
 template <GgmlType T>
 __device__ __forceinline__ float dot_chunk(const Chunk& r, const int4& a0, const int4& a1, float2 ds) {
