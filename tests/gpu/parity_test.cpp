@@ -314,13 +314,27 @@ public:
         gpu::ops::set_gemm_min_rows(saved_);
 #endif
     }
+    // GEMM launches since construction (a passing comparison must have run the GEMM).
+    int64_t launches() const {
+#ifdef VEGA_HAVE_GPU
+        return gpu::ops::gemm_launch_count() - start_;
+#else
+        return 0;
+#endif
+    }
 
 private:
     int saved_ = 0;
+#ifdef VEGA_HAVE_GPU
+    int64_t start_ = gpu::ops::gemm_launch_count();
+#else
+    int64_t start_ = 0;
+#endif
 };
 
 TEST_F(Parity, DotGemmEveryTypeRowsAndWidths) {
     DotGemmRows forced(9);
+    int64_t cases = 0;
     for (GgmlType t : kMatTypes) {
         if (is_float_type(t)) continue;  // float weights keep the matvec
         const bool k_quant = type_traits(t).block_size == 256;
@@ -341,6 +355,7 @@ TEST_F(Parity, DotGemmEveryTypeRowsAndWidths) {
                 cpu_->matmul(w.c, y.c);
                 const std::string what = std::string(type_traits(t).name) + " n_in " + std::to_string(n_in) + " rows " +
                                          std::to_string(rows);
+                ++cases;
                 EXPECT_LT(compare(y, "gemm"), mat_threshold(t)) << what;
                 gpu_->matmul_swiglu(w.g, u.g, gt.g, ut.g, h.g, rows);
                 cpu_->matmul_swiglu(w.c, u.c, gt.c, ut.c, h.c, rows);
@@ -348,6 +363,7 @@ TEST_F(Parity, DotGemmEveryTypeRowsAndWidths) {
             }
         }
     }
+    EXPECT_EQ(forced.launches(), 2 * cases) << "the dot4 GEMM did not serve every product";
 }
 
 TEST_F(Parity, DotGemmManyRowsAndQkv) {
@@ -385,6 +401,7 @@ TEST_F(Parity, DotGemmManyRowsAndQkv) {
         EXPECT_LT(compare(k, "k"), mat_threshold(t)) << type_traits(t).name;
         EXPECT_LT(compare(v, "v"), mat_threshold(GgmlType::Q6_K)) << type_traits(t).name;
     }
+    EXPECT_EQ(forced.launches(), 7 * 4) << "the dot4 GEMM did not serve every matrix";
 }
 
 TEST_F(Parity, EmbedEveryType) {

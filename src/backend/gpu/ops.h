@@ -150,6 +150,8 @@ bool gemm_dot4(const GpuMat& W, const GpuMat* U, const Act& a, float* y, void* s
 // (tests: the dp4a path forced on NVIDIA).
 int gemm_min_rows();
 void set_gemm_min_rows(int rows);
+// gemm_dot4 launches so far in this process (tests check that the GEMM ran).
+int64_t& gemm_launch_count();
 // Tuning runs: decode matvec shapes other than the per-target table's (rows per
 // wave, loads in flight; 0 = the table's). Initially from VEGA_GPU_MV,
 // VEGA_GPU_SWIGLU, VEGA_GPU_EPI and VEGA_GPU_QKV ("R,U"); only builds with VEGA_GPU_TUNING=ON

@@ -303,6 +303,10 @@ bool dispatch(const GpuMat& W, const GpuMat& U, const ops::Act& a, float* y, voi
 }  // namespace
 
 int ops::gemm_min_rows() { return min_rows_setting(); }
+int64_t& ops::gemm_launch_count() {
+    static int64_t n = 0;
+    return n;
+}
 void ops::set_gemm_min_rows(int rows) { min_rows_setting() = rows; }
 
 bool ops::gemm_dot4(const GpuMat& W, const GpuMat* U, const Act& a, float* y, void* s) {
@@ -312,7 +316,9 @@ bool ops::gemm_dot4(const GpuMat& W, const GpuMat* U, const Act& a, float* y, vo
     if (U && (U->type != W.type || U->n_in != W.n_in || U->n_out != W.n_out)) return false;
     // Grid limits: activation tiles in x, weight tiles in y (at most 65535).
     if ((W.n_out + kBm / 2 - 1) / (kBm / 2) > 65535) return false;
-    return U ? dispatch<true>(W, *U, a, y, s) : dispatch<false>(W, W, a, y, s);
+    const bool ok = U ? dispatch<true>(W, *U, a, y, s) : dispatch<false>(W, W, a, y, s);
+    gemm_launch_count() += ok;
+    return ok;
 }
 
 }  // namespace vega::gpu
