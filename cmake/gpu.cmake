@@ -110,9 +110,3 @@ target_link_libraries(vega_engine PUBLIC vega_gpu)
 target_compile_definitions(vega_engine PUBLIC VEGA_HAVE_GPU=1)
 message(STATUS "vega: GPU backend enabled (${VEGA_GPU_VENDOR})")
 
-# Microbenchmarks (probe/): copy bandwidth and per-type matvec bandwidth.
-file(GLOB VEGA_PROBE_SOURCES CONFIGURE_DEPENDS ${CMAKE_SOURCE_DIR}/probe/*.cpp)
-if(VEGA_PROBE_SOURCES)
-  add_executable(vega_probe_gpu ${VEGA_PROBE_SOURCES})
-  target_link_libraries(vega_probe_gpu PRIVATE vega_gpu vega_quant)
-endif()

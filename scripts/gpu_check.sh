@@ -6,7 +6,7 @@
 #   scripts/gpu_check.sh [all|test|bench|batch|tune|ab]   test data: $VEGA_TEST_DATA or .devdata/testdata
 #   (PARITY_FILTER, E2E_FILTER: gtest filters for the two test binaries, e.g. when the
 #   carried test data is a subset)
-# tune: the probe with every compiled decode matvec shape (VEGA_PROBE_TUNE=1) and
+# tune: vega probe --kernels --tune (every compiled decode matvec shape) and
 # tg128 for each shape of the plain (VEGA_GPU_MV), gate/up (VEGA_GPU_SWIGLU) and
 # epilogue (VEGA_GPU_EPI) matvecs. ab: tg128 A/B between env settings (AB=...)
 # and, with AB_CUDA_FLAGS, against a second build. batch (or BATCH=1 with another
@@ -34,8 +34,8 @@ TUNING=${TUNING:-OFF}; [ "$MODE" = tune ] && TUNING=ON
 cmake -S . -B $B -G Ninja -DCMAKE_BUILD_TYPE=Release -DVEGA_CUDA=ON -DVEGA_ASAN_TESTS=OFF -DVEGA_GPU_TUNING=$TUNING -DVEGA_NET=${VEGA_NET:-OFF} -DVEGA_GPU_EMULATE_GFX906=$([ "${EMULATE:-0}" = 1 ] && echo ON || echo OFF) \
       -DCMAKE_CUDA_COMPILER=${NVCC:-$(command -v nvcc || echo /usr/local/cuda/bin/nvcc)} > "$OUT/configure.log" 2>&1 \
   || { tail -30 "$OUT/configure.log"; exit 1; }
-TARGETS="vega vega_gpu_parity_tests vega_engine_tests vega_probe_gpu"
-[ "$MODE" = tune ] || [ "$MODE" = ab ] && TARGETS="vega vega_probe_gpu"
+TARGETS="vega vega_gpu_parity_tests vega_engine_tests"
+[ "$MODE" = tune ] || [ "$MODE" = ab ] && TARGETS="vega"
 cmake --build $B -j"$J" --target $TARGETS > "$OUT/build.log" 2>&1 \
   || { grep -E "error|FAILED" "$OUT/build.log" | head -40; exit 1; }
 
@@ -59,7 +59,7 @@ fi
 
 if [ "$MODE" = all ] || [ "$MODE" = bench ]; then
   log "probe"
-  timeout 120 $B/vega_probe_gpu > "$OUT/probe.log" 2>&1; cat "$OUT/probe.log" | tee -a "$OUT/summary.txt"
+  timeout 300 $B/vega probe --kernels > "$OUT/probe.log" 2>&1; cat "$OUT/probe.log" | tee -a "$OUT/summary.txt"
   for t in ${BENCH_TYPES:-Q4_0 Q8_0 Q4_K_M}; do
     m=/tmp/synth-7b-$t.gguf
     log "synth llama2-7b $t"
@@ -86,7 +86,7 @@ fi
 if [ "$MODE" = tune ]; then
   if [ "${PROBE:-1}" = 1 ]; then
     log "probe, every decode shape"
-    VEGA_PROBE_TUNE=1 timeout 300 $B/vega_probe_gpu > "$OUT/probe-tune.log" 2>&1; cat "$OUT/probe-tune.log" >> "$OUT/summary.txt"
+    timeout 600 $B/vega probe --kernels --tune > "$OUT/probe-tune.log" 2>&1; cat "$OUT/probe-tune.log" >> "$OUT/summary.txt"
   fi
   # One role at a time (the others at the table's shape): tg128 t/s per shape.
   for t in ${BENCH_TYPES:-Q8_0 Q4_K_M Q4_0}; do

@@ -15,5 +15,6 @@ void register_template(CLI::App& app);
 void register_pull(CLI::App& app);
 void register_serve(CLI::App& app);
 void register_chat(CLI::App& app);
+void register_probe(CLI::App& app);
 
 }  // namespace vega::cli

@@ -23,6 +23,7 @@ int main(int argc, char** argv) {
 #endif
     vega::cli::register_serve(app);
     vega::cli::register_chat(app);
+    vega::cli::register_probe(app);
     // -hf (llama.cpp's spelling) for --hf-repo: CLI11 has no multi-letter short options.
     for (int i = 1; i < argc; ++i)
         if (std::strcmp(argv[i], "-hf") == 0) argv[i] = const_cast<char*>("--hf-repo");

@@ -789,11 +789,6 @@ void* gpu_stream_of(Backend& be) {
     return g ? g->stream() : nullptr;
 }
 
-double gpu_copy_bandwidth_gbs(int device) {
-    gpu::rt::set_device(device);
-    return gpu::rt::copy_bandwidth_gbs(size_t(1) << 30, 10);
-}
-
 int gpu_device_count_impl() {
     try {
         return gpu::rt::device_count();

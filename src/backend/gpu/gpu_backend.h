@@ -19,7 +19,5 @@ void* gpu_stream_of(Backend& be);
 // loaded at run time ($VEGA_NCCL, else libnccl.so.2 / librccl.so.1 on the loader's path).
 // Null, with the reason in `why`, where it cannot be used.
 std::unique_ptr<Collective> make_gpu_collective(const std::vector<Backend*>& backends, std::string& why);
-// Device-to-device copy bandwidth of GPU `device` in GB/s (read + written bytes).
-double gpu_copy_bandwidth_gbs(int device);
 
 }  // namespace vega

@@ -180,30 +180,4 @@ void event_destroy(void* e) {
     if (e) (void)gpuEventDestroy(static_cast<gpuEvent_t>(e));
 }
 
-double copy_bandwidth_gbs(size_t bytes, int reps) {
-    void* a = malloc(bytes);
-    void* b = malloc(bytes);
-    if (!a || !b) {
-        free(a), free(b);
-        gpu_fail("copy bandwidth probe: cannot allocate 2 x " + std::to_string(bytes) + " bytes");
-    }
-    void* s = stream_create();
-    void* e0 = event_create();
-    void* e1 = event_create();
-    memset(a, 1, bytes, s);
-    d2d(b, a, bytes, s);  // warm-up
-    float best = 1e30f;
-    for (int i = 0; i < reps; ++i) {
-        event_record(e0, s);
-        d2d(b, a, bytes, s);
-        event_record(e1, s);
-        const float ms = event_ms(e0, e1);
-        if (ms > 0.f && ms < best) best = ms;
-    }
-    event_destroy(e0), event_destroy(e1);
-    stream_destroy(s);
-    free(a), free(b);
-    return 2.0 * double(bytes) / (double(best) * 1e-3) / 1e9;
-}
-
 }  // namespace vega::gpu::rt

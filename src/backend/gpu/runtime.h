@@ -63,9 +63,5 @@ void event_record(void* e, void* s);
 float event_ms(void* start, void* end);  // waits for end
 void event_destroy(void* e);
 
-// Device-to-device copy bandwidth in GB/s (bytes read + bytes written per
-// second), best of `reps` copies of `bytes` on the current device.
-double copy_bandwidth_gbs(size_t bytes, int reps);
-
 }  // namespace rt
 }  // namespace vega::gpu
