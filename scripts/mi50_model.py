@@ -47,7 +47,25 @@ p.v) and 32 non-broadcast ds_read_b128 (1 KB each); the CU issues 64 v_dot2 lane
 (full rate: 26.5 TFLOPS f16 at 1.725 GHz) and reads 128 LDS bytes a clock. The kernel takes
 the larger of the two plus --attn-overhead (softmax, staging, barriers; a fraction), with
 the causal half-tile of each block's last tile. The matmuls of a 512-row prompt run on the
-8-row batch matvec (issue 25 will replace it): weights read once per 8 rows, at 860 GB/s.
+dot4 GEMM (below).
+
+Prompts on the dot4 GEMM (kernels/gemm_dot4.cu, issue 25): the tile of arch/gfx906.h (64
+weight rows x 64 activation rows, K steps of 2 chunks, 4 x 4 outputs a thread, 256 threads,
+2 blocks per CU by LDS: 2 waves per SIMD). Per wave and K step the model counts:
+  VALU   per chunk 128 v_dot4 (16 outputs x 8) + the per-chunk float scaling (GEMM_FLOAT:
+         3 a pair: cvt, mul, fma; +1 for a min; per half for per-half scales) + 8 loop and
+         address instructions; per step the staging (GEMM_STAGE: addresses, the half
+         chunk's decode, the record) -- each VALU instruction 4 clocks on its SIMD;
+  LDS    per chunk 16 ds_read_b128 a lane (4 weight rows + 4 activation rows, 2 halves),
+         no broadcast credit, plus the step's two ds_write_b128 a lane: at 128 bytes per
+         CU and clock.
+A CU holds 8 waves; a step takes max(VALU, LDS) clocks when the two overlap fully and
+VALU + LDS when they do not: the two bounds of the prediction. Blocks run in rounds of 120
+(2 per CU); weights come from DRAM once (the column tiles of a row tile run together and
+share it through L2). Left out: the barrier per step and the global loads' latency (one
+round trip a step, hidden by the other block when it is not), the LDS broadcast of rows
+that several lanes read, the activation quantization and norms (one pass over 512 x 4096
+floats a layer), clocks below peak.
 
   scripts/mi50_model.py [--audit docs/GFX906_AUDIT.md] [--lat 0.6,0.9,1.2] [--gap 1,3]
                         [--trips N]  (what-if: every decode matvec at N round trips per iteration)
@@ -222,7 +240,7 @@ def moe_token_time(audit, lat, gap, quant="Q4_0"):
 LDS_BYTES_PER_CLK = 128
 
 
-def prompt_at_depth(rows, depth, overhead, heads=32, hd=128, quant="Q4_0"):
+def prompt_at_depth(rows, depth, overhead, heads=32, hd=128, quant="Q4_0", overlap=False):
     """Seconds of a `rows`-row prompt at `depth` (llama2-7b shape): (attention, matmuls)."""
     # Attention: (row, position) pairs over all layers and heads, causal inside the chunk.
     pairs = LAYERS * heads * rows * (depth + (rows + 1) / 2)
@@ -231,12 +249,80 @@ def prompt_at_depth(rows, depth, overhead, heads=32, hd=128, quant="Q4_0"):
     dot2_clk = waves_tiles * 512 * 64 / (CUS * 64)          # v_dot2 lane-ops / (64 lanes a clock per CU)
     lds_clk = waves_tiles * 32 * 1024 / (CUS * LDS_BYTES_PER_CLK)
     attn = max(dot2_clk, lds_clk) * (1 + overhead) / CLOCK
-    # Matmuls: 8-row batch matvec, every weight byte read once per 8 rows, each chunk
-    # decoded once per 8 rows (bandwidth or VALU bound, whichever is longer).
-    wbytes = LAYERS * (4 * E * E + 3 * E * F) * BPW[quant] + VOCAB * E * BPW["Q6_K"]
-    alu = LAYERS * alu_seconds(4 * E + 3 * F, E, quant, 8) + alu_seconds(VOCAB, E, "Q6_K", 8)
-    mm = math.ceil(rows / 8) * max(wbytes / BW, alu)
+    # Matmuls: the dot4 GEMM (prompt_gemm below; the conservative bound, VALU and LDS
+    # not overlapped, unless overlap).
+    mm = prompt_gemm(rows, quant, overlap)
     return attn, mm
+
+
+# The dot4 GEMM (arch/gfx906.h kGemmTile) and its per-type VALU estimates.
+GEMM_BM, GEMM_BN, GEMM_KC, GEMM_BLOCKS_PER_CU, GEMM_WAVES = 64, 64, 2, 2, 4
+# float instructions per thread and chunk (16 outputs): non-split 3 a pair, +1 for a min
+# (Q4_K: -dmin*min*dsum), per-half types (Q6_K) 3 a pair and half.
+GEMM_FLOAT = {"Q4_0": 48, "Q8_0": 48, "Q4_K": 64, "Q6_K": 96, "IQ4_XS": 48, "MXFP4": 48}
+# staging per thread and step: ~35 address / select / record instructions plus the decode
+# of half a chunk (half of VALU_PER_CHUNK's decode estimate).
+GEMM_STAGE = {q: 35 + VALU_PER_CHUNK[q][0] / 2 for q in VALU_PER_CHUNK}
+
+
+def gemm_seconds(n_out, n_in, rows, quant, swiglu=False, overlap=True):
+    """Seconds of y[rows][n_out] = x @ W^T (SwiGLU: G and U of n_out rows each) on the GEMM."""
+    out_rows = GEMM_BM // 2 if swiglu else GEMM_BM
+    blocks = math.ceil(n_out / out_rows) * math.ceil(rows / GEMM_BN)
+    steps = math.ceil(n_in / 32 / GEMM_KC)
+    valu = GEMM_KC * (128 + GEMM_FLOAT[quant] + 8) + GEMM_STAGE[quant]   # per wave and step
+    simd_clk = valu * 4 * GEMM_BLOCKS_PER_CU * GEMM_WAVES / SIMDS         # a CU's blocks' waves, spread on 4 SIMDs
+    lds_clk = GEMM_BLOCKS_PER_CU * GEMM_WAVES * (GEMM_KC * 16 * 16 + 2 * 16) * 64 / LDS_BYTES_PER_CLK
+    step_clk = max(simd_clk, lds_clk) if overlap else simd_clk + lds_clk
+    rounds = math.ceil(blocks / (GEMM_BLOCKS_PER_CU * CUS))
+    compute = rounds * steps * step_clk / CLOCK
+    dram = n_out * n_in * BPW[quant] * (2 if swiglu else 1) / BW
+    return max(compute, dram)
+
+
+def prompt_gemm(rows, quant, overlap):
+    """Seconds of the matmuls of a `rows`-row llama2-7b prompt on the GEMM (Q4_K_M: v and
+    half the down projections Q6_K); the output matrix for the last row only (a matvec)."""
+    base = "Q4_K" if quant == "Q4_K_M" else quant
+    t = 0.0
+    for layer in range(LAYERS):
+        v = "Q6_K" if quant == "Q4_K_M" else base
+        down = "Q6_K" if quant == "Q4_K_M" and layer % 2 == 0 else base
+        t += 3 * gemm_seconds(E, E, rows, base, overlap=overlap) if v == base else \
+            2 * gemm_seconds(E, E, rows, base, overlap=overlap) + gemm_seconds(E, E, rows, v, overlap=overlap)
+        t += gemm_seconds(E, E, rows, base, overlap=overlap)                 # o
+        t += gemm_seconds(F, E, rows, base, swiglu=True, overlap=overlap)    # gate/up + SwiGLU
+        t += gemm_seconds(E, F, rows, down, overlap=overlap)                 # down
+    t += VOCAB * E * BPW["Q6_K"] / BW                                         # output, last row
+    return t
+
+
+def audit_batch_rows(path):
+    """(type id, swiglu) -> (waves/SIMD, round trips per iteration) of the 8-row batch matvecs."""
+    out = {}
+    for line in open(path):
+        m = re.match(r"\| `matvec_q<(\d+), 8, (true|false), 0, 1, (\d)>` \|.*?\| (\d+) \((\w+|blocks/CU)\) \| \d+ \| "
+                     r"\d+, \d+, \d+, \d+ \((\d+)\)", line)
+        if m:
+            out[(int(m.group(1)), m.group(2) == "true")] = (int(m.group(4)), int(m.group(6)), int(m.group(3)))
+    return out
+
+
+def matvec8_seconds(rows, quant, batch_audit, lat, gap=1e-6):
+    """The 8-row batch matvec's matmul seconds for `rows` rows of a llama2-7b step (Q4_0, Q8_0
+    or Q4_K weights): per 8-row pass and matrix the larger of its bandwidth, VALU and latency
+    bounds (the audit's waves and round trips per iteration, one output row per wave, U
+    chunks per lane and iteration), plus a launch gap."""
+    t = 0.0
+    for n_out, n_in, sw in ((E, E, False),) * 4 + ((F, E, True), (E, F, False)):
+        waves, trips, u = batch_audit[(TYPE_ID[quant], sw)]
+        mats = 2 if sw else 1
+        bw = n_out * n_in * BPW[quant] * mats / BW
+        alu = alu_seconds(n_out, n_in, quant, 8, mats)
+        iters = math.ceil(n_in / (32 * 64 * u))
+        latency = max(1.0, n_out / (waves * SIMDS * CUS)) * (iters * trips * lat + lat)
+        t += max(bw, alu, latency) + gap
+    return math.ceil(rows / 8) * LAYERS * t
 
 
 def main():
@@ -318,16 +404,48 @@ def main():
 
 
     print()
-    print(f"llama2-7b Q4_0 pp512 @ d{a.depth} (tiled v_dot2 attention, 8-row matvec matmuls; "
+    print(f"llama2-7b Q4_0 pp512 @ d{a.depth} (tiled v_dot2 attention, dot4 GEMM matmuls without overlap; "
           f"attention overhead {a.attn_overhead:.0%}):")
     for depth in (0, a.depth):
         attn, mm = prompt_at_depth(512, depth, a.attn_overhead)
         print(f"- d{depth}: attention {attn * 1e3:.1f} ms + matmuls {mm * 1e3:.1f} ms -> "
               f"{512 / (attn + mm):.0f} t/s (attention alone {512 / attn:.0f} t/s)")
     print("pp512 (d0) by weight type, same model (the codebook types' decode against Q4_0's):")
-    for q in ("Q4_0", "IQ4_XS", "MXFP4"):
+    for q in ("Q4_0", "IQ4_XS"):
         attn, mm = prompt_at_depth(512, 0, a.attn_overhead, quant=q)
         print(f"- {q}: matmuls {mm * 1e3:.1f} ms -> {512 / (attn + mm):.0f} t/s")
+
+    print()
+    dot4_peak = CUS * 64 * 4 * 2 * CLOCK  # ops/s: 64 lanes x 4 MACs a clock per CU
+    print(f"llama2-7b pp512 on the dot4 GEMM (tile {GEMM_BM}x{GEMM_BN}, K steps of {GEMM_KC} chunks, "
+          f"{GEMM_BLOCKS_PER_CU} blocks/CU); VALU and LDS overlapped / not overlapped; attention at d0 as above:")
+    print("| type | matmuls ms (overlap) | pp512 t/s (overlap) | matmuls ms (no overlap) | pp512 t/s (no overlap) | "
+          "matmul TOPS (no overlap .. overlap) | % of the 44 TOPS measured dot4 peak |")
+    print("| --- | ---: | ---: | ---: | ---: | ---: | ---: |")
+    attn0, _ = prompt_at_depth(512, 0, a.attn_overhead)
+    macs = 512 * LAYERS * (4 * E * E + 3 * E * F)
+    for q in ("Q4_0", "Q8_0", "Q4_K_M"):
+        hi, lo = prompt_gemm(512, q, True), prompt_gemm(512, q, False)
+        tops, tops_hi = 2 * macs / lo / 1e12, 2 * macs / hi / 1e12
+        print(f"| {q} | {hi * 1e3:.1f} | {512 / (hi + attn0):.0f} | {lo * 1e3:.1f} | {512 / (lo + attn0):.0f} | "
+              f"{tops:.1f} .. {tops_hi:.1f} | {100 * tops / 44:.0f}% .. {100 * tops_hi / 44:.0f}% |")
+    print(f"(theoretical dot4 peak {dot4_peak / 1e12:.1f} TOPS; llama.cpp's published MI50 pp512 for 7B Q4_0: 1229 t/s)")
+    batch = audit_batch_rows(a.audit)
+    print("The 8-row batch matvec's matmuls for the same prompt (bandwidth, VALU and its audited latency: "
+          "round trips x LAT per iteration, 3 waves/SIMD):")
+    for q in ("Q4_0", "Q8_0", "Q4_K"):
+        for lat in lats:
+            mm = matvec8_seconds(512, q, batch, lat)
+            print(f"- {q} LAT {lat * 1e6:.1f} us: matmuls {mm * 1e3:.0f} ms -> pp512 {512 / (mm + attn0):.0f} t/s")
+    print("GEMM against the 8-row matvec, llama2-7b Q4_0 matmuls of one step (ms), by rows (the crossover sets "
+          "arch/gfx906.h's kGemmMinRows):")
+    print("| rows | 8-row matvec LAT " + " | 8-row matvec LAT ".join(f"{x * 1e6:.1f} us" for x in lats) +
+          " | GEMM (no overlap) | GEMM (overlap) |")
+    print("| ---: |" + " ---: |" * (len(lats) + 2))
+    for rows in (8, 16, 24, 32, 48, 64, 128):
+        mv = " | ".join(f"{matvec8_seconds(rows, 'Q4_0', batch, lat) * 1e3:.2f}" for lat in lats)
+        print(f"| {rows} | {mv} | {prompt_gemm(rows, 'Q4_0', False) * 1e3:.2f} | {prompt_gemm(rows, 'Q4_0', True) * 1e3:.2f} |")
+
 
 if __name__ == "__main__":
     main()

@@ -56,15 +56,17 @@ constexpr const char* kDeviceArch = "gfx906";  // device arch names this table s
 constexpr int kMmaMinRows = 0;        // no tensor-core matmul
 constexpr int kMmaExpertPairs = 0;    // (nor the grouped expert matmul)
 // The quantized dot4 GEMM (kernels/gemm_dot4.cu) serves steps of this many activation
-// rows on (prompts, large batches; VEGA_GPU_GEMM_ROWS overrides, 0 = never); fewer take
-// the 8-row matvec. Tile: 64 weight rows x 64 activation rows, K steps of 2 chunks, 4 x 4
+// rows on (prompts, batches; VEGA_GPU_GEMM_ROWS overrides, 0 = never); fewer take the
+// 8-row matvec. Tile: 64 weight rows x 64 activation rows, K steps of 2 chunks, 4 x 4
 // outputs a thread (256 threads, 4 waves). LDS per block: two stages of 64 + 64 rows of
 // 2 x 32 int8 padded by one vec4 (80-byte rows: 8 consecutive rows' ds_read_b128 fall in
-// 32 distinct banks) plus their chunk scales, 24-29 KB: two blocks per CU, 2 waves per
-// SIMD. The crossover against the matvec is the MI50 model's (scripts/mi50_model.py):
-// a 64-row tile computes the same at 16 rows as at 64, and the matvec's 8-row passes
-// re-read the weights once per 8 rows. Not measured on a card.
-constexpr int kGemmMinRows = 48;
+// 32 distinct banks) plus their chunk scales, 22-28 KB: two blocks per CU, 2 waves per
+// SIMD. The threshold is the MI50 model's crossover (scripts/mi50_model.py, llama2-7b
+// Q4_0): a 64-row tile costs the same at 17 rows as at 64 (38-63 ms of matmuls a step),
+// the 8-row matvec's audited latency costs 16-32 ms per pass of 8 rows, so from the third
+// pass (17 rows) on the GEMM is at least as fast in 5 of the model's 6 (latency, overlap)
+// cases. Not measured on a card.
+constexpr int kGemmMinRows = 17;
 constexpr GemmTile kGemmTile = {64, 64, 2, 4, 4};
 constexpr int kGemmWaves = 2;         // waves per SIMD the GEMM is compiled for (the LDS allows 2)
 
