@@ -9,6 +9,8 @@
 #   3. (EMU=1) the gfx906 emulation build (build-h200-emu): its parity tests, the
 #      end-to-end references and the synth sweep with prompts on the GEMM
 #      (VEGA_GPU_GEMM_ROWS=9: every prompt of 9 rows or more).
+#   4. (ab) the default path against $BASE (a `git archive` tarball in .devdata, built in
+#      build-base): tg128 and pp512 on llama2-7b Q4_0, alternating, 3 rounds.
 # STEPS picks steps (default "parity bench emu").
 #   start: setsid scripts/device_gemm_run.sh &     poll: scripts/device_gemm_run.sh poll SECONDS
 W=${W:-/tmp/gemm_run}
@@ -79,6 +81,27 @@ if want emu; then
     VEGA_GPU_GEMM_ROWS=9 SHAPES=${SWEEP_SHAPES:-1b llama2-7b llama3-8b qwen2-7b} OUT=$W/sweep bash scripts/gpu_sweep.sh $E | tail -20
     touch $W/emu_sweep.done
   fi
+fi
+if want ab && [ ! -f $W/ab.done ]; then
+  BASE=${BASE:-.devdata/base-d375a2f.tgz}
+  if [ ! -f $W/built.base ]; then
+    log "build the base ($BASE)"
+    rm -rf /tmp/base-src && mkdir -p /tmp/base-src && tar xzf $BASE -C /tmp/base-src
+    (cd /tmp/base-src && cmake -S . -B build-base -G Ninja -DCMAKE_BUILD_TYPE=Release -DVEGA_CUDA=ON -DVEGA_ASAN_TESTS=OFF \
+       -DVEGA_NET=OFF -DCMAKE_CUDA_COMPILER=$(command -v nvcc || echo /usr/local/cuda/bin/nvcc) > $W/configure.base.log 2>&1 \
+       && cmake --build build-base -j16 --target vega > $W/build.base.log 2>&1) && touch $W/built.base \
+       || { grep -E "error|FAILED" $W/build.base.log | head; }
+  fi
+  m=/tmp/gemm-7b-Q4_0.gguf
+  [ -f $m ] || timeout 600 $B/vega synth --shape llama2-7b --type Q4_0 -o $m > $W/synth-Q4_0.log 2>&1
+  for round in 1 2 3; do
+    for v in new base; do
+      bin=$B/vega; [ $v = base ] && bin=/tmp/base-src/build-base/vega
+      log "ab round $round: $v"
+      timeout 300 $bin bench -m $m -p 512 -n 128 -r 3 2>&1 | grep -E "^\| llama" | sed "s/^/$v: /"
+    done
+  done
+  touch $W/ab.done
 fi
 log "done"
 touch $W/finished
