@@ -36,6 +36,7 @@
 #include "quant/quant.h"
 #ifdef VEGA_HAVE_GPU
 #include "backend/gpu/gpu_backend.h"
+#include "backend/gpu/ops.h"
 #endif
 
 namespace vega {
@@ -758,6 +759,28 @@ TEST_F(MoeParity, MatmulExperts512Rows) {
 TEST_F(MoeParity, MatmulExpertsSwigluMixedTypes) {
     experts_case(GgmlType::Q4_0, GgmlType::Q8_0, 512, 128, 8, 2, {1, 16});
     experts_case(GgmlType::Q4_K, GgmlType::Q6_K, 512, 128, 8, 2, {1, 16});
+}
+
+// The expert groups on the dot4 GEMM (gfx906's prompt path; forced from 9 pairs per
+// expert here, so that NVIDIA runs it too as dp4a): each block one expert's group of 64
+// pairs (partial groups, several groups of one expert, experts without pairs), alone and
+// with SwiGLU, per row and per slot inputs; the GEMM must have served every product.
+TEST_F(MoeParity, MatmulExpertsOnTheDotGemm) {
+#ifdef VEGA_HAVE_GPU
+    const int saved = gpu::ops::gemm_min_rows();
+    gpu::ops::set_gemm_min_rows(9);
+    const int64_t before = gpu::ops::gemm_launch_count();
+    for (GgmlType t : {GgmlType::Q4_0, GgmlType::Q5_1, GgmlType::Q8_0, GgmlType::Q2_K, GgmlType::Q4_K, GgmlType::Q6_K,
+                       GgmlType::IQ4_XS, GgmlType::MXFP4}) {
+        experts_case(t, t, 512, 301, 8, 2, {64, 200});
+        experts_case(t, t, 512, 128, 128, 8, {512});
+    }
+    const int64_t launches = gpu::ops::gemm_launch_count() - before;
+    gpu::ops::set_gemm_min_rows(saved);
+    EXPECT_GT(launches, 0) << "the dot4 GEMM never served an expert group";
+#else
+    GTEST_SKIP() << "this build has no GPU backend";
+#endif
 }
 
 // ---- combine_experts ----

@@ -293,7 +293,8 @@ TEST_F(Parity, MatmulFusedNormAndSwiglu) {
     }
 }
 
-// The dot4 GEMM (kernels/gemm_dot4.cu: gfx906's prompt matmul), served from 9 rows on
+// The dot4 GEMM (kernels/gemm_dot4.cu: gfx906's prompt matmul; float weights
+// kernels/gemm_float.cu), served from 9 rows on
 // for this test on every target (on NVIDIA it displaces the tensor cores: the dp4a
 // path forced). Rows 9..4096 (partial 64-row tiles: 9, 65, 130), widths of 16, 17
 // (a short last K step of 2 chunks) and 20 chunks (K-quants: 8, 16 and 24), 301 outputs (a
@@ -335,8 +336,7 @@ private:
 TEST_F(Parity, DotGemmEveryTypeRowsAndWidths) {
     DotGemmRows forced(9);
     int64_t cases = 0;
-    for (GgmlType t : kMatTypes) {
-        if (is_float_type(t)) continue;  // float weights keep the matvec
+    for (GgmlType t : kMatTypes) {  // (float weights: gemm_float.cu, f32 FMA)
         const bool k_quant = type_traits(t).block_size == 256;
         const std::vector<int64_t> widths = k_quant ? std::vector<int64_t>{256, 512, 768} : std::vector<int64_t>{512, 544, 640};
         for (int64_t n_in : widths) {

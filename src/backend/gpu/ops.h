@@ -150,6 +150,9 @@ bool gemm_dot4(const GpuMat& W, const GpuMat* U, const Act& a, float* y, void* s
 // (tests: the dp4a path forced on NVIDIA).
 int gemm_min_rows();
 void set_gemm_min_rows(int rows);
+// The float-weight form (kernels/gemm_float.cu: F32, F16, BF16 weights, the f32 input
+// rounded to the weight's type as the CPU does, f32 FMA); gemm_dot4 calls it for float W.
+bool gemm_float(const GpuMat& W, const GpuMat* U, const Act& a, float* y, void* s);
 // gemm_dot4 launches so far in this process (tests check that the GEMM ran).
 int64_t& gemm_launch_count();
 // Tuning runs: decode matvec shapes other than the per-target table's (rows per
@@ -270,6 +273,12 @@ void plan_items(const ExpertPlan& plan, int cols, void* s);
 // (matvec_experts calls it first).
 bool matmul_mma_experts(const GpuMat& W, const GpuMat* U, int64_t n_out, int n_mat, const ExpertPlan& plan, int rows,
                         int n_used, bool per_slot, const Act& a, float* y, void* s);
+// matvec_experts through the GEMM (the quantized form): each block one expert's group of
+// 64 (row, slot) pairs (plan_items, then one launch), where an active expert averages
+// gemm_min_rows() pairs or more. False, having launched nothing, otherwise; matvec_experts
+// calls it first.
+bool gemm_dot4_experts(const GpuMat& W, const GpuMat* U, int64_t n_out, int n_mat, const ExpertPlan& plan, int rows,
+                       int n_used, bool per_slot, const Act& a, float* y, void* s);
 // out [rows][n] = sum_j w[r][j] * y[r][j][:] (y [rows][n_used][n], slots in order).
 void combine_experts(const float* y, const float* w, int rows, int n_used, int64_t n, float* out, void* s);
 

@@ -4,6 +4,7 @@
 //
 //   y [rows][n_out] = x [rows][n_in] @ W^T       W quantized (gpu_mat.h), x as q8 (Act::q, ds)
 //   SWIGLU: y = silu(x @ G^T) * (x @ U^T)         G, U of one type and shape
+//   grouped experts: the columns of a block are one expert's pairs (gemm_cols.h)
 //
 // Block: the target's tile (arch::kGemmTile: bm x bn, K steps of kc chunks, tm x tn
 // outputs per thread). Thread (tr, tc) = (tid % (bm/tm), tid / (bm/tm)) owns weight
@@ -35,9 +36,11 @@
 #include "backend/gpu/ops.h"
 #include "backend/gpu/runtime.h"
 #include "backend/gpu/wave.h"
+#include "backend/gpu/kernels/gemm_cols.h"
 #include "backend/gpu/kernels/quant_chunk.h"
 #include "backend/gpu/kernels/silu.h"
 
+#include <algorithm>
 #include <string>
 
 namespace vega::gpu {
@@ -135,14 +138,13 @@ __device__ __forceinline__ void decode_weight_half(const Stage& r, int h, uint32
 
 template <GgmlType T, bool SW>
 __global__ void __launch_bounds__(kThreads) VEGA_WAVES(arch::kGemmWaves, arch::kGemmWaves)
-    gemm_dot4_k(GpuMat W, GpuMat U, const int8_t* __restrict__ xq, const float* __restrict__ xds, int rows,
+    gemm_dot4_k(GpuMat W, GpuMat U, const int8_t* __restrict__ xq, const float* __restrict__ xds, GemmCols cols,
                 float* __restrict__ y) {
     using R = Rec<T>;
     __shared__ Lds<T, SW> s;
     constexpr int kOutRows = SW ? kBm / 2 : kBm;  // output rows per tile
     const int64_t n_out = W.n_out, nc = W.n_chunk;
     const int64_t o0 = int64_t(blockIdx.y) * kOutRows;
-    const int r0 = int(blockIdx.x) * kBn;
     const int tid = int(threadIdx.x), tr = tid % kRg, tc = tid / kRg;
     const int steps = int((nc + kKc - 1) / kKc);
 
@@ -153,11 +155,13 @@ __global__ void __launch_bounds__(kThreads) VEGA_WAVES(arch::kGemmWaves, arch::k
     const bool up = SW && wave_in_block_uniform() * kWave >= (kBm / 2) * kKc * 2;
     GpuMat M = W;
     if (up) M.qs = U.qs, M.qh = U.qh, M.sc = U.sc, M.sb = U.sb;
-    const int64_t wrow = min(o0 + (up ? lr - kBm / 2 : lr), n_out - 1);
-    const int64_t xrow = min(int64_t(r0 + lr), int64_t(rows - 1));
 
-    pdl_wait();  // the activations come from the previous kernel
+    pdl_wait();  // the activations (and an expert plan) come from the previous kernels
     pdl_trigger();
+    const TileCols tcols = tile_cols<kBn>(cols, n_out);
+    if (tcols.none) return;  // (the whole block: before any barrier)
+    const int64_t wrow = tcols.wbase + min(o0 + (up ? lr - kBm / 2 : lr), n_out - 1);
+    const int64_t xrow = act_row(cols, tcols, lr);
 
     // A step's loads; a chunk past the row's end (a short last step) loads the last
     // chunk again and is zeroed at the store (no branch around the loads).
@@ -266,15 +270,15 @@ __global__ void __launch_bounds__(kThreads) VEGA_WAVES(arch::kGemmWaves, arch::k
     constexpr int kOutTm = SW ? kTm / 2 : kTm;
 #pragma unroll
     for (int j = 0; j < kTn; ++j) {
-        const int r = r0 + tc + kCg * j;
-        if (r >= rows) continue;
+        const int64_t r = out_row(cols, tcols, tc + kCg * j);
+        if (r < 0) continue;
 #pragma unroll
         for (int i = 0; i < kOutTm; ++i) {
             const int64_t o = o0 + tr + kRg * i;
             if (o >= n_out) continue;
             float v = acc[i][j];
             if constexpr (SW) v = silu(v) * acc[i + kOutTm][j];
-            y[int64_t(r) * n_out + o] = v;
+            y[r * n_out + o] = v;
         }
     }
 }
@@ -286,18 +290,26 @@ int& min_rows_setting() {
 }
 
 template <bool SW>
-bool dispatch(const GpuMat& W, const GpuMat& U, const ops::Act& a, float* y, void* s) {
+bool dispatch(const GpuMat& W, const GpuMat& U, const ops::Act& a, const GemmCols& cols, unsigned col_blocks, float* y,
+              void* s) {
     constexpr int kOutRows = SW ? kBm / 2 : kBm;
-    const dim3 grid(unsigned((a.rows + kBn - 1) / kBn), unsigned((W.n_out + kOutRows - 1) / kOutRows));
+    const dim3 grid(col_blocks, unsigned((W.n_out + kOutRows - 1) / kOutRows));
     switch (W.type) {
 #define VEGA_GEMM_CASE(TT)                                                                                      \
     case GgmlType::TT:                                                                                          \
-        launch(gemm_dot4_k<GgmlType::TT, SW>, grid, dim3(kThreads), s, W, U, a.q, a.ds, a.rows, y);         \
+        launch(gemm_dot4_k<GgmlType::TT, SW>, grid, dim3(kThreads), s, W, U, a.q, a.ds, cols, y);           \
         return true;
         VEGA_GPU_QUANT_TYPES(VEGA_GEMM_CASE)
 #undef VEGA_GEMM_CASE
         default: return false;
     }
+}
+
+// The checks every entry shares: the q8 input, a quantized W (U alike), the grid.
+bool serves(const GpuMat& W, const GpuMat* U, const ops::Act& a) {
+    if (!a.q || !a.ds || a.ss || W.n_chunk <= 0 || is_float_type(W.type)) return false;
+    if (U && (U->type != W.type || U->n_in != W.n_in || U->n_out != W.n_out)) return false;
+    return (W.n_out + kBm / 2 - 1) / (kBm / 2) <= 65535;  // weight tiles in grid y
 }
 
 }  // namespace
@@ -311,12 +323,31 @@ void ops::set_gemm_min_rows(int rows) { min_rows_setting() = rows; }
 
 bool ops::gemm_dot4(const GpuMat& W, const GpuMat* U, const Act& a, float* y, void* s) {
     const int min_rows = gemm_min_rows();
-    if (min_rows <= 0 || a.rows < min_rows || !a.q || !a.ds || a.ss || W.n_chunk <= 0 || is_float_type(W.type))
-        return false;
-    if (U && (U->type != W.type || U->n_in != W.n_in || U->n_out != W.n_out)) return false;
-    // Grid limits: activation tiles in x, weight tiles in y (at most 65535).
-    if ((W.n_out + kBm / 2 - 1) / (kBm / 2) > 65535) return false;
-    const bool ok = U ? dispatch<true>(W, *U, a, y, s) : dispatch<false>(W, W, a, y, s);
+    if (min_rows <= 0 || a.rows < min_rows) return false;
+    if (is_float_type(W.type)) return gemm_float(W, U, a, y, s);
+    if (!serves(W, U, a)) return false;
+    GemmCols cols;
+    cols.rows = a.rows;
+    const unsigned blocks = unsigned((a.rows + kBn - 1) / kBn);
+    const bool ok = U ? dispatch<true>(W, *U, a, cols, blocks, y, s) : dispatch<false>(W, W, a, cols, blocks, y, s);
+    gemm_launch_count() += ok;
+    return ok;
+}
+
+bool ops::gemm_dot4_experts(const GpuMat& W, const GpuMat* U, int64_t n_out, int n_mat, const ExpertPlan& plan,
+                            int rows, int n_used, bool per_slot, const Act& a, float* y, void* s) {
+    const int min_rows = gemm_min_rows();
+    const int pairs = rows * n_used, slots = std::min(n_mat, pairs);
+    // As for one matrix: the GEMM where an active expert averages min_rows pairs or more.
+    if (min_rows <= 0 || !plan.items || pairs < min_rows * slots) return false;
+    GpuMat We = W, Ue = U ? *U : W;
+    We.n_out = Ue.n_out = n_out;  // rows per expert (the planes hold all n_mat)
+    if (is_float_type(W.type) || !serves(We, U ? &Ue : nullptr, a)) return false;
+    GemmCols cols;
+    cols.grouped = true, cols.plan = plan, cols.n_used = n_used, cols.per_slot = per_slot;
+    plan_items(plan, kBn, s);
+    const unsigned blocks = unsigned(pairs / kBn + slots + 1);  // the item list's capacity
+    const bool ok = U ? dispatch<true>(We, Ue, a, cols, blocks, y, s) : dispatch<false>(We, We, a, cols, blocks, y, s);
     gemm_launch_count() += ok;
     return ok;
 }

@@ -567,6 +567,7 @@ void ops::matvec_experts(const GpuMat& W, const GpuMat* U, int64_t n_out, int n_
         gpu_fail("matvec_experts: quantized experts need the q8 input (or the f32 one, where quantized on load)");
     if (a.ss && (rows != 1 || is_float_type(W.type) || W.n_chunk > 4 * kWave))
         gpu_fail("matvec_experts: a deferred-norm input is one row for quantized experts");
+    if (a.q && gemm_dot4_experts(W, U, n_out, n_mat, plan, rows, n_used, per_slot, a, y, s)) return;
     if (a.q && matmul_mma_experts(W, U, n_out, n_mat, plan, rows, n_used, per_slot, a, y, s)) return;
     ExpertJob j;
     j.W = W, j.U = U ? *U : W, j.n_out = n_out, j.n_used = n_used, j.per_slot = per_slot, j.plan = plan, j.y = y;
