@@ -23,6 +23,8 @@ const std::string kPythonTag = "<|python_tag|>";
 const std::string kMistralCalls = "[TOOL_CALLS]", kMistralArgs = "[ARGS]";
 const std::string kDsCallsBegin = "<\uff5ctool\u2581calls\u2581begin\uff5c>", kDsCallBegin = "<\uff5ctool\u2581call\u2581begin\uff5c>",
                   kDsCallEnd = "<\uff5ctool\u2581call\u2581end\uff5c>", kDsSep = "<\uff5ctool\u2581sep\uff5c>";
+const std::string kFunctionOpen = "<function=", kFunctionClose = "</function>";  // functionary v3.1
+const std::string kRecipient = ">>>", kRecipientAll = "all\n";                    // functionary v3.2
 const std::string kKimiSection = "<|tool_calls_section_begin|>", kKimiCallBegin = "<|tool_call_begin|>",
                   kKimiArgs = "<|tool_call_argument_begin|>", kKimiCallEnd = "<|tool_call_end|>";
 
@@ -36,6 +38,8 @@ std::vector<const std::string*> call_markers(ToolFormat f) {
         case ToolFormat::CommandR: return {&kCohereAction, &kCoherePlusAction, &kHermesOpen};
         case ToolFormat::Granite: return {&kGraniteCall, &kHermesOpen};
         case ToolFormat::Apriel: return {&kAprielCalls, &kHermesOpen};
+        case ToolFormat::FunctionaryV31: return {&kFunctionOpen, &kPythonTag, &kHermesOpen};
+        case ToolFormat::FunctionaryV32: return {&kRecipient, &kHermesOpen};
         default: return {&kHermesOpen};
     }
 }
@@ -392,6 +396,86 @@ ParsedCalls parse_call_list(const std::string& c, const std::string& marker, con
     return out;
 }
 
+// Functionary v3.1: <function=NAME>{...}</function> (one or more, content before them),
+// or <|python_tag|> and code to its end: a call of "python" with {"code": CODE}.
+ParsedCalls parse_functionary_v31(const std::string& c) {
+    ParsedCalls out;
+    const size_t f = c.find(kFunctionOpen), py = c.find(kPythonTag);
+    const size_t p = std::min(f, py);
+    if (p == std::string::npos) return out;
+    out.before = c.substr(0, p);
+    size_t i = p;
+    while (starts_with_at(c, i, kFunctionOpen)) {
+        const size_t ne = c.find('>', i + kFunctionOpen.size());
+        if (ne == std::string::npos) return {};
+        ToolCall tc;
+        tc.name = trim(c.substr(i + kFunctionOpen.size(), ne - i - kFunctionOpen.size()));
+        size_t e = 0;
+        if (tc.name.empty() || tc.name.find_first_of("<>{}\n\"") != std::string::npos ||
+            !read_args(c, ne + 1, &tc.arguments, &e))
+            return {};
+        e = skip_space(c, e);
+        if (!starts_with_at(c, e, kFunctionClose)) return {};
+        out.calls.push_back(std::move(tc));
+        i = skip_space(c, e + kFunctionClose.size());
+    }
+    if (starts_with_at(c, i, kPythonTag)) {
+        const std::string code = trim(c.substr(i + kPythonTag.size()));
+        if (code.empty()) return {};
+        out.calls.push_back({"python", json{{"code", code}}.dump()});
+        i = c.size();
+    }
+    out.after = trim(c.substr(std::min(i, c.size())));
+    return out.calls.empty() ? ParsedCalls{} : out;
+}
+
+// Functionary v3.2: the reply continues the prompt's ">>>": segments RECIPIENT\nBODY
+// separated by ">>>"; "all" segments are content, the others calls of that function with
+// BODY its JSON arguments ("python" may write bare code: {"code": BODY}). `before` keeps
+// the first segment's raw text (with its "all\n") when it is content; `after` the content
+// of "all" segments after the first call.
+ParsedCalls parse_functionary_v32(const std::string& c) {
+    std::vector<std::string> segs;
+    for (size_t i = 0;;) {
+        const size_t n = c.find(kRecipient, i);
+        segs.push_back(c.substr(i, n == std::string::npos ? std::string::npos : n - i));
+        if (n == std::string::npos) break;
+        i = n + kRecipient.size();
+    }
+    ParsedCalls out;
+    std::string after;
+    for (size_t k = 0; k < segs.size(); ++k) {
+        const std::string& s = segs[k];
+        if (starts_with_at(s, 0, kRecipientAll)) {
+            if (out.calls.empty()) {
+                if (k != 0) return {};  // content between "all" segments before any call: not this form
+                out.before = s;
+            } else {
+                if (!after.empty()) after += '\n';
+                after.append(s, kRecipientAll.size(), std::string::npos);
+            }
+            continue;
+        }
+        const size_t nl = s.find('\n');
+        if (nl == std::string::npos) return {};
+        ToolCall tc;
+        tc.name = trim(s.substr(0, nl));
+        if (tc.name.empty() || tc.name.find_first_of("<>{}\" ") != std::string::npos) return {};
+        const std::string body = trim(s.substr(nl + 1));
+        size_t e = 0;
+        if (read_args(body, 0, &tc.arguments, &e) && skip_space(body, e) == body.size()) {
+        } else if (tc.name == "python" && !body.empty()) {
+            tc.arguments = json{{"code", body}}.dump();
+        } else {
+            return {};
+        }
+        out.calls.push_back(std::move(tc));
+    }
+    if (out.calls.empty()) return {};
+    out.after = trim(after);
+    return out;
+}
+
 ParsedCalls parse_llama3(const std::string& c) {
     size_t i = skip_space(c, 0);
     if (starts_with_at(c, i, kPythonTag)) i = skip_space(c, i + kPythonTag.size());
@@ -421,6 +505,9 @@ ToolFormat detect_tool_format(const std::string& t) {
     if (t.find("<function=") != std::string::npos && t.find("<parameter=") != std::string::npos)
         return ToolFormat::QwenXml;  // Qwen3-Coder, Qwen3.5
     if (t.find("<arg_key>") != std::string::npos) return ToolFormat::Glm;    // GLM 4.5+, Laguna
+    if (t.find(kFunctionOpen) != std::string::npos && t.find(kFunctionClose) != std::string::npos)
+        return ToolFormat::FunctionaryV31;  // functionary v3.1 (llama 3.1's <function=NAME> form)
+    if (t.find(">>>all") != std::string::npos) return ToolFormat::FunctionaryV32;  // (then a \n escape in its source)
     if (t.find(kMistralCalls) != std::string::npos) return ToolFormat::Mistral;
     if (t.find(kDsCallBegin) != std::string::npos) return ToolFormat::DeepSeek;  // V3, R1, V3.1
     if (t.find(kKimiSection) != std::string::npos) return ToolFormat::KimiK2;
@@ -449,6 +536,8 @@ const char* tool_format_name(ToolFormat f) {
         case ToolFormat::CommandR: return "command r (actions)";
         case ToolFormat::Granite: return "granite 3 (<|tool_call|> list)";
         case ToolFormat::Apriel: return "apriel (<tool_calls> list)";
+        case ToolFormat::FunctionaryV31: return "functionary v3.1 (<function=NAME>)";
+        case ToolFormat::FunctionaryV32: return "functionary v3.2 (>>>recipient segments)";
         case ToolFormat::None: break;
     }
     return "none recognised (hermes assumed)";
@@ -516,7 +605,15 @@ size_t ReplySplitter::content_hold(size_t c_begin) const {
         case ToolFormat::KimiK2:
         case ToolFormat::CommandR:
         case ToolFormat::Granite:
-        case ToolFormat::Apriel: {
+        case ToolFormat::Apriel:
+        case ToolFormat::FunctionaryV31:
+        case ToolFormat::FunctionaryV32: {
+            if (format_ == ToolFormat::FunctionaryV32) {
+                // Content only in a leading "all" segment: until its "all\n" is complete,
+                // or where the reply is a call, nothing.
+                if (text_.size() - c_begin < kRecipientAll.size() || !starts_with_at(text_, c_begin, kRecipientAll))
+                    return c_begin;
+            }
             size_t hold = text_.size();
             for (const std::string* m : call_markers(format_)) {
                 const size_t p = text_.find(*m, c_begin);
@@ -539,6 +636,11 @@ size_t ReplySplitter::content_hold(size_t c_begin) const {
     return text_.size();
 }
 
+size_t ReplySplitter::content_prefix(size_t c_begin) const {
+    // functionary v3.2: the recipient line of a leading "all" segment is not content.
+    return format_ == ToolFormat::FunctionaryV32 && starts_with_at(text_, c_begin, kRecipientAll) ? kRecipientAll.size() : 0;
+}
+
 ReplySplitter::Delta ReplySplitter::take() {
     const Regions g = regions(false);
     Delta d;
@@ -548,7 +650,7 @@ ReplySplitter::Delta ReplySplitter::take() {
     }
     if (!g.settled || g.c_begin >= text_.size()) return d;
     const size_t hold = content_hold(g.c_begin);
-    size_t from = g.c_begin + c_sent_;
+    size_t from = g.c_begin + std::max(c_sent_, content_prefix(g.c_begin));
     if (g.after_think && !c_started_)  // the blank lines after </think> are not content
         while (from < hold && is_space(text_[from])) ++from;
     if (hold > from) {
@@ -566,7 +668,7 @@ ReplySplitter::Final ReplySplitter::finish() {
     Final f;
     if (g.r_end > g.r_begin + r_sent_) f.reasoning = text_.substr(g.r_begin + r_sent_, g.r_end - g.r_begin - r_sent_);
     std::string content = g.c_begin < text_.size() ? text_.substr(g.c_begin) : std::string();
-    size_t skip = c_sent_;
+    size_t skip = std::max(c_sent_, content_prefix(g.c_begin));
     if (g.after_think && !c_started_) skip = skip_space(content, skip);
     if (format_ != ToolFormat::None) {
         const ParsedCalls pc = parse_tool_calls(format_, content, tools_);
@@ -592,8 +694,12 @@ ParsedCalls parse_tool_calls(ToolFormat format, const std::string& content, cons
         case ToolFormat::KimiK2:
         case ToolFormat::CommandR:
         case ToolFormat::Granite:
-        case ToolFormat::Apriel: {
+        case ToolFormat::Apriel:
+        case ToolFormat::FunctionaryV31:
+        case ToolFormat::FunctionaryV32: {
             ParsedCalls own = format == ToolFormat::Mistral    ? parse_mistral(content)
+                              : format == ToolFormat::FunctionaryV31 ? parse_functionary_v31(content)
+                              : format == ToolFormat::FunctionaryV32 ? parse_functionary_v32(content)
                               : format == ToolFormat::CommandR ? parse_command_r(content)
                               : format == ToolFormat::Granite  ? parse_call_list(content, kGraniteCall, "")
                               : format == ToolFormat::Apriel   ? parse_call_list(content, kAprielCalls, kAprielCallsEnd)

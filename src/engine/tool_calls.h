@@ -38,7 +38,11 @@
 
 namespace vega {
 
-enum class ToolFormat { None, Hermes, Llama3Json, QwenXml, Glm, Mistral, DeepSeek, KimiK2, CommandR, Granite, Apriel };
+enum class ToolFormat {
+    None, Hermes, Llama3Json, QwenXml, Glm, Mistral, DeepSeek, KimiK2, CommandR, Granite, Apriel,
+    FunctionaryV31,  // <function=NAME>{...}</function>, <|python_tag|>code
+    FunctionaryV32,  // >>>RECIPIENT\nBODY segments (the generation prompt ends with >>>)
+};
 
 // The format a chat template's text teaches (None: no syntax vega recognises).
 ToolFormat detect_tool_format(const std::string& template_text);
@@ -88,6 +92,7 @@ private:
     };
     Regions regions(bool final) const;
     size_t content_hold(size_t c_begin) const;  // where content must stop while streaming
+    size_t content_prefix(size_t c_begin) const;  // bytes at c_begin that are not content (functionary v3.2's "all\n")
 
     ToolFormat format_;
     bool think_, open_think_;

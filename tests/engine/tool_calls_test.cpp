@@ -63,6 +63,8 @@ TEST(ToolCalls, DetectsTheFormatFromTheTemplate) {
                           Want{"CohereForAI-c4ai-command-r7b-12-2024-tool_use.json", ToolFormat::CommandR, true},
                           Want{"CohereForAI-c4ai-command-r-plus-tool_use.json", ToolFormat::CommandR, false},
                           Want{"ibm-granite-granite-3.3-2B-Instruct.json", ToolFormat::Granite, true},
+                          Want{"meetkai-functionary-medium-v3.1.json", ToolFormat::FunctionaryV31, false},
+                          Want{"meetkai-functionary-medium-v3.2.json", ToolFormat::FunctionaryV32, false},
                           Want{"google-gemma-2-2b-it.json", ToolFormat::None, false}}) {
         const std::string t = template_file(w.file)["template"];
         EXPECT_EQ(detect_tool_format(t), w.f) << w.file;
@@ -261,6 +263,52 @@ TEST(ToolCalls, CommandRAndGraniteReplies) {
     expect_text(ToolFormat::Apriel, {"<tool_calls>[{\"name\": \"f\", \"arguments\": 3}]</tool_calls>", "<tool_calls>"});
 }
 
+// Functionary v3.1 (llama 3.1's <function=NAME>{...}</function>, <|python_tag|> code) and
+// v3.2 (the reply continues the prompt's ">>>": "all\n" text, or NAME\n{...} calls, more
+// segments after ">>>"), as the template teaches them; a Hermes block (a forced call) read too.
+TEST(ToolCalls, FunctionaryReplies) {
+    auto r = split(ToolFormat::FunctionaryV31, false,
+                   "Let me check.<function=get_weather>{\"city\": \"Paris\"}</function><function=add>{\"a\": 1, "
+                   "\"b\": 2}</function>");
+    ASSERT_EQ(r.calls.size(), 2u);
+    EXPECT_EQ(r.calls[0].name, "get_weather");
+    EXPECT_EQ(json::parse(r.calls[0].arguments), json::parse(R"({"city": "Paris"})"));
+    EXPECT_EQ(r.calls[1].name, "add");
+    EXPECT_EQ(r.content, "Let me check.");
+    r = split(ToolFormat::FunctionaryV31, false, "<|python_tag|>print(sum([1, 2]))");
+    ASSERT_EQ(r.calls.size(), 1u);
+    EXPECT_EQ(r.calls[0].name, "python");
+    EXPECT_EQ(json::parse(r.calls[0].arguments)["code"], "print(sum([1, 2]))");
+    r = split(ToolFormat::FunctionaryV31, false, "<tool_call>\n{\"name\": \"f\", \"arguments\": {}}\n</tool_call>");
+    ASSERT_EQ(r.calls.size(), 1u);  // the forced form
+    expect_text(ToolFormat::FunctionaryV31, {"<function=get_weather>{\"city\": \"Paris\"}", "<function=>{}</function>",
+                                             "<function=f>[1]</function>", "Use <function= to call."});
+
+    r = split(ToolFormat::FunctionaryV32, false, "get_weather\n{\"city\": \"Paris\"}>>>add\n{\"a\": 1, \"b\": 2}");
+    ASSERT_EQ(r.calls.size(), 2u);
+    EXPECT_EQ(r.calls[0].name, "get_weather");
+    EXPECT_EQ(json::parse(r.calls[1].arguments), json::parse(R"({"a": 1, "b": 2})"));
+    EXPECT_EQ(r.content, "");
+    r = split(ToolFormat::FunctionaryV32, false, "all\nI will look it up.>>>get_weather\n{\"city\": \"Paris\"}");
+    ASSERT_EQ(r.calls.size(), 1u);
+    EXPECT_EQ(r.content, "I will look it up.");
+    r = split(ToolFormat::FunctionaryV32, false, "python\nimport math\nprint(math.pi)");
+    ASSERT_EQ(r.calls.size(), 1u);
+    EXPECT_EQ(json::parse(r.calls[0].arguments)["code"], "import math\nprint(math.pi)");
+    r = split(ToolFormat::FunctionaryV32, false, "all\nThe weather in Paris is sunny.");
+    EXPECT_TRUE(r.calls.empty());
+    EXPECT_EQ(r.content, "The weather in Paris is sunny.");  // (the recipient line is not content)
+    r = split(ToolFormat::FunctionaryV32, false, "all\nIn Python, >>> print(1) prints 1.");
+    EXPECT_TRUE(r.calls.empty());
+    EXPECT_EQ(r.content, "In Python, >>> print(1) prints 1.");
+    r = split(ToolFormat::FunctionaryV32, false, "<tool_call>\n{\"name\": \"f\", \"arguments\": {}}\n</tool_call>");
+    ASSERT_EQ(r.calls.size(), 1u);  // the forced form
+    r = split(ToolFormat::FunctionaryV32, false, "get_weather\n{\"city\": ");  // malformed: text
+    EXPECT_TRUE(r.calls.empty());
+    EXPECT_EQ(r.content, "get_weather\n{\"city\": ");
+    EXPECT_FALSE(tool_markers_special(ToolFormat::FunctionaryV32));
+}
+
 TEST(ToolCalls, Llama3JsonReplies) {
     auto r = split(ToolFormat::Llama3Json, false, R"({"name": "get_weather", "parameters": {"city": "Paris"}})");
     ASSERT_EQ(r.calls.size(), 1u);
@@ -296,6 +344,10 @@ TEST(ToolCalls, StreamedPiecesAddUpAndHoldCallsBack) {
         {ToolFormat::CommandR, "Plan.\nAction:\n```json\n[{\"tool_name\": \"f\", \"parameters\": {}}]\n```"},
         {ToolFormat::Granite, "ok <|tool_call|>[{\"name\": \"f\", \"arguments\": {\"n\": 1}}]"},
         {ToolFormat::Apriel, "Sure <tool <tool_calls>[{\"name\": \"f\", \"arguments\": {}}]</tool_calls>"},
+        {ToolFormat::FunctionaryV31, "Checking <fun <function=f>{\"q\": \"<function=\"}</function>"},
+        {ToolFormat::FunctionaryV32, "all\nChecking >> now.>>>f\n{\"q\": \">>>\"}"},
+        {ToolFormat::FunctionaryV32, "f\n{\"n\": 1}>>>all\ndone"},
+        {ToolFormat::FunctionaryV32, "all\nJust text."},
     };
     std::mt19937 rng(7);
     for (const auto& [fmt, text] : replies) {
