@@ -26,8 +26,9 @@ DeviceSummary describe(int device);
 
 // Every device study on GPU `device` (quick: shorter runs, for tests and smoke checks).
 std::vector<Value> run(int device, bool quick);
-// Global memory read bandwidth with 16-byte loads in GB/s: the probe's global_read_x4
-// study alone (vega bench's roofline).
+// Global memory read bandwidth with 16-byte loads in GB/s: the probe's global_read_dwordx4
+// study alone (vega bench's roofline), over 1 GiB, or 256 or 64 MiB where less is free
+// (0 where not even that is).
 double read_bandwidth_gbs(int device);
 
 }  // namespace vega::gpu::probe
