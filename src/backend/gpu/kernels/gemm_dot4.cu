@@ -109,22 +109,8 @@ __device__ __forceinline__ void decode_weight_half(const Stage& r, int h, uint32
     } else {
 #pragma unroll
         for (int k = 0; k < 4; ++k) {
-            uint32_t c;
-            if constexpr (F.codes == GpuCodes::kPairs) {
-                c = ((h ? q[1] : q[0]) >> (2 * k)) & 0x03030303u;  // word h: elements 16h..16h+15
-            } else {
-                c = (q[k] >> (4 * h)) & 0x0F0F0F0Fu;  // low nibbles: elements 4k.., high: 16 + 4k..
-            }
-            if constexpr (F.high_bits == 1) c |= spread4(r.h0 >> (16 * h + 4 * k)) >> (4 - F.high_at);
-            if constexpr (F.high_bits == 2) c |= spread2((h ? r.h1 : r.h0) >> (8 * k));
-            if constexpr (F.book != GpuBook::kNone) {
-                uint32_t lo, hi;
-                book_values<T>(c, &lo, &hi);  // c's codes are low nibbles: lo holds their entries
-                c = lo;
-            } else if constexpr (F.offset != 0) {
-                c = uint32_t(sub_offset<F.offset>(c));
-            }
-            v[k] = c;
+            const uint32_t qa = F.codes == GpuCodes::kPairs ? q[0] : q[k];  // (kPairs: words 0 and 1)
+            v[k] = signed_values<T>(codes_half<T>(qa, q[1], r.h0, r.h1, k, h));
         }
     }
     float f0, f1, g0, g1;

@@ -134,6 +134,41 @@ __device__ __forceinline__ void book_values(uint32_t q, uint32_t* lo, uint32_t* 
     lookup16x8(q, b.w0, b.w1, b.w2, b.w3, lo, hi);
 }
 
+// One half of codes<T>: the codes of elements 16h + 4k .. 16h + 4k + 3 (h = 0: codes'
+// lo, h = 1: its hi), for kernels that decode a chunk in halves (the dot4 GEMM's
+// staging). kNibbles: qa is the chunk's qs word k; kPairs: qa, qb its two words.
+template <GgmlType T>
+__device__ __forceinline__ uint32_t codes_half(uint32_t qa, uint32_t qb, uint32_t h0, uint32_t h1, int k, int h) {
+    constexpr GpuFormat F = kFmt<T>;
+    uint32_t c;
+    if constexpr (F.codes == GpuCodes::kPairs) c = ((h ? qb : qa) >> (2 * k)) & 0x03030303u;
+    else (void)qb, c = (qa >> (4 * h)) & 0x0F0F0F0Fu;
+    if constexpr (F.high_bits == 1) {
+        static_assert(F.high_at <= 4, "spread4 places bit 4");
+        c |= spread4(h0 >> (16 * h + 4 * k)) >> (4 - F.high_at);
+    }
+    if constexpr (F.high_bits == 2) {
+        static_assert(F.high_at == 4, "spread2 places bits 4..5");
+        c |= spread2((h ? h1 : h0) >> (8 * k));
+    }
+    return c;
+}
+
+// codes_half's codes as the weights' signed 8-bit values, whatever the format: code -
+// offset, or the codebook's entries (the dot4 GEMM keeps no offset term).
+template <GgmlType T>
+__device__ __forceinline__ uint32_t signed_values(uint32_t c) {
+    constexpr GpuFormat F = kFmt<T>;
+    if constexpr (F.book != GpuBook::kNone) {
+        uint32_t lo, hi;
+        book_values<T>(c, &lo, &hi);  // c's codes are low nibbles: lo holds their entries
+        return lo;
+    } else if constexpr (F.offset != 0) {
+        return uint32_t(sub_offset<F.offset>(c));
+    }
+    return c;
+}
+
 // The float value of sum_i w[i] * x[i] over a chunk from the integer dots of the
 // 8-bit values: s0 over elements 0..15, s1 over 16..31, x as q8 with ds = (d, d *
 // sum(q)); x0, x1: the sums of x's q8 codes per half (kQ2K's per-half mins only; the
