@@ -35,6 +35,8 @@ double nmse(const std::vector<float>& g, const std::vector<float>& c) {
     return den > 0 ? num / den : num;
 }
 
+double mat_threshold(GgmlType t) { return is_float_type(t) ? 1e-8 : 1e-5; }
+
 class Parity : public ::testing::Test {
 protected:
     void SetUp() override {
@@ -137,6 +139,29 @@ protected:
         return w;
     }
 
+    // matmul and matmul_swiglu of `rows` random input rows against two random [n_out][n_in]
+    // weights of type t, on both backends (buffers reserved for max_rows x max_n): the
+    // matmul within mat_threshold(t), SwiGLU within 10x that. label names the ops in
+    // messages, what the case.
+    void matmul_and_swiglu(GgmlType t, int64_t n_in, int64_t n_out, int rows, int max_rows, int64_t max_n,
+                           const std::string& label, const std::string& what) {
+        W w = weight(t, n_in, n_out), u = weight(t, n_in, n_out);
+        auto x = pair(randn(size_t(rows) * n_in));
+        auto y = pair_n(size_t(rows) * n_out);
+        auto gt = pair_n(size_t(rows) * n_out), ut = pair_n(size_t(rows) * n_out);
+        auto h = pair_n(size_t(rows) * n_out);
+        gpu_->reserve(max_rows, max_n);
+        cpu_->reserve(max_rows, max_n);
+        gpu_->matmul_input(x.g, rows, n_in);
+        cpu_->matmul_input(x.c, rows, n_in);
+        gpu_->matmul(w.g, y.g);
+        cpu_->matmul(w.c, y.c);
+        EXPECT_LT(compare(y, label.c_str()), mat_threshold(t)) << what;
+        gpu_->matmul_swiglu(w.g, u.g, gt.g, ut.g, h.g, rows);
+        cpu_->matmul_swiglu(w.c, u.c, gt.c, ut.c, h.c, rows);
+        EXPECT_LT(compare(h, (label + "_swiglu").c_str()), 10 * mat_threshold(t)) << what;
+    }
+
     std::mt19937 rng_{12345};
     std::unique_ptr<Backend> gpu_, cpu_;
     std::vector<void*> gbufs_, cbufs_;
@@ -150,7 +175,6 @@ const GgmlType kMatTypes[] = {GgmlType::F32,  GgmlType::F16,    GgmlType::BF16, 
                               GgmlType::Q4_K, GgmlType::Q5_K,   GgmlType::Q6_K,   GgmlType::IQ4_NL,
                               GgmlType::IQ4_XS, GgmlType::MXFP4};
 
-double mat_threshold(GgmlType t) { return is_float_type(t) ? 1e-8 : 1e-5; }
 
 TEST_F(Parity, MatmulEveryTypeAndBatch) {
     for (GgmlType t : kMatTypes) {
@@ -188,26 +212,10 @@ TEST_F(Parity, MatmulLongRows) {
     for (GgmlType t : kMatTypes) {
         if (is_float_type(t)) continue;
         for (int64_t n_in : {2560, 2816, 4096}) {
-            for (int rows : {9, 19, 64}) {
-                const int64_t n_out = 301;
-                W w = weight(t, n_in, n_out), u = weight(t, n_in, n_out);
-                auto x = pair(randn(size_t(rows) * n_in));
-                auto y = pair_n(size_t(rows) * n_out);
-                auto gt = pair_n(size_t(rows) * n_out), ut = pair_n(size_t(rows) * n_out);
-                auto h = pair_n(size_t(rows) * n_out);
-                gpu_->reserve(64, 4096);
-                cpu_->reserve(64, 4096);
-                gpu_->matmul_input(x.g, rows, n_in);
-                cpu_->matmul_input(x.c, rows, n_in);
-                gpu_->matmul(w.g, y.g);
-                cpu_->matmul(w.c, y.c);
-                EXPECT_LT(compare(y, "matmul"), mat_threshold(t))
-                    << type_traits(t).name << " n_in " << n_in << " rows " << rows;
-                gpu_->matmul_swiglu(w.g, u.g, gt.g, ut.g, h.g, rows);
-                cpu_->matmul_swiglu(w.c, u.c, gt.c, ut.c, h.c, rows);
-                EXPECT_LT(compare(h, "matmul_swiglu"), 10 * mat_threshold(t))
-                    << type_traits(t).name << " n_in " << n_in << " rows " << rows;
-            }
+            for (int rows : {9, 19, 64})
+                matmul_and_swiglu(t, n_in, 301, rows, 64, 4096, "matmul",
+                                  std::string(type_traits(t).name) + " n_in " + std::to_string(n_in) + " rows " +
+                                      std::to_string(rows));
         }
     }
 }
@@ -219,23 +227,9 @@ TEST_F(Parity, MatmulManyTiles) {
     for (GgmlType t : {GgmlType::Q4_0, GgmlType::Q5_1, GgmlType::Q8_0, GgmlType::Q2_K, GgmlType::Q3_K, GgmlType::Q4_K,
                        GgmlType::Q6_K, GgmlType::IQ4_XS}) {
         const int64_t n_in = 1280, n_out = 9013;  // 40 chunks (5 super-blocks): a short second stage
-        for (int rows : {19, 64}) {
-            W w = weight(t, n_in, n_out), u = weight(t, n_in, n_out);
-            auto x = pair(randn(size_t(rows) * n_in));
-            auto y = pair_n(size_t(rows) * n_out);
-            auto gt = pair_n(size_t(rows) * n_out), ut = pair_n(size_t(rows) * n_out);
-            auto h = pair_n(size_t(rows) * n_out);
-            gpu_->reserve(64, n_out);
-            cpu_->reserve(64, n_out);
-            gpu_->matmul_input(x.g, rows, n_in);
-            cpu_->matmul_input(x.c, rows, n_in);
-            gpu_->matmul(w.g, y.g);
-            cpu_->matmul(w.c, y.c);
-            EXPECT_LT(compare(y, "matmul"), mat_threshold(t)) << type_traits(t).name << " rows " << rows;
-            gpu_->matmul_swiglu(w.g, u.g, gt.g, ut.g, h.g, rows);
-            cpu_->matmul_swiglu(w.c, u.c, gt.c, ut.c, h.c, rows);
-            EXPECT_LT(compare(h, "matmul_swiglu"), 10 * mat_threshold(t)) << type_traits(t).name << " rows " << rows;
-        }
+        for (int rows : {19, 64})
+            matmul_and_swiglu(t, n_in, n_out, rows, 64, n_out, "matmul",
+                              std::string(type_traits(t).name) + " rows " + std::to_string(rows));
     }
 }
 
@@ -344,25 +338,10 @@ TEST_F(Parity, DotGemmEveryTypeRowsAndWidths) {
                                                                : std::vector<int64_t>{512, 544, 640};
         for (int64_t n_in : widths) {
             for (int rows : {9, 16, 65, 130}) {
-                const int64_t n_out = 301;
-                W w = weight(t, n_in, n_out), u = weight(t, n_in, n_out);
-                auto x = pair(randn(size_t(rows) * n_in));
-                auto y = pair_n(size_t(rows) * n_out);
-                auto gt = pair_n(size_t(rows) * n_out), ut = pair_n(size_t(rows) * n_out);
-                auto h = pair_n(size_t(rows) * n_out);
-                gpu_->reserve(130, 1024);
-                cpu_->reserve(130, 1024);
-                gpu_->matmul_input(x.g, rows, n_in);
-                cpu_->matmul_input(x.c, rows, n_in);
-                gpu_->matmul(w.g, y.g);
-                cpu_->matmul(w.c, y.c);
-                const std::string what = std::string(type_traits(t).name) + " n_in " + std::to_string(n_in) + " rows " +
-                                         std::to_string(rows);
                 ++cases;
-                EXPECT_LT(compare(y, "gemm"), mat_threshold(t)) << what;
-                gpu_->matmul_swiglu(w.g, u.g, gt.g, ut.g, h.g, rows);
-                cpu_->matmul_swiglu(w.c, u.c, gt.c, ut.c, h.c, rows);
-                EXPECT_LT(compare(h, "gemm swiglu"), 10 * mat_threshold(t)) << what;
+                matmul_and_swiglu(t, n_in, 301, rows, 130, 1024, "gemm",
+                                  std::string(type_traits(t).name) + " n_in " + std::to_string(n_in) + " rows " +
+                                      std::to_string(rows));
             }
         }
     }

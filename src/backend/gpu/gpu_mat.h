@@ -36,6 +36,12 @@ struct GpuMat {
     const uint8_t* sb = nullptr;
 };
 
+// Whether U can be the second matrix of a fused pair with W (SwiGLU's gate and up): one
+// type and shape. A null U (no pair) always can.
+inline bool pairs_with(const GpuMat& W, const GpuMat* U) {
+    return !U || (U->type == W.type && U->n_in == W.n_in && U->n_out == W.n_out);
+}
+
 // Bytes per chunk of each plane for a type (0 when the plane is unused).
 struct PlaneSizes {
     int qs, qh, sc, sb;  // sb: bytes per 256-element super-block

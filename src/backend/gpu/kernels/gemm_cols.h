@@ -6,9 +6,11 @@
 //            pair (per_slot) or pair / n_used and writes y row pair [pairs][n_out]; the
 //            weights are expert e's rows e * n_out .. of the stacked matrix. Blocks past
 //            the plan's item count have no work.
+// Both GEMMs' weight checks and their tile epilogue live here too.
 #pragma once
 #include "backend/gpu/ops.h"
 #include "backend/gpu/vendor.h"
+#include "backend/gpu/kernels/silu.h"
 
 namespace vega::gpu {
 
@@ -57,6 +59,37 @@ __device__ __forceinline__ int64_t act_row(const GemmCols& g, const TileCols& t,
 __device__ __forceinline__ int64_t out_row(const GemmCols& g, const TileCols& t, int j) {
     if (t.begin + j >= t.end) return -1;
     return g.grouped ? int64_t(g.plan.pairs[t.begin + j]) : int64_t(t.begin + j);
+}
+
+// The block's outputs (thread (tr, tc) of tiles of BM weight rows, SWIGLU: BM/2 G rows and
+// the same U rows): acc[i][j] is weight row o0 + tr + RG i against tile column tc + CG j;
+// with SWIGLU, y = silu(acc[i][j]) * acc[i + TM/2][j] for i < TM/2. Rows past n_out and
+// columns past the end are not written.
+template <int TM, int TN, int RG, int CG, bool SWIGLU>
+__device__ __forceinline__ void store_gemm_tile(const float (&acc)[TM][TN], const GemmCols& g, const TileCols& t,
+                                           int64_t o0, int tr, int tc, int64_t n_out, float* __restrict__ y) {
+    constexpr int kOutTm = SWIGLU ? TM / 2 : TM;
+#pragma unroll
+    for (int j = 0; j < TN; ++j) {
+        const int64_t r = out_row(g, t, tc + CG * j);
+        if (r < 0) continue;
+#pragma unroll
+        for (int i = 0; i < kOutTm; ++i) {
+            const int64_t o = o0 + tr + RG * i;
+            if (o >= n_out) continue;
+            float v = acc[i][j];
+            if constexpr (SWIGLU) v = silu(v) * acc[i + kOutTm][j];
+            y[r * n_out + o] = v;
+        }
+    }
+}
+
+// Host: whether a GEMM of BM-row tiles takes W (and U, SwiGLU's second matrix): a
+// pair of one type and shape, and W's row tiles (BM / 2 outputs each with SwiGLU) within
+// grid y's 65535.
+template <int BM>
+inline bool gemm_weights_fit(const GpuMat& W, const GpuMat* U) {
+    return pairs_with(W, U) && (W.n_out + BM / 2 - 1) / (BM / 2) <= 65535;
 }
 
 }  // namespace vega::gpu

@@ -38,7 +38,6 @@
 #include "backend/gpu/wave.h"
 #include "backend/gpu/kernels/gemm_cols.h"
 #include "backend/gpu/kernels/quant_chunk.h"
-#include "backend/gpu/kernels/silu.h"
 
 #include <algorithm>
 #include <string>
@@ -253,20 +252,7 @@ __global__ void __launch_bounds__(kThreads) VEGA_WAVES(arch::kGemmWaves, arch::k
         __syncthreads();
     }
 
-    constexpr int kOutTm = SW ? kTm / 2 : kTm;
-#pragma unroll
-    for (int j = 0; j < kTn; ++j) {
-        const int64_t r = out_row(cols, tcols, tc + kCg * j);
-        if (r < 0) continue;
-#pragma unroll
-        for (int i = 0; i < kOutTm; ++i) {
-            const int64_t o = o0 + tr + kRg * i;
-            if (o >= n_out) continue;
-            float v = acc[i][j];
-            if constexpr (SW) v = silu(v) * acc[i + kOutTm][j];
-            y[r * n_out + o] = v;
-        }
-    }
+    store_gemm_tile<kTm, kTn, kRg, kCg, SW>(acc, cols, tcols, o0, tr, tc, n_out, y);
 }
 
 int& min_rows_setting() {
@@ -293,9 +279,7 @@ bool dispatch(const GpuMat& W, const GpuMat& U, const ops::Act& a, const GemmCol
 
 // The checks every entry shares: the q8 input, a quantized W (U alike), the grid.
 bool serves(const GpuMat& W, const GpuMat* U, const ops::Act& a) {
-    if (!a.q || !a.ds || a.ss || W.n_chunk <= 0 || is_float_type(W.type)) return false;
-    if (U && (U->type != W.type || U->n_in != W.n_in || U->n_out != W.n_out)) return false;
-    return (W.n_out + kBm / 2 - 1) / (kBm / 2) <= 65535;  // weight tiles in grid y
+    return a.q && a.ds && !a.ss && W.n_chunk > 0 && !is_float_type(W.type) && gemm_weights_fit<kBm>(W, U);
 }
 
 }  // namespace

@@ -24,7 +24,6 @@
 #include "backend/gpu/wave.h"
 #include "backend/gpu/kernels/float_row.h"
 #include "backend/gpu/kernels/gemm_cols.h"
-#include "backend/gpu/kernels/silu.h"
 
 namespace vega::gpu {
 namespace {
@@ -125,20 +124,7 @@ __global__ void __launch_bounds__(kThreads) VEGA_WAVES(arch::kGemmWaves, arch::k
         __syncthreads();
     }
 
-    constexpr int kOutTm = SW ? kTm / 2 : kTm;
-#pragma unroll
-    for (int j = 0; j < kTn; ++j) {
-        const int64_t r = out_row(cols, tcols, tc + kCg * j);
-        if (r < 0) continue;
-#pragma unroll
-        for (int i = 0; i < kOutTm; ++i) {
-            const int64_t o = o0 + tr + kRg * i;
-            if (o >= n_out) continue;
-            float v = acc[i][j];
-            if constexpr (SW) v = silu(v) * acc[i + kOutTm][j];
-            y[r * n_out + o] = v;
-        }
-    }
+    store_gemm_tile<kTm, kTn, kRg, kCg, SW>(acc, cols, tcols, o0, tr, tc, n_out, y);
 }
 
 template <bool SW>
@@ -157,9 +143,8 @@ bool dispatch(const GpuMat& W, const GpuMat& U, const float* x, const GemmCols& 
 }  // namespace
 
 bool ops::gemm_float(const GpuMat& W, const GpuMat* U, const Act& a, float* y, void* s) {
-    if (!a.x || a.ss || !is_float_type(W.type) || W.n_in % 4 != 0 || W.n_in < 4) return false;
-    if (U && (U->type != W.type || U->n_in != W.n_in || U->n_out != W.n_out)) return false;
-    if ((W.n_out + kBm / 2 - 1) / (kBm / 2) > 65535) return false;
+    if (!a.x || a.ss || !is_float_type(W.type) || W.n_in % 4 != 0 || W.n_in < 4 || !gemm_weights_fit<kBm>(W, U))
+        return false;
     GemmCols cols;
     cols.rows = a.rows;
     const unsigned blocks = unsigned((a.rows + kBn - 1) / kBn);

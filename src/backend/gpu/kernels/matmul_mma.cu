@@ -771,7 +771,7 @@ bool mma_ok(const GpuMat& W, const ops::Act& a) {
 
 bool ops::matmul_mma(const GpuMat& W, const GpuMat* U, const Act& a, float* y, void* s) {
     if (!mma_ok(W, a)) return false;
-    if (U && (U->type != W.type || U->n_in != W.n_in || U->n_out != W.n_out)) return false;
+    if (!pairs_with(W, U)) return false;
     MmaMats P;
     P.w[0] = W, P.w[1] = U ? *U : W, P.y[0] = y, P.n_mat = 1;
     return U ? dispatch<true>(P, a, s) : dispatch<false>(P, a, s);
@@ -780,7 +780,7 @@ bool ops::matmul_mma(const GpuMat& W, const GpuMat* U, const Act& a, float* y, v
 bool ops::matmul_mma_experts(const GpuMat& W, const GpuMat* U, int64_t n_out, int n_mat, const ExpertPlan& plan,
                              int rows, int n_used, bool per_slot, const Act& a, float* y, void* s) {
     if (!mma_ok(W, a) || !plan.items || !expert_mma_enabled()) return false;
-    if (U && (U->type != W.type || U->n_in != W.n_in || U->n_out != W.n_out)) return false;
+    if (!pairs_with(W, U)) return false;
     const int pairs = rows * n_used, slots = std::min(n_mat, pairs);
     if (pairs < arch::kMmaExpertPairs * slots) return false;  // too few pairs per expert to fill a tile
     const int avg = pairs / std::max(1, slots);

@@ -24,8 +24,9 @@ namespace {
 constexpr int kThreads = 256;
 constexpr int kGuard = 0x5eed1e55;  // never the guard the host passes
 
-template <int ACC>
-__global__ void __launch_bounds__(kThreads) dot4_k(int iters, int guard, int* out) {
+// Integer dots: dot4 (int8) or, DOT8, dot8 (int4); ACC independent accumulator chains.
+template <int ACC, bool DOT8>
+__global__ void __launch_bounds__(kThreads) idot_k(int iters, int guard, int* out) {
     int acc[ACC];
     const int a = int(threadIdx.x) * 0x01030507 + guard, b = int(blockIdx.x) * 0x07050301 - guard;
 #pragma unroll
@@ -34,25 +35,7 @@ __global__ void __launch_bounds__(kThreads) dot4_k(int iters, int guard, int* ou
 #pragma unroll
         for (int u = 0; u < 16 / ACC; ++u)
 #pragma unroll
-            for (int i = 0; i < ACC; ++i) acc[i] = dot4_i8(a, b ^ i, acc[i]);
-    }
-    int s = 0;
-#pragma unroll
-    for (int i = 0; i < ACC; ++i) s += acc[i];
-    if (s == guard) out[0] = s;
-}
-
-template <int ACC>
-__global__ void __launch_bounds__(kThreads) dot8_k(int iters, int guard, int* out) {
-    int acc[ACC];
-    const int a = int(threadIdx.x) * 0x01030507 + guard, b = int(blockIdx.x) * 0x07050301 - guard;
-#pragma unroll
-    for (int i = 0; i < ACC; ++i) acc[i] = i;
-    for (int it = 0; it < iters; ++it) {
-#pragma unroll
-        for (int u = 0; u < 16 / ACC; ++u)
-#pragma unroll
-            for (int i = 0; i < ACC; ++i) acc[i] = dot8_i4(a, b ^ i, acc[i]);
+            for (int i = 0; i < ACC; ++i) acc[i] = DOT8 ? dot8_i4(a, b ^ i, acc[i]) : dot4_i8(a, b ^ i, acc[i]);
     }
     int s = 0;
 #pragma unroll
@@ -233,11 +216,11 @@ std::vector<Value> run(int device, bool quick) {
     // dot8 16, dot2 4.
     const int it = quick ? 512 : 4096;
     const double instr = threads * it * 16;
-    add("dot4_acc1", instr * 8 / timed(dot4_k<1>, it) / 1e12);
-    add("dot4_acc4", instr * 8 / timed(dot4_k<4>, it) / 1e12);
+    add("dot4_acc1", instr * 8 / timed(idot_k<1, false>, it) / 1e12);
+    add("dot4_acc4", instr * 8 / timed(idot_k<4, false>, it) / 1e12);
     if (kNativeDot8) {
-        add("dot8_acc1", instr * 16 / timed(dot8_k<1>, it) / 1e12);
-        add("dot8_acc4", instr * 16 / timed(dot8_k<4>, it) / 1e12);
+        add("dot8_acc1", instr * 16 / timed(idot_k<1, true>, it) / 1e12);
+        add("dot8_acc4", instr * 16 / timed(idot_k<4, true>, it) / 1e12);
     } else {
         skip("dot8_acc1", "no int4 dot instruction on this target");
         skip("dot8_acc4", "no int4 dot instruction on this target");
