@@ -38,13 +38,14 @@ def make_prompt(i, n_words):
 
 
 SCHEMA = None  # --json-schema, parsed
+SAMPLING = {"temperature": 0}  # --temperature / --top-k
 
 
 def one_request(url, prompt, max_tokens, timeout):
     u = urllib.parse.urlparse(url)
     conn = http.client.HTTPConnection(u.hostname, u.port or 80, timeout=timeout)
-    req = {"prompt": prompt, "max_tokens": max_tokens, "temperature": 0, "stream": True,
-           "ignore_eos": True, "stream_options": {"include_usage": True}}
+    req = {"prompt": prompt, "max_tokens": max_tokens, "stream": True,
+           "ignore_eos": True, "stream_options": {"include_usage": True}, **SAMPLING}
     if SCHEMA is not None:
         req["response_format"] = {"type": "json_schema", "json_schema": {"name": "bench", "schema": SCHEMA}}
     body = json.dumps(req)
@@ -127,8 +128,13 @@ def main():
     ap.add_argument("--prompt-words", type=int, default=0, help="words per prompt (long-context requests)")
     ap.add_argument("--json", action="store_true")
     ap.add_argument("--json-schema", default=None, help="JSON Schema text: every request constrained by it")
+    ap.add_argument("--temperature", type=float, default=0, help="0: greedy (default)")
+    ap.add_argument("--top-k", type=int, default=None, help="top_k for temperature > 0 (server default otherwise)")
     a = ap.parse_args()
     global SCHEMA
+    SAMPLING["temperature"] = a.temperature
+    if a.top_k is not None:
+        SAMPLING["top_k"] = a.top_k
     SCHEMA = json.loads(a.json_schema) if a.json_schema else None
     rows = []
     for s in [int(x) for x in a.streams.split(",") if x]:

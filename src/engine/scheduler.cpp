@@ -1,6 +1,8 @@
 #include "engine/scheduler.h"
 
 #include <algorithm>
+#include <chrono>
+#include <cmath>
 #include <exception>
 #include <thread>
 
@@ -52,6 +54,10 @@ size_t common_prefix(const std::vector<int32_t>& a, const std::vector<int32_t>& 
 
 enum class Mode { Argmax, TopK, Logits };
 
+double seconds_since(std::chrono::steady_clock::time_point t0) {
+    return std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+}
+
 }  // namespace
 
 struct Scheduler::Impl {
@@ -69,35 +75,73 @@ struct Scheduler::Impl {
     TokenLogprobs current_lp;   // the token being reported (has_lp: inside on_token)
     bool has_lp = false;
     std::shared_ptr<const VocabTrie> trie;  // built at the first request with a grammar
-    // Whole-logits rows are sampled on the host, each by its own slot's sampler and
-    // grammar: in parallel when there are several (made at the first such step).
+    // The host's share of a step runs per row, each row with its own slot's sampler and
+    // grammar: on a pool when several rows have host work (made at the first such step).
     std::unique_ptr<ThreadPool> sample_pool;
-    std::vector<int32_t> sampled;
-    std::vector<std::exception_ptr> sample_error;
+    std::vector<int32_t> sampled;  // [rows]: each wanted row's token
+    std::vector<std::exception_ptr> row_error;
+    std::vector<int> whole_rows;   // rows whose candidates did not decide them
 
-    // sampled[r] = row r's token from the whole logits rows (sequentially for one row).
-    void sample_rows(const std::vector<float>& logits) {
-        const size_t rows = row_slot.size(), n_vocab = size_t(s.n_vocab());
-        sampled.assign(rows, -1);
-        sample_error.assign(rows, nullptr);
-        auto one = [&](size_t r) {
-            Slot& sl = slots[size_t(row_slot[r])];
+    // f(i) for i in [0, n): in parallel when `parallel` and n > 1; the first exception
+    // is rethrown after every call ended.
+    template <typename F>
+    void for_rows(size_t n, bool parallel, F f) {
+        row_error.assign(n, nullptr);
+        auto one = [&](size_t i) {
             try {
-                sampled[r] = sl.sampler->sample(logits.data() + r * n_vocab, sl.grammar.get());
+                f(i);
             } catch (...) {
-                sample_error[r] = std::current_exception();
+                row_error[i] = std::current_exception();
             }
         };
-        if (rows > 1) {
+        if (parallel && n > 1) {
             if (!sample_pool) sample_pool = std::make_unique<ThreadPool>(int(std::min(8u, std::max(1u, std::thread::hardware_concurrency()))));
-            sample_pool->parallel_for(int64_t(rows), 1, [&](int64_t b, int64_t e, int) {
-                for (int64_t r = b; r < e; ++r) one(size_t(r));
+            sample_pool->parallel_for(int64_t(n), 1, [&](int64_t b, int64_t e, int) {
+                for (int64_t i = b; i < e; ++i) one(size_t(i));
             });
-        } else if (rows == 1) {
-            one(0);
+        } else {
+            for (size_t i = 0; i < n; ++i) one(i);
         }
-        for (const auto& e : sample_error)
+        for (const auto& e : row_error)
             if (e) std::rethrow_exception(e);
+    }
+
+    // sampled[r] for each row r of `rows`, from whole logits rows [rows.size()][n_vocab]
+    // (a grammar takes its row's token: take()).
+    void sample_rows(const std::vector<int>& rows, const float* logits) {
+        const size_t n_vocab = size_t(s.n_vocab());
+        for_rows(rows.size(), true, [&](size_t i) {
+            const size_t r = size_t(rows[i]);
+            Slot& sl = slots[size_t(row_slot[r])];
+            sampled[r] = sl.sampler->sample(logits + i * n_vocab, sl.grammar.get());
+            take(sl, sampled[r]);
+        });
+    }
+    // A grammar's matcher takes its row's token (one it refuses throws).
+    static void take(Slot& sl, int32_t t) {
+        if (sl.grammar && t >= 0) sl.grammar->accept(t);
+    }
+
+    // A grammar row's token from the device's candidates (ids/vals [k], best first, ties
+    // by lowest id; vals null: ids is the argmax alone), when they decide it as sample()
+    // on the whole row would: greedy takes the first allowed candidate with a finite
+    // logit; top-k sampling needs its top_k best allowed tokens among them. -1 when
+    // they do not decide it (the row then takes its whole logits).
+    static int32_t from_candidates(Slot& sl, const int32_t* ids, const float* vals, int k) {
+        Sampler& sp = *sl.sampler;
+        if (sp.is_greedy()) {
+            for (int j = 0; j < k; ++j)
+                if ((!vals || std::isfinite(vals[j])) && sl.grammar->allows(ids[j])) return ids[j];
+            return -1;
+        }
+        const int want = sp.params().top_k;  // <= k (choose_mode)
+        int32_t allowed_ids[Backend::kTopKMax];
+        float allowed_vals[Backend::kTopKMax];
+        int n = 0;
+        for (int j = 0; j < k && n < want; ++j)
+            if (std::isfinite(vals[j]) && sl.grammar->allows(ids[j])) allowed_ids[n] = ids[j], allowed_vals[n++] = vals[j];
+        if (n < want) return -1;
+        return sp.sample_candidates(allowed_ids, allowed_vals, want);
     }
 
     Impl(Session& session, const Tokenizer& t) : s(session), tok(t) {
@@ -154,18 +198,20 @@ struct Scheduler::Impl {
 
     // What the wanted rows need from the backend: argmax when every one is greedy
     // without penalties; the top-k candidates when the others can sample from them;
-    // else whole logits rows.
+    // else whole logits rows. A grammar's row samples from the candidates it allows
+    // (from_candidates), so it asks the same, with every candidate the device gives
+    // (kTopKMax) when it samples; its whole row is fetched only when they do not serve.
     Mode choose_mode(int& k) const {
         Mode m = Mode::Argmax;
         k = 1;
         for (int si : row_slot) {
-            const Sampler& sp = *slots[size_t(si)].sampler;
-            if (sp.penalties_active() || slots[size_t(si)].grammar || slots[size_t(si)].req.logprobs >= 0)
-                return Mode::Logits;
+            const Slot& sl = slots[size_t(si)];
+            const Sampler& sp = *sl.sampler;
+            if (sp.penalties_active() || sl.req.logprobs >= 0) return Mode::Logits;
             if (sp.is_greedy()) continue;
             if (!sp.can_sample_candidates() || sp.params().top_k > Backend::kTopKMax) return Mode::Logits;
             m = Mode::TopK;
-            k = std::max(k, sp.params().top_k);
+            k = std::max(k, sl.grammar ? std::min(Backend::kTopKMax, s.n_vocab()) : sp.params().top_k);
         }
         return m;
     }
@@ -272,24 +318,45 @@ bool Scheduler::step(const TokenFn& on_token, const DoneFn& on_done) {
         throw;
     }
     ++I.stats.steps;
-    if (logits) I.sample_rows(*logits);
+    // Each row's token: from the reduced result, or (whole logits, or a grammar's row the
+    // candidates did not decide) sampled on the host from the whole row. A grammar's
+    // checks and matcher step are the host's work per row: the rows run in parallel.
+    const size_t n_rows = I.row_slot.size();
+    const bool any_grammar = std::any_of(I.row_slot.begin(), I.row_slot.end(),
+                                         [&](int si) { return I.slots[size_t(si)].grammar != nullptr; });
+    const auto t_grammar = std::chrono::steady_clock::now();
+    I.sampled.assign(n_rows, -1);
+    if (!logits)
+        I.for_rows(n_rows, any_grammar, [&](size_t r) {
+            Slot& sl = I.slots[size_t(I.row_slot[r])];
+            Sampler& sp = *sl.sampler;
+            const int32_t* ids = greedy ? &(*greedy)[r] : cand->ids.data() + r * size_t(k);
+            const float* vals = greedy ? nullptr : cand->logits.data() + r * size_t(k);
+            if (sl.grammar) Impl::take(sl, I.sampled[r] = Impl::from_candidates(sl, ids, vals, greedy ? 1 : k));
+            else I.sampled[r] = greedy || sp.is_greedy() ? ids[0] : sp.sample_candidates(ids, vals, sp.params().top_k);
+        });
+    I.whole_rows.clear();
+    for (size_t r = 0; r < n_rows; ++r)
+        if (logits || (I.sampled[r] < 0 && I.slots[size_t(I.row_slot[r])].grammar)) I.whole_rows.push_back(int(r));
+    if (logits) I.sample_rows(I.whole_rows, logits->data());
+    else if (!I.whole_rows.empty()) {
+        I.stats.whole_logits_rows += int64_t(I.whole_rows.size());
+        I.sample_rows(I.whole_rows, I.s.logits_of(I.whole_rows).data());
+    }
+    if (any_grammar) {
+        for (size_t r = 0; r < n_rows; ++r) I.stats.grammar_tokens += I.sampled[r] >= 0 && I.slots[size_t(I.row_slot[r])].grammar;
+        I.stats.grammar_seconds += seconds_since(t_grammar);  // (the other rows' share is small)
+    }
 
     const int n_ctx = I.s.params().n_ctx;
-    for (size_t r = 0; r < I.row_slot.size(); ++r) {
+    for (size_t r = 0; r < n_rows; ++r) {
         Slot& sl = I.slots[size_t(I.row_slot[r])];
         Sampler& sp = *sl.sampler;
-        int32_t t;
-        if (greedy) t = (*greedy)[r];
-        else if (cand) {
-            const size_t off = r * size_t(k);
-            t = sp.is_greedy() ? cand->ids[off]
-                               : sp.sample_candidates(cand->ids.data() + off, cand->logits.data() + off, sp.params().top_k);
-        } else t = I.sampled[r];
+        const int32_t t = I.sampled[r];
         if (t < 0) {  // the grammar allows no token: the text ends here
             I.finish(sl, FinishReason::Stop, on_done);
             continue;
         }
-        if (sl.grammar) sl.grammar->accept(t);
         sp.accept(t);
         ++sl.n_generated;
         ++I.stats.generated;

@@ -27,8 +27,10 @@ struct GenRequest {
     int n_predict = 128;          // most tokens to generate; generation also stops at the context end
     bool ignore_eos = false;      // keep going past end-of-generation tokens
     // Constrained generation (vega run --grammar, the server's grammar field): only text the
-    // grammar allows. Such a request's rows leave the device as whole logits; it ends
-    // (Stop) when no token can continue the grammar.
+    // grammar allows. Its rows take the device's argmax or top-k candidates as other rows
+    // do (all kTopKMax of them when it samples), and their whole logits only when the
+    // grammar refuses those (SchedulerStats::whole_logits_rows); it ends (Stop) when no
+    // token can continue the grammar.
     std::shared_ptr<const grammar::Grammar> grammar;
     // OpenAI logprobs: -1 off; else each sampled token's log-probability and this many
     // (0..kMaxTopLogprobs) best alternatives (Scheduler::current_logprobs). Such a
@@ -47,6 +49,13 @@ struct SchedulerStats {
     int64_t cached_tokens = 0;    // prompt tokens reused from a slot's cache
     int64_t generated = 0;        // tokens sampled
     int64_t steps = 0;            // forward calls
+    // Rows of a grammar's request whose device candidates (argmax or top-k) it refused
+    // (or, sampling, allowed fewer than top_k of), so they took their whole logits.
+    int64_t whole_logits_rows = 0;
+    int64_t grammar_tokens = 0;  // tokens sampled under a grammar
+    // Host time a grammar costs its rows: checking the candidates, fetching and sampling
+    // whole rows, advancing the matcher (the rest of a step is the same without one).
+    double grammar_seconds = 0;
 };
 
 class Scheduler {

@@ -45,6 +45,9 @@ struct Session::Impl {
     std::vector<int32_t> h_tokens, h_pos, h_seq, h_out_idx, h_argmax;
     std::vector<float> logits;
     std::vector<int32_t> greedy;
+    // The wanted rows of the last decode whose logits are still in d_logits: rows
+    // [last_first, last_first + last_rows) of its batch order (logits_of()).
+    size_t last_first = 0, last_rows = 0;
     std::vector<BatchToken> one_seq;
     std::vector<BatchView> views;  // one chunk's batch, per stage
     // Graph replay of decode steps. A captured step reads its ids from one StepIds block
@@ -388,13 +391,17 @@ void Session::decode_reduced(const std::vector<BatchToken>& batch, int mode, int
     I.greedy.clear();
     I.topk.ids.clear();
     I.topk.logits.clear();
+    I.last_first = I.last_rows = 0;
     size_t written = 0;  // logits rows so far
+    size_t fetched = 0;  // wanted rows so far (every selection)
     if (sel == Select::Logits) {
         size_t n_wanted = 0;
         for (const auto& t : batch) n_wanted += t.want_logits;
         I.logits.resize(n_wanted * size_t(I.n_vocab));
     }
     auto fetch = [&](int n_out, const int32_t* d_argmax) {
+        I.last_first = fetched, I.last_rows = size_t(n_out);
+        fetched += size_t(n_out);
         if (sel == Select::Logits) {
             I.out().download(I.logits.data() + written * size_t(I.n_vocab), I.d_logits,
                          size_t(n_out) * size_t(I.n_vocab) * sizeof(float));
@@ -453,6 +460,21 @@ void Session::decode_reduced(const std::vector<BatchToken>& batch, int mode, int
         fetch(n_out, I.d_argmax);
     }
     I.synchronize();
+}
+
+const std::vector<float>& Session::logits_of(const std::vector<int>& rows) {
+    Impl& I = *impl_;
+    const size_t n_vocab = size_t(I.n_vocab);
+    I.logits.resize(rows.size() * n_vocab);
+    for (size_t i = 0; i < rows.size(); ++i) {
+        const int r = rows[i];
+        if (r < 0 || size_t(r) < I.last_first || size_t(r) >= I.last_first + I.last_rows)
+            fail("logits_of: row {} is not among the last decode's rows still on the backend ([{}, {}))", r,
+                 I.last_first, I.last_first + I.last_rows);
+        I.out().download(I.logits.data() + i * n_vocab, I.d_logits + (size_t(r) - I.last_first) * n_vocab,
+                         n_vocab * sizeof(float));
+    }
+    return I.logits;
 }
 
 const std::vector<float>& Session::eval(const std::vector<int32_t>& tokens, int start_pos, int seq, bool all_logits,

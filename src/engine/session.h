@@ -66,6 +66,13 @@ public:
         std::vector<float> logits;
     };
     const TopK& decode_top_k(const std::vector<BatchToken>& batch, int k);
+    // After decode_greedy / decode_top_k: the whole logits of some of its wanted rows
+    // (indices in its batch order), read from the backend now: [rows.size()][n_vocab].
+    // For the rows whose reduced result does not serve (a grammar that refuses every
+    // candidate). Valid until the next decode. The rows must come from the call's last
+    // chunk of n_batch tokens (a batch of at most n_batch tokens is one chunk); throws
+    // vega::Error otherwise.
+    const std::vector<float>& logits_of(const std::vector<int>& rows);
 
     // Single-token batches (decode / decode_greedy with one token that wants
     // logits) replay a decode step captured once as a graph when the backend

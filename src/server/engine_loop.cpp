@@ -204,6 +204,9 @@ void EngineLoop::loop() {
             stats_.prompt_tokens = ss.prompt_tokens;
             stats_.cached_tokens = ss.cached_tokens;
             stats_.steps = ss.steps;
+            stats_.grammar_tokens = ss.grammar_tokens;
+            stats_.grammar_whole_rows = ss.whole_logits_rows;
+            stats_.grammar_seconds = ss.grammar_seconds;
             stats_.slots_busy = sched_.n_active();
         }
     }

@@ -49,6 +49,8 @@ struct JobState {
 
 struct EngineStats {
     int64_t requests_done = 0, prompt_tokens = 0, cached_tokens = 0, generated_tokens = 0, steps = 0;
+    int64_t grammar_tokens = 0, grammar_whole_rows = 0;  // SchedulerStats' grammar counters
+    double grammar_seconds = 0;
     int slots = 0, slots_busy = 0, queued = 0;
 };
 

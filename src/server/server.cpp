@@ -439,6 +439,13 @@ struct Server::Impl {
                one("vega_prompt_tokens_cached_total", s.cached_tokens));
         metric("vega_generated_tokens_total", "counter", "Tokens generated.", one("vega_generated_tokens_total", s.generated_tokens));
         metric("vega_decode_steps_total", "counter", "Forward calls (one per batched step).", one("vega_decode_steps_total", s.steps));
+        metric("vega_grammar_tokens_total", "counter", "Tokens generated under a grammar (grammar, response_format, forced tool calls).",
+               one("vega_grammar_tokens_total", s.grammar_tokens));
+        metric("vega_grammar_whole_logits_rows_total", "counter",
+               "Grammar rows whose device candidates the grammar refused, sampled from their whole logits.",
+               one("vega_grammar_whole_logits_rows_total", s.grammar_whole_rows));
+        metric("vega_grammar_seconds_total", "counter", "Engine time grammars cost: candidate checks, whole-row sampling, matcher steps.",
+               std::string("vega_grammar_seconds_total ") + fmt::format("{:.6f}", s.grammar_seconds) + "\n");
         metric("vega_queue_size", "gauge", "Requests waiting for the engine or a slot.", one("vega_queue_size", s.queued));
         metric("vega_slots_busy", "gauge", "Slots holding a request.", one("vega_slots_busy", s.slots_busy));
         metric("vega_slots_total", "gauge", "Slots (sequences decoded together).", one("vega_slots_total", s.slots));

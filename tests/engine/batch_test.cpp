@@ -14,8 +14,10 @@
 
 #include "backend/backend_factory.h"
 #include "core/error.h"
+#include "engine/grammar_constraint.h"
 #include "engine/scheduler.h"
 #include "engine/session.h"
+#include "grammar/json_schema.h"
 #include "model/model.h"
 #include "nmse.h"
 #include "run_vega.h"
@@ -244,6 +246,87 @@ TEST(Scheduler, ReusesTheLongestCachedPrefix) {
     fresh.submit(b);
     fresh.run([&](int, int32_t t) { ref.push_back(t); return true; }, nullptr);
     EXPECT_EQ(second, ref);
+}
+
+// A grammar's rows take the device's argmax or top-k candidates when the grammar allows
+// enough of them, and their whole logits otherwise: either way each request generates
+// exactly what Sampler::sample on the whole row with the grammar gives, greedy and
+// sampling (top-k 3: the candidates serve; top-k 40: often too few allowed), alone and
+// sharing steps with each other and with an unconstrained request.
+TEST(Scheduler, GrammarRowsFromCandidatesEqualWholeRowSampling) {
+    VEGA_REQUIRE_TEST_DATA();
+    Loaded l = load_model("models/stories260K.gguf");
+    const Tokenizer& tk = l.model->tokenizer();
+    const auto schema = nlohmann::ordered_json::parse(
+        R"({"type":"object","properties":{"name":{"type":"string","maxLength":24},"n":{"type":"integer"}},"required":["name","n"]})");
+    auto g = std::make_shared<const grammar::Grammar>(grammar::Grammar::parse(grammar::json_schema_to_gbnf(schema)));
+    struct Case {
+        float temperature;
+        int top_k;
+        bool grammar;
+    };
+    const std::vector<Case> cases = {{0.f, 40, true}, {1.f, 3, true}, {1.f, 40, true}, {0.8f, 10, false}};
+    auto request = [&](const Case& c, size_t i) {
+        GenRequest r;
+        r.prompt = tk.encode(i % 2 ? "The little dog" : "Once upon a time", true, false);
+        r.sampling.temperature = c.temperature;
+        r.sampling.top_k = c.top_k;
+        r.sampling.seed = 1234 + i;
+        r.n_predict = 40;
+        if (c.grammar) r.grammar = g;
+        return r;
+    };
+    // The reference: one sequence, whole logits every step, the sampler asking the grammar.
+    auto reference = [&](const GenRequest& r) {
+        ContextParams cp;
+        cp.n_ctx = 96;
+        Session s(*l.model, *l.be, cp);
+        Sampler sp(r.sampling, l.model->hparams().n_vocab);
+        std::unique_ptr<GrammarConstraint> gc;
+        if (r.grammar) gc = std::make_unique<GrammarConstraint>(r.grammar, tk);
+        for (int32_t t : r.prompt) sp.accept(t);
+        std::vector<int32_t> out;
+        std::vector<float> logits = s.eval(r.prompt, 0);
+        while (int(out.size()) < r.n_predict) {
+            const int32_t t = sp.sample(logits.data(), gc.get());
+            if (t < 0) break;
+            if (gc) gc->accept(t);
+            sp.accept(t);
+            out.push_back(t);
+            if (tk.is_eog(t)) break;
+            logits = s.eval({t}, int(r.prompt.size() + out.size()) - 1, 0, false, false);
+        }
+        return out;
+    };
+    auto scheduled = [&](const std::vector<GenRequest>& reqs, SchedulerStats* stats) {
+        ContextParams cp;
+        cp.n_ctx = 96;
+        cp.n_seq = int(reqs.size());
+        Session s(*l.model, *l.be, cp);
+        Scheduler sched(s, tk);
+        std::vector<std::vector<int32_t>> out(reqs.size());
+        for (const GenRequest& r : reqs) sched.submit(r);
+        sched.run([&](int id, int32_t t) { out[size_t(id)].push_back(t); return true; }, nullptr);
+        *stats = sched.stats();
+        return out;
+    };
+    std::vector<GenRequest> all;
+    std::vector<std::vector<int32_t>> want;
+    int64_t whole = 0, constrained = 0;
+    for (size_t i = 0; i < cases.size(); ++i) {
+        all.push_back(request(cases[i], i));
+        want.push_back(reference(all.back()));
+        ASSERT_FALSE(want.back().empty()) << "case " << i;
+        SchedulerStats st;
+        EXPECT_EQ(scheduled({all.back()}, &st)[0], want.back()) << "case " << i << " alone";
+        if (cases[i].grammar) whole += st.whole_logits_rows, constrained += st.generated;
+    }
+    // Both ways served some rows.
+    EXPECT_GT(whole, 0);
+    EXPECT_LT(whole, constrained);
+    SchedulerStats st;
+    const auto together = scheduled(all, &st);
+    for (size_t i = 0; i < cases.size(); ++i) EXPECT_EQ(together[i], want[i]) << "case " << i << " together";
 }
 
 TEST(Scheduler, StopsCancelsAndRejectsBadRequests) {

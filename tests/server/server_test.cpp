@@ -264,6 +264,13 @@ TEST_F(Serve, GrammarFieldConstrainsTheText) {
         << e.body;
     bad["grammar"] = 5;
     EXPECT_EQ(post(port(), "/v1/chat/completions", bad).status, 400);
+    // /metrics counts the constrained tokens and the rows the device's candidates did not serve.
+    const int64_t constrained = metric(port(), "vega_grammar_tokens_total");
+    const int64_t whole = metric(port(), "vega_grammar_whole_logits_rows_total");
+    EXPECT_GE(constrained, int64_t(3 + 4 * 2 * 8)) << "(at least 8 tokens a completion, 3 digits)";
+    EXPECT_GE(whole, 0);
+    EXPECT_LE(whole, constrained);
+    EXPECT_NE(get(port(), "/metrics").body.find("\nvega_grammar_seconds_total "), std::string::npos);
 }
 
 // response_format: json_schema answers parse and follow the schema at temperature 1 (a
