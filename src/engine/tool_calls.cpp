@@ -4,6 +4,9 @@
 #include <map>
 #include <stdexcept>
 
+#include "engine/harmony.h"
+#include "engine/tool_call_parsers.h"
+#include "engine/tool_call_scan.h"
 #include "grammar/json_schema.h"
 
 namespace vega {
@@ -11,6 +14,8 @@ namespace vega {
 using json = nlohmann::ordered_json;
 
 namespace {
+
+using namespace tool_scan;
 
 const std::string kThinkOpen = "<think>", kThinkClose = "</think>";
 // Command R7B's thinking markers (its reasoning block, as <think> elsewhere).
@@ -25,6 +30,7 @@ const std::string kDsCallsBegin = "<\uff5ctool\u2581calls\u2581begin\uff5c>", kD
                   kDsCallEnd = "<\uff5ctool\u2581call\u2581end\uff5c>", kDsSep = "<\uff5ctool\u2581sep\uff5c>";
 const std::string kFunctionOpen = "<function=", kFunctionClose = "</function>";  // functionary v3.1
 const std::string kRecipient = ">>>", kRecipientAll = "all\n";                    // functionary v3.2
+const std::string kGemmaThinkOpen = "<|channel>thought\n", kGemmaThinkClose = "<channel|>";
 const std::string kKimiSection = "<|tool_calls_section_begin|>", kKimiCallBegin = "<|tool_call_begin|>",
                   kKimiArgs = "<|tool_call_argument_begin|>", kKimiCallEnd = "<|tool_call_end|>";
 
@@ -40,55 +46,11 @@ std::vector<const std::string*> call_markers(ToolFormat f) {
         case ToolFormat::Apriel: return {&kAprielCalls, &kHermesOpen};
         case ToolFormat::FunctionaryV31: return {&kFunctionOpen, &kPythonTag, &kHermesOpen};
         case ToolFormat::FunctionaryV32: return {&kRecipient, &kHermesOpen};
+        case ToolFormat::Dsml: return {&kDsmlSyntax.open[0], &kDsmlSyntax.open[1], &kHermesOpen};
+        case ToolFormat::MiniMax: return {&kMiniMaxSyntax.open[0], &kHermesOpen};
+        case ToolFormat::Gemma4: return {&kGemmaCallOpen, &kHermesOpen};
         default: return {&kHermesOpen};
     }
-}
-
-bool is_space(char c) { return std::isspace(static_cast<unsigned char>(c)) != 0; }
-
-size_t skip_space(const std::string& s, size_t i) {
-    while (i < s.size() && is_space(s[i])) ++i;
-    return i;
-}
-
-std::string trim(const std::string& s) {
-    const size_t b = skip_space(s, 0);
-    size_t e = s.size();
-    while (e > b && is_space(s[e - 1])) --e;
-    return s.substr(b, e - b);
-}
-
-bool starts_with_at(const std::string& s, size_t i, const std::string& w) { return s.compare(i, w.size(), w) == 0; }
-
-// The length of the longest suffix of s (from `from` on) that is a proper prefix of w:
-// bytes that may yet become w.
-size_t partial_suffix(const std::string& s, size_t from, const std::string& w) {
-    const size_t avail = s.size() - from;
-    for (size_t k = std::min(avail, w.size() - 1); k > 0; --k)
-        if (s.compare(s.size() - k, k, w, 0, k) == 0) return k;
-    return 0;
-}
-
-// The end (one past the closing brace) of the JSON object starting at s[i] == '{', or
-// npos when it does not close. Strings and their escapes are skipped.
-size_t object_end(const std::string& s, size_t i) {
-    int depth = 0;
-    bool in_str = false;
-    for (; i < s.size(); ++i) {
-        const char c = s[i];
-        if (in_str) {
-            if (c == '\\') ++i;
-            else if (c == '"') in_str = false;
-            continue;
-        }
-        if (c == '"') in_str = true;
-        else if (c == '{' || c == '[') ++depth;
-        else if (c == '}' || c == ']') {
-            if (--depth == 0) return i + 1;
-            if (depth < 0) return std::string::npos;
-        }
-    }
-    return std::string::npos;
 }
 
 // {"name": "f", key: {...}} (key "arguments", or for Llama 3 "parameters" or
@@ -111,26 +73,6 @@ bool read_call(const std::string& text, std::initializer_list<const char*> keys,
     return false;
 }
 
-// The declared type of parameter p of function `name` in `tools` ("" when unknown).
-std::string param_type(const json& tools, const std::string& name, const std::string& p) {
-    if (!tools.is_array()) return "";
-    for (const json& t : tools) {
-        if (!t.is_object() || !t.contains("function") || !t["function"].is_object()) continue;
-        const json& fn = t["function"];
-        if (!fn.contains("name") || fn["name"] != name || !fn.contains("parameters") || !fn["parameters"].is_object()) continue;
-        const json& props = fn["parameters"].value("properties", json::object());
-        if (!props.is_object() || !props.contains(p) || !props[p].is_object()) return "";
-        const json& ty = props[p].value("type", json());
-        if (ty.is_string()) return ty.get<std::string>();
-        if (ty.is_array())
-            for (const json& x : ty)
-                if (x == "string") return "string";
-        return "";
-    }
-    return "";
-}
-
-json typed_value(const json& tools, const std::string& fn, const std::string& p, const std::string& v);
 
 // <function=NAME>\n(<parameter=P>\nVALUE\n</parameter>\n)*</function>
 bool read_xml_call(const std::string& body, const json& tools, ToolCall* out) {
@@ -158,15 +100,6 @@ bool read_xml_call(const std::string& body, const json& tools, ToolCall* out) {
     out->name = name;
     out->arguments = args.dump();
     return true;
-}
-
-// A typed parameter value: text for a string parameter, else JSON when it parses.
-json typed_value(const json& tools, const std::string& fn, const std::string& p, const std::string& v) {
-    if (param_type(tools, fn, p) != "string") {
-        json j = json::parse(v, nullptr, false);
-        if (!j.is_discarded()) return j;
-    }
-    return v;
 }
 
 // NAME\n(<arg_key>K</arg_key>\s*<arg_value>V</arg_value>\s*)*
@@ -225,19 +158,6 @@ ParsedCalls parse_blocks(const std::string& c, ToolFormat f, const json& tools) 
     }
     out.calls = std::move(calls);
     return out;
-}
-
-// A JSON object at c[i] (after spaces) as arguments; `end` past it.
-bool read_args(const std::string& c, size_t i, std::string* args, size_t* end) {
-    i = skip_space(c, i);
-    if (i >= c.size() || c[i] != '{') return false;
-    const size_t e = object_end(c, i);
-    if (e == std::string::npos) return false;
-    const json a = json::parse(c.substr(i, e - i), nullptr, false);
-    if (a.is_discarded() || !a.is_object()) return false;
-    *args = a.dump();
-    *end = e;
-    return true;
 }
 
 // Mistral: [TOOL_CALLS]name[ARGS]{...} (v7+: Devstral, Mistral Small 3.2, Ministral 3), one
@@ -476,6 +396,16 @@ ParsedCalls parse_functionary_v32(const std::string& c) {
     return out;
 }
 
+// A harmony reply's calls, its content as `before`.
+ParsedCalls harmony_calls(const std::string& c) {
+    const HarmonyReply h = read_harmony(c, true, true);
+    if (!h.harmony || h.malformed || h.calls.empty()) return {};
+    ParsedCalls out;
+    out.calls = h.calls;
+    out.before = h.content;
+    return out;
+}
+
 ParsedCalls parse_llama3(const std::string& c) {
     size_t i = skip_space(c, 0);
     if (starts_with_at(c, i, kPythonTag)) i = skip_space(c, i + kPythonTag.size());
@@ -502,6 +432,11 @@ ParsedCalls parse_llama3(const std::string& c) {
 }  // namespace
 
 ToolFormat detect_tool_format(const std::string& t) {
+    if (t.find("<|channel|>") != std::string::npos && t.find("<|message|>") != std::string::npos)
+        return ToolFormat::Harmony;  // gpt-oss
+    if (t.find("\uff5cDSML\uff5c") != std::string::npos) return ToolFormat::Dsml;  // DeepSeek V3.2, V4
+    if (t.find(kMiniMaxSyntax.open[0]) != std::string::npos) return ToolFormat::MiniMax;
+    if (t.find(kGemmaCallOpen) != std::string::npos) return ToolFormat::Gemma4;
     if (t.find("<function=") != std::string::npos && t.find("<parameter=") != std::string::npos)
         return ToolFormat::QwenXml;  // Qwen3-Coder, Qwen3.5
     if (t.find("<arg_key>") != std::string::npos) return ToolFormat::Glm;    // GLM 4.5+, Laguna
@@ -538,6 +473,10 @@ const char* tool_format_name(ToolFormat f) {
         case ToolFormat::Apriel: return "apriel (<tool_calls> list)";
         case ToolFormat::FunctionaryV31: return "functionary v3.1 (<function=NAME>)";
         case ToolFormat::FunctionaryV32: return "functionary v3.2 (>>>recipient segments)";
+        case ToolFormat::Dsml: return "deepseek DSML (<invoke name=...> blocks)";
+        case ToolFormat::MiniMax: return "minimax (<minimax:tool_call> invoke blocks)";
+        case ToolFormat::Gemma4: return "gemma 4 (<|tool_call>call:NAME{...})";
+        case ToolFormat::Harmony: return "gpt-oss harmony (channels)";
         case ToolFormat::None: break;
     }
     return "none recognised (hermes assumed)";
@@ -545,19 +484,30 @@ const char* tool_format_name(ToolFormat f) {
 
 bool tool_markers_special(ToolFormat f) {
     return f == ToolFormat::Mistral || f == ToolFormat::DeepSeek || f == ToolFormat::KimiK2 || f == ToolFormat::CommandR ||
-           f == ToolFormat::Granite;
+           f == ToolFormat::Granite || f == ToolFormat::Dsml || f == ToolFormat::MiniMax || f == ToolFormat::Gemma4 ||
+           f == ToolFormat::Harmony;
+}
+
+bool reply_shows_special(ToolFormat f, bool tools) {
+    return (tools && tool_markers_special(f)) || f == ToolFormat::Gemma4 || f == ToolFormat::Harmony;
+}
+
+ThinkMarkers think_markers(ToolFormat f) {
+    if (f == ToolFormat::CommandR) return {kCohereThinkOpen, kCohereThinkClose};
+    if (f == ToolFormat::Gemma4) return {kGemmaThinkOpen, kGemmaThinkClose};
+    return {kThinkOpen, kThinkClose};
 }
 
 bool template_thinks(const std::string& t) {
-    return t.find(kThinkOpen) != std::string::npos || t.find(kCohereThinkOpen) != std::string::npos;
+    return t.find(kThinkOpen) != std::string::npos || t.find(kCohereThinkOpen) != std::string::npos ||
+           t.find("<|channel>thought") != std::string::npos;
 }
 
 // ---- ReplySplitter ----
 
-ReplySplitter::ReplySplitter(ToolFormat format, bool think, bool open_think)
-    : format_(format), think_(think || open_think), open_think_(open_think),
-      think_open_(format == ToolFormat::CommandR ? kCohereThinkOpen : kThinkOpen),
-      think_close_(format == ToolFormat::CommandR ? kCohereThinkClose : kThinkClose) {}
+ReplySplitter::ReplySplitter(ToolFormat format, bool think, bool open_think, bool calls)
+    : format_(format), think_(think || open_think), open_think_(open_think), calls_(calls && format != ToolFormat::None),
+      think_open_(think_markers(format).open), think_close_(think_markers(format).close) {}
 
 ReplySplitter::Regions ReplySplitter::regions(bool final) const {
     Regions g;
@@ -595,6 +545,7 @@ ReplySplitter::Regions ReplySplitter::regions(bool final) const {
 }
 
 size_t ReplySplitter::content_hold(size_t c_begin) const {
+    if (!calls_) return text_.size();
     switch (format_) {
         case ToolFormat::None: return text_.size();
         case ToolFormat::Hermes:
@@ -607,7 +558,11 @@ size_t ReplySplitter::content_hold(size_t c_begin) const {
         case ToolFormat::Granite:
         case ToolFormat::Apriel:
         case ToolFormat::FunctionaryV31:
-        case ToolFormat::FunctionaryV32: {
+        case ToolFormat::FunctionaryV32:
+        case ToolFormat::Dsml:
+        case ToolFormat::MiniMax:
+        case ToolFormat::Gemma4:
+        case ToolFormat::Harmony: {  // (harmony: a plain reply, which may be a forced Hermes call)
             if (format_ == ToolFormat::FunctionaryV32) {
                 // Content only in a leading "all" segment: until its "all\n" is complete,
                 // or where the reply is a call, nothing.
@@ -642,6 +597,7 @@ size_t ReplySplitter::content_prefix(size_t c_begin) const {
 }
 
 ReplySplitter::Delta ReplySplitter::take() {
+    if (format_ == ToolFormat::Harmony) return take_harmony();
     const Regions g = regions(false);
     Delta d;
     if (g.r_end > g.r_begin + r_sent_) {
@@ -664,13 +620,14 @@ ReplySplitter::Delta ReplySplitter::take() {
 }
 
 ReplySplitter::Final ReplySplitter::finish() {
+    if (format_ == ToolFormat::Harmony) return finish_harmony();
     const Regions g = regions(true);
     Final f;
     if (g.r_end > g.r_begin + r_sent_) f.reasoning = text_.substr(g.r_begin + r_sent_, g.r_end - g.r_begin - r_sent_);
     std::string content = g.c_begin < text_.size() ? text_.substr(g.c_begin) : std::string();
     size_t skip = std::max(c_sent_, content_prefix(g.c_begin));
     if (g.after_think && !c_started_) skip = skip_space(content, skip);
-    if (format_ != ToolFormat::None) {
+    if (calls_) {
         const ParsedCalls pc = parse_tool_calls(format_, content, tools_);
         if (!pc.calls.empty()) {
             f.calls = pc.calls;
@@ -681,6 +638,43 @@ ReplySplitter::Final ReplySplitter::finish() {
         }
     }
     f.content = skip < content.size() ? content.substr(skip) : std::string();
+    return f;
+}
+
+// Harmony: the channels' reasoning and content as read so far, past what was taken. A
+// reply that is not harmony (a forced call writes Hermes JSON) is content, held back from
+// a call marker as the other formats' content is.
+ReplySplitter::Delta ReplySplitter::take_harmony() {
+    const HarmonyReply h = read_harmony(text_, false, calls_);
+    Delta d;
+    if (!h.harmony) {
+        const size_t hold = content_hold(0);
+        if (hold > c_sent_) d.content = text_.substr(c_sent_, hold - c_sent_), c_sent_ = hold;
+        return d;
+    }
+    if (h.reasoning.size() > r_sent_) d.reasoning = h.reasoning.substr(r_sent_), r_sent_ = h.reasoning.size();
+    if (h.content.size() > c_sent_) d.content = h.content.substr(c_sent_), c_sent_ = h.content.size();
+    return d;
+}
+
+ReplySplitter::Final ReplySplitter::finish_harmony() {
+    const HarmonyReply h = read_harmony(text_, true, calls_);
+    Final f;
+    if (!h.harmony) {
+        const ParsedCalls pc = calls_ ? parse_tool_calls(format_, text_, tools_) : ParsedCalls{};
+        if (!pc.calls.empty()) {
+            f.calls = pc.calls;
+            std::string rest = c_sent_ < pc.before.size() ? pc.before.substr(c_sent_) : std::string();
+            if (!pc.after.empty()) rest += (rest.empty() ? "" : "\n") + pc.after;
+            f.content = trim(rest).empty() ? std::string() : rest;
+        } else {
+            f.content = c_sent_ < text_.size() ? text_.substr(c_sent_) : std::string();
+        }
+        return f;
+    }
+    if (h.reasoning.size() > r_sent_) f.reasoning = h.reasoning.substr(r_sent_);
+    if (h.content.size() > c_sent_) f.content = h.content.substr(c_sent_);
+    f.calls = h.calls;
     return f;
 }
 
@@ -696,8 +690,16 @@ ParsedCalls parse_tool_calls(ToolFormat format, const std::string& content, cons
         case ToolFormat::Granite:
         case ToolFormat::Apriel:
         case ToolFormat::FunctionaryV31:
-        case ToolFormat::FunctionaryV32: {
-            ParsedCalls own = format == ToolFormat::Mistral    ? parse_mistral(content)
+        case ToolFormat::FunctionaryV32:
+        case ToolFormat::Dsml:
+        case ToolFormat::MiniMax:
+        case ToolFormat::Gemma4:
+        case ToolFormat::Harmony: {
+            ParsedCalls own = format == ToolFormat::Harmony ? harmony_calls(content)
+                              : format == ToolFormat::Dsml    ? parse_invoke_calls(content, kDsmlSyntax, tools)
+                              : format == ToolFormat::MiniMax ? parse_invoke_calls(content, kMiniMaxSyntax, tools)
+                              : format == ToolFormat::Gemma4  ? parse_gemma4_calls(content)
+                              : format == ToolFormat::Mistral    ? parse_mistral(content)
                               : format == ToolFormat::FunctionaryV31 ? parse_functionary_v31(content)
                               : format == ToolFormat::FunctionaryV32 ? parse_functionary_v32(content)
                               : format == ToolFormat::CommandR ? parse_command_r(content)

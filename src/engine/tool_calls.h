@@ -25,11 +25,12 @@
 //   Granite    <|tool_call|>[{"name": "f", "arguments": {...}}, ...] (granite 3.x)
 //   Apriel     <tool_calls>[{"name": "f", "arguments": {...}}, ...]</tool_calls> (Apriel 1.5 / 1.6;
 //              its "[BEGIN FINAL RESPONSE]" reasoning split is not done: all content)
+//   FunctionaryV31/V32, and in engine/tool_call_parsers.h and engine/harmony.h: Dsml
+//              (DeepSeek V3.2 / V4), MiniMax (M2), Gemma4, Harmony (gpt-oss).
 // These markers are special tokens: while tools are in play the server renders special
-// tokens as text (GenRequest::render_special). Other families (DeepSeek V3.2's DSML,
-// Functionary, MiniMax, gemma 4, gpt-oss harmony) are not
-// parsed yet: their templates detect as None, and vega then reads and forces the Hermes
-// syntax. Every non-Hermes parser also reads Hermes blocks: a forced call is written so.
+// tokens as text (GenRequest::render_special; reply_shows_special). A template that
+// teaches none of these detects as None, and vega then reads and forces the Hermes syntax.
+// Every non-Hermes parser also reads Hermes blocks: a forced call is written so.
 #pragma once
 #include <nlohmann/json.hpp>
 
@@ -42,6 +43,10 @@ enum class ToolFormat {
     None, Hermes, Llama3Json, QwenXml, Glm, Mistral, DeepSeek, KimiK2, CommandR, Granite, Apriel,
     FunctionaryV31,  // <function=NAME>{...}</function>, <|python_tag|>code
     FunctionaryV32,  // >>>RECIPIENT\nBODY segments (the generation prompt ends with >>>)
+    Dsml,     // DeepSeek V3.2 / V4: <｜DSML｜function_calls> (tool_calls) of <｜DSML｜invoke name="f"> blocks
+    MiniMax,  // MiniMax M2: <minimax:tool_call> of <invoke name="f"> blocks
+    Gemma4,   // <|tool_call>call:f{key:value}<tool_call|>; reasoning <|channel>thought ... <channel|>
+    Harmony,  // gpt-oss: channels (engine/harmony.h); reasoning is the analysis channel
 };
 
 // The format a chat template's text teaches (None: no syntax vega recognises).
@@ -49,6 +54,17 @@ ToolFormat detect_tool_format(const std::string& template_text);
 const char* tool_format_name(ToolFormat f);
 // Whether the format's markers are special tokens (the reply's text must show them).
 bool tool_markers_special(ToolFormat f);
+// Whether a chat reply in this format is rendered with its special tokens: for a request
+// with tools when the call markers are special; for every request when the reasoning
+// markers are (gemma 4, harmony).
+bool reply_shows_special(ToolFormat f, bool tools);
+// The markers of the format's reasoning block: <think> and </think>, Command R7B's
+// <|START_THINKING|> and <|END_THINKING|>, gemma 4's "<|channel>thought\n" and <channel|>.
+// (Harmony's analysis channel is read by engine/harmony.h.)
+struct ThinkMarkers {
+    std::string open, close;
+};
+ThinkMarkers think_markers(ToolFormat f);
 // Whether the template writes reasoning between <think> and </think> (qwen3, QwQ,
 // DeepSeek R1 and others; Command R7B's <|START_THINKING|> block): the reply's leading
 // think block is then reasoning.
@@ -65,10 +81,12 @@ struct ToolCall {
 // whole reply.
 class ReplySplitter {
 public:
-    // format None: no tool calls are looked for. think: a leading <think> block is
-    // reasoning. open_think: the prompt ended inside a think block (templates that write
-    // "<think>" into the generation prompt): the reply is reasoning up to </think>.
-    ReplySplitter(ToolFormat format, bool think, bool open_think = false);
+    // format None: no tool calls are looked for. think: a leading think block
+    // (think_markers(format)) is reasoning. open_think: the prompt ended inside a think
+    // block (templates that write "<think>" into the generation prompt): the reply is
+    // reasoning up to the close marker. calls = false: the format's reasoning is split but
+    // no calls are looked for (a request without tools). Harmony splits its channels.
+    ReplySplitter(ToolFormat format, bool think, bool open_think = false, bool calls = true);
 
     // The request's tools (OpenAI's array): QwenXml reads parameter values by their types.
     void set_tools(nlohmann::ordered_json tools) { tools_ = std::move(tools); }
@@ -94,8 +112,11 @@ private:
     size_t content_hold(size_t c_begin) const;  // where content must stop while streaming
     size_t content_prefix(size_t c_begin) const;  // bytes at c_begin that are not content (functionary v3.2's "all\n")
 
+    Delta take_harmony();
+    Final finish_harmony();
+
     ToolFormat format_;
-    bool think_, open_think_;
+    bool think_, open_think_, calls_;
     std::string think_open_, think_close_;  // the format's think markers
     nlohmann::ordered_json tools_;
     std::string text_;

@@ -52,6 +52,9 @@ struct Grammar {
     // undefined or missing root rule, a rule used but not defined, left recursion, or a
     // grammar past the size limits (kMaxRules rules, kMaxElements elements).
     static Grammar parse(std::string_view text, std::string_view root = "root");
+    // `g` behind a fixed text: `literal` (UTF-8), then up to two spaces or newlines, then
+    // what g accepts. (A reply constrained while the prompt left a think block open first closes it.)
+    static Grammar after_literal(const Grammar& g, std::string_view literal);
     // Index of a rule by name; -1 when absent.
     int find_rule(std::string_view name) const;
     // GBNF-like text for the grammar, generated rules included (their names hold a '.',

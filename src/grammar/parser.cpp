@@ -410,6 +410,48 @@ private:
 
 Grammar Grammar::parse(std::string_view text, std::string_view root) { return Parser(text).run(root); }
 
+Grammar Grammar::after_literal(const Grammar& g, std::string_view literal) {
+    Grammar out = g;
+    auto chars = [&](CharSet cs) {
+        out.sets.push_back(std::move(cs));
+        out.elements.push_back({Element::Kind::Chars, uint32_t(out.sets.size() - 1)});
+    };
+    auto rule_ref = [&](uint32_t r) { out.elements.push_back({Element::Kind::Rule, r}); };
+    auto end = [&] { out.elements.push_back({Element::Kind::End, 0}); };
+    // after.space ::= [ \t\r\n] after.space1 | (empty); after.space1 ::= [ \t\r\n] | (empty):
+    // at most two (a model left to repeat them may not stop).
+    const uint32_t space1 = uint32_t(out.rules.size()), space = space1 + 1;
+    const CharSet blank{{{U' ', U' '}, {U'\t', U'\t'}, {U'\n', U'\n'}, {U'\r', U'\r'}}, false};
+    out.rules.push_back({"after.space1", {uint32_t(out.elements.size())}});
+    chars(blank);
+    end();
+    out.rules[space1].alts.push_back(uint32_t(out.elements.size()));
+    end();
+    out.rules.push_back({"after.space", {uint32_t(out.elements.size())}});
+    chars(blank);
+    rule_ref(space1);
+    end();
+    out.rules[space].alts.push_back(uint32_t(out.elements.size()));
+    end();
+    // after.root ::= LITERAL after.space ROOT
+    const uint32_t root = uint32_t(out.rules.size());
+    out.rules.push_back({"after.root", {uint32_t(out.elements.size())}});
+    for (size_t i = 0; i < literal.size();) {
+        const unsigned char c = static_cast<unsigned char>(literal[i]);
+        const int len = utf8_sequence_length(c);
+        if (len == 0 || i + size_t(len) > literal.size()) throw GrammarError("after_literal: the literal is not UTF-8");
+        char32_t cp = utf8_lead_bits(c, len);
+        for (int k = 1; k < len; ++k) cp = (cp << 6) | (static_cast<unsigned char>(literal[i + size_t(k)]) & 0x3F);
+        chars(CharSet{{{cp, cp}}, false});
+        i += size_t(len);
+    }
+    rule_ref(space);
+    rule_ref(g.root);
+    end();
+    out.root = root;
+    return out;
+}
+
 int Grammar::find_rule(std::string_view name) const {
     for (size_t r = 0; r < rules.size(); ++r)
         if (rules[r].name == name) return int(r);

@@ -12,6 +12,7 @@
 #include "core/error.h"
 #include "engine/chat_prompt.h"
 #include "engine/tool_calls.h"
+#include "grammar/grammar.h"
 #include "server/api.h"
 #include "server/engine_loop.h"
 #include "server/request_json.h"
@@ -128,7 +129,7 @@ struct Server::Impl {
 
     // The prompt's tokens: the chat rendering (BOS added unless the template wrote
     // it) or the completion prompt (BOS as the model wants); special tokens parsed.
-    // open_think: the rendering ends inside a <think> block (the reply starts in it).
+    // open_think: the rendering ends inside a think block (the reply starts in it).
     std::vector<int32_t> prompt_tokens(const CompletionParams& p, bool* open_think) const {
         const Tokenizer& tok = model.tokenizer();
         *open_think = false;
@@ -137,7 +138,9 @@ struct Server::Impl {
             const std::string text = chat.render(p.messages, p.tools, true);
             size_t e = text.size();
             while (e > 0 && (text[e - 1] == '\n' || text[e - 1] == ' ')) --e;
-            *open_think = thinks && e >= 7 && text.compare(e - 7, 7, "<think>") == 0;
+            std::string open = think_markers(tool_format).open;
+            while (!open.empty() && (open.back() == '\n' || open.back() == ' ')) open.pop_back();
+            *open_think = thinks && e >= open.size() && text.compare(e - open.size(), open.size(), open) == 0;
             return chat.tokens(tok, text);
         } catch (const Error& e) {
             throw ApiError(400, std::string("chat template: ") + e.what(), "invalid_request_error", "template_error");
@@ -228,8 +231,13 @@ struct Server::Impl {
         g.n_predict = p.max_tokens < 0 ? session.params().n_ctx : p.max_tokens;
         g.ignore_eos = p.ignore_eos;
         g.grammar = p.grammar;
+        // The prompt left a think block open: a constrained reply (a forced call, a JSON
+        // response_format) closes it first, so that the answer is content, not reasoning.
+        if (g.grammar && open_think)
+            g.grammar = std::make_shared<const grammar::Grammar>(
+                grammar::Grammar::after_literal(*g.grammar, think_markers(tool_format).close));
         g.logprobs = p.logprobs;
-        g.render_special = ep == Endpoint::Chat && !p.tools.is_null() && tool_markers_special(tool_format);
+        g.render_special = ep == Endpoint::Chat && reply_shows_special(tool_format, !p.tools.is_null());
         auto job = engine.submit(std::move(g), p.stop);
         if (!job) {
             r.add_header("Retry-After", "1");
@@ -396,9 +404,11 @@ struct Server::Impl {
     // play (in the template's syntax, Hermes when it teaches none); reasoning when the
     // template thinks.
     ReplySplitter splitter(const CompletionParams& p, bool open_think) const {
+        // Without tools the format still splits its reasoning (its own markers); calls are
+        // looked for only with tools (a template that teaches none: Hermes, as the fallback).
         const bool tools = !p.tools.is_null() && p.tool_choice != ToolChoice::None;
-        const ToolFormat f = !tools ? ToolFormat::None : tool_format == ToolFormat::None ? ToolFormat::Hermes : tool_format;
-        ReplySplitter s(f, thinks, open_think);
+        const ToolFormat f = tools && tool_format == ToolFormat::None ? ToolFormat::Hermes : tool_format;
+        ReplySplitter s(f, thinks, open_think, tools);
         s.set_tools(p.tools);
         return s;
     }

@@ -145,6 +145,20 @@ void load_vocab(const gguf::File& f, Vocab& v, bool bpe_add_bos_default, bool bp
     }
     for (int32_t id : {v.eos, v.eot, v.eom})
         if (id >= 0) v.eog.insert(id);
+    // gemma 4 ends its turn with <turn|>, and a turn of tool calls with <|tool_response>
+    // (the tool answers next).
+    for (const char* name : {"<turn|>", "<|tool_response>"}) {
+        const int32_t id = v.find(name);
+        if (id >= 0 && (v.attr[id] & kAttrControl)) v.eog.insert(id);
+    }
+    // gpt-oss (harmony): <|return|> ends the reply and <|call|> a tool call; <|end|> only
+    // ends one message of it (the analysis before the final answer), so it does not end
+    // generation there (llama.cpp's rule for vocabularies with both).
+    if (const int32_t ret = v.find("<|return|>"), call = v.find("<|call|>"); ret >= 0 && call >= 0) {
+        v.eog.insert(ret);
+        v.eog.insert(call);
+        if (const int32_t end = v.find("<|end|>"); end >= 0) v.eog.erase(end);
+    }
 
     // Tokens matched as whole strings before the regular tokenizer runs.
     for (int32_t i = 0; i < n_tok; ++i)

@@ -16,6 +16,7 @@
 #include "core/error.h"
 #include "backend/backend_factory.h"
 #include "engine/chat_prompt.h"
+#include "engine/tool_call_parsers.h"
 #include "engine/tool_calls.h"
 #include "grammar/grammar.h"
 #include "grammar/json_schema.h"
@@ -58,7 +59,11 @@ TEST(ToolCalls, DetectsTheFormatFromTheTemplate) {
                           Want{"mistralai-Mistral-Nemo-Instruct-2407.json", ToolFormat::Mistral, false},
                           Want{"deepseek-ai-DeepSeek-V3.1.json", ToolFormat::DeepSeek, true},
                           Want{"deepseek-ai-DeepSeek-R1-Distill-Qwen-32B.json", ToolFormat::DeepSeek, true},
-                          Want{"deepseek-ai-DeepSeek-V3.2.json", ToolFormat::None, true},
+                          Want{"deepseek-ai-DeepSeek-V3.2.json", ToolFormat::Dsml, true},
+                          Want{"deepseek-ai-DeepSeek-V4-Flash-0731.json", ToolFormat::Dsml, true},
+                          Want{"MiniMax-M2.json", ToolFormat::MiniMax, true},
+                          Want{"google-gemma-4-31B-it.json", ToolFormat::Gemma4, true},
+                          Want{"openai-gpt-oss-120b.json", ToolFormat::Harmony, false},
                           Want{"moonshotai-Kimi-K2.json", ToolFormat::KimiK2, false},
                           Want{"CohereForAI-c4ai-command-r7b-12-2024-tool_use.json", ToolFormat::CommandR, true},
                           Want{"CohereForAI-c4ai-command-r-plus-tool_use.json", ToolFormat::CommandR, false},
@@ -80,8 +85,8 @@ ReplySplitter::Final split(ToolFormat f, bool think, const std::string& text, bo
 }
 
 // Replies that are not (well-formed) calls: no calls, the whole reply content.
-void expect_text(ToolFormat f, std::initializer_list<const char*> replies) {
-    for (const char* text : replies) {
+void expect_text(ToolFormat f, std::initializer_list<std::string> replies) {
+    for (const std::string& text : replies) {
         const auto r = split(f, false, text);
         EXPECT_TRUE(r.calls.empty()) << text;
         EXPECT_EQ(r.content, text);
@@ -309,6 +314,139 @@ TEST(ToolCalls, FunctionaryReplies) {
     EXPECT_FALSE(tool_markers_special(ToolFormat::FunctionaryV32));
 }
 
+// DeepSeek V3.2 / V4 (DSML) and MiniMax M2: <invoke name="f"> blocks of parameters, as
+// those models write them (string="true" values as text, string="false" as JSON; MiniMax's
+// values typed by the tool's schema), after reasoning and content; a forced Hermes call
+// read too; malformed blocks answered as text.
+TEST(ToolCalls, DsmlAndMiniMaxReplies) {
+    const std::string D = "<\uff5cDSML\uff5c", E = "</\uff5cDSML\uff5c";
+    const std::string v32 = "Let me check.\n\n" + D + "function_calls>\n" + D + "invoke name=\"get_weather\">\n" + D +
+                            "parameter name=\"city\" string=\"true\">Paris</" + "\uff5cDSML\uff5cparameter>\n" + D +
+                            "parameter name=\"days\" string=\"false\">3" + E + "parameter>\n" + D +
+                            "parameter name=\"opts\" string=\"false\">{\"metric\": true, \"hours\": [6, 12]}" + E +
+                            "parameter>\n" + E + "invoke>\n" + D + "invoke name=\"now\">\n" + E + "invoke>\n" + E +
+                            "function_calls>";
+    auto r = split(ToolFormat::Dsml, true, "The user wants the weather.</think>" + v32, /*open_think=*/true);
+    ASSERT_EQ(r.calls.size(), 2u);
+    EXPECT_EQ(r.calls[0].name, "get_weather");
+    EXPECT_EQ(json::parse(r.calls[0].arguments),
+              json::parse(R"({"city": "Paris", "days": 3, "opts": {"metric": true, "hours": [6, 12]}})"));
+    EXPECT_EQ(r.calls[1].name, "now");
+    EXPECT_EQ(json::parse(r.calls[1].arguments), json::object());
+    EXPECT_EQ(r.content, "Let me check.\n\n");
+    EXPECT_EQ(r.reasoning, "The user wants the weather.");
+    // V4 names the section tool_calls; a string value keeps its spaces and quotes.
+    r = split(ToolFormat::Dsml, false,
+              D + "tool_calls>\n" + D + "invoke name=\"echo\">\n" + D + "parameter name=\"text\" string=\"true\"> say \"hi\" " +
+                  E + "parameter>\n" + E + "invoke>\n" + E + "tool_calls>");
+    ASSERT_EQ(r.calls.size(), 1u);
+    EXPECT_EQ(json::parse(r.calls[0].arguments)["text"], " say \"hi\" ");
+    EXPECT_EQ(r.content, "");
+    r = split(ToolFormat::Dsml, false, "<tool_call>\n{\"name\": \"f\", \"arguments\": {}}\n</tool_call>");
+    ASSERT_EQ(r.calls.size(), 1u);  // the forced form
+    expect_text(ToolFormat::Dsml,
+                {D + "function_calls>\n" + D + "invoke name=\"f\">\n" + D + "parameter name=\"x\" string=\"true\">1",
+                 D + "function_calls>\n" + D + "invoke name=\"\">\n" + E + "invoke>\n" + E + "function_calls>",
+                 D + "function_calls>\nnot an invoke\n" + E + "function_calls>"});
+
+    const json tools = json::parse(R"([{"type": "function", "function": {"name": "get_weather", "parameters": {
+        "type": "object", "properties": {"city": {"type": "string"}, "days": {"type": "integer"}}}}}])");
+    ReplySplitter m(ToolFormat::MiniMax, true, /*open_think=*/true);
+    m.set_tools(tools);
+    m.add("The user wants the weather in Paris.\n</think>\n\nI will look it up.\n<minimax:tool_call>\n"
+          "<invoke name=\"get_weather\">\n<parameter name=\"city\">Paris</parameter>\n<parameter name=\"days\">3</parameter>\n"
+          "</invoke>\n<invoke name=\"get_weather\">\n<parameter name=\"city\">1984</parameter>\n</invoke>\n</minimax:tool_call>");
+    const auto f = m.finish();
+    ASSERT_EQ(f.calls.size(), 2u);
+    EXPECT_EQ(json::parse(f.calls[0].arguments), json::parse(R"({"city": "Paris", "days": 3})"));
+    EXPECT_EQ(json::parse(f.calls[1].arguments), json::parse(R"({"city": "1984"})"));  // a string, as the schema says
+    EXPECT_EQ(f.content, "I will look it up.\n");
+    EXPECT_EQ(f.reasoning, "The user wants the weather in Paris.\n");
+    expect_text(ToolFormat::MiniMax, {"<minimax:tool_call>\n<invoke name=\"f\">\n<parameter name=\"x\">1</parameter>\n",
+                                      "<minimax:tool_call>\n<invoke name=f>\n</invoke>\n</minimax:tool_call>"});
+    EXPECT_TRUE(tool_markers_special(ToolFormat::Dsml) && tool_markers_special(ToolFormat::MiniMax));
+}
+
+// gemma 4: <|tool_call>call:f{key:value}<tool_call|> with <|"|> strings, bare keys, nested
+// objects and lists, after a thought channel (reasoning); the <|tool_response> that ends
+// such a turn is not content; malformed calls answered as text.
+TEST(ToolCalls, Gemma4Replies) {
+    auto r = split(ToolFormat::Gemma4, true,
+                   "<|channel>thought\nThe user wants Paris weather.<channel|>Checking.<|tool_call>call:get_weather{city:<|\"|>"
+                   "Paris, France<|\"|>,days:3,opts:{metric:true,tags:[<|\"|>a<|\"|>,<|\"|>b}<|\"|>],ratio:-0.5,none:null}}"
+                   "<tool_call|><|tool_call>call:now{}<tool_call|><|tool_response>");
+    ASSERT_EQ(r.calls.size(), 2u);
+    EXPECT_EQ(r.calls[0].name, "get_weather");
+    EXPECT_EQ(json::parse(r.calls[0].arguments),
+              json::parse(R"({"city": "Paris, France", "days": 3, "opts": {"metric": true, "tags": ["a", "b}"],
+                              "ratio": -0.5, "none": null}})"));
+    EXPECT_EQ(r.calls[1].name, "now");
+    EXPECT_EQ(r.content, "Checking.");
+    EXPECT_EQ(r.reasoning, "The user wants Paris weather.");
+    // Thinking off: the prompt wrote an empty thought channel; the reply is the answer.
+    r = split(ToolFormat::Gemma4, true, "It is sunny in Paris.");
+    EXPECT_TRUE(r.calls.empty());
+    EXPECT_EQ(r.content, "It is sunny in Paris.");
+    EXPECT_EQ(r.reasoning, "");
+    r = split(ToolFormat::Gemma4, false, "<tool_call>\n{\"name\": \"f\", \"arguments\": {}}\n</tool_call>");
+    ASSERT_EQ(r.calls.size(), 1u);  // the forced form
+    expect_text(ToolFormat::Gemma4, {"<|tool_call>call:f{city:<|\"|>Paris}<tool_call|>", "<|tool_call>call:f{a:1",
+                                     "<|tool_call>call:{a:1}<tool_call|>", "<|tool_call>call:f[1]<tool_call|>",
+                                     "<|tool_call>call:f{a:1}"});
+    json v;
+    size_t end = 0;
+    EXPECT_TRUE(read_gemma4_value("[1,<|\"|>x<|\"|>,{a:{b:[]}}]", 0, &v, &end));
+    EXPECT_EQ(v, json::parse(R"([1, "x", {"a": {"b": []}}])"));
+    std::string deep(200, '[');  // nesting beyond the reader's limit: refused, not a stack overflow
+    EXPECT_FALSE(read_gemma4_value(deep + std::string(200, ']'), 0, &v, &end));
+    EXPECT_TRUE(reply_shows_special(ToolFormat::Gemma4, false));
+}
+
+// gpt-oss (harmony channels): the analysis channel is reasoning, final and commentary
+// preambles are content, a message to functions.NAME is a call (the recipient before or
+// after the channel; <|call|> ends generation, so the text stops at the arguments);
+// malformed arguments and replies without harmony headers are text; without tools a call
+// message is content.
+TEST(ToolCalls, HarmonyReplies) {
+    auto r = split(ToolFormat::Harmony, false,
+                   "<|channel|>analysis<|message|>User asks for the weather. Use get_weather.<|end|><|start|>assistant"
+                   "<|channel|>commentary to=functions.get_weather <|constrain|>json<|message|>{\"city\": \"Paris\"}");
+    ASSERT_EQ(r.calls.size(), 1u);
+    EXPECT_EQ(r.calls[0].name, "get_weather");
+    EXPECT_EQ(json::parse(r.calls[0].arguments), json::parse(R"({"city": "Paris"})"));
+    EXPECT_EQ(r.reasoning, "User asks for the weather. Use get_weather.");
+    EXPECT_EQ(r.content, "");
+    r = split(ToolFormat::Harmony, false,
+              "<|channel|>commentary<|message|>Checking the forecast.<|end|><|start|>assistant to=functions.get_weather"
+              "<|channel|>commentary json<|message|>{\"city\": \"Oslo\", \"days\": 2}<|call|>");
+    ASSERT_EQ(r.calls.size(), 1u);
+    EXPECT_EQ(json::parse(r.calls[0].arguments), json::parse(R"({"city": "Oslo", "days": 2})"));
+    EXPECT_EQ(r.content, "Checking the forecast.");
+    r = split(ToolFormat::Harmony, false,
+              "<|channel|>analysis<|message|>Easy.<|end|><|start|>assistant<|channel|>analysis<|message|>Answer now."
+              "<|end|><|start|>assistant<|channel|>final<|message|>It is 18 C in Paris.");
+    EXPECT_TRUE(r.calls.empty());
+    EXPECT_EQ(r.reasoning, "Easy.\nAnswer now.");
+    EXPECT_EQ(r.content, "It is 18 C in Paris.");
+    r = split(ToolFormat::Harmony, false,
+              "<|channel|>analysis<|message|>x<|end|><|start|>assistant<|channel|>commentary to=functions.f json<|message|>"
+              "{\"city\": ");
+    EXPECT_TRUE(r.calls.empty());  // malformed: its text is content
+    EXPECT_EQ(r.content, "{\"city\": ");
+    r = split(ToolFormat::Harmony, false, "<tool_call>\n{\"name\": \"f\", \"arguments\": {\"n\": 1}}\n</tool_call>");
+    ASSERT_EQ(r.calls.size(), 1u);  // the forced form (written without a harmony header)
+    r = split(ToolFormat::Harmony, false, "Plain text, no channel.");
+    EXPECT_EQ(r.content, "Plain text, no channel.");
+    ReplySplitter no_tools(ToolFormat::Harmony, false, false, /*calls=*/false);
+    no_tools.add("<|channel|>commentary to=functions.f json<|message|>{\"a\": 1}");
+    const auto f = no_tools.finish();
+    EXPECT_TRUE(f.calls.empty());
+    EXPECT_EQ(f.content, "{\"a\": 1}");
+    EXPECT_TRUE(reply_shows_special(ToolFormat::Harmony, false));
+    EXPECT_FALSE(reply_shows_special(ToolFormat::Hermes, true));
+    EXPECT_TRUE(reply_shows_special(ToolFormat::Mistral, true) && !reply_shows_special(ToolFormat::Mistral, false));
+}
+
 TEST(ToolCalls, Llama3JsonReplies) {
     auto r = split(ToolFormat::Llama3Json, false, R"({"name": "get_weather", "parameters": {"city": "Paris"}})");
     ASSERT_EQ(r.calls.size(), 1u);
@@ -348,6 +486,21 @@ TEST(ToolCalls, StreamedPiecesAddUpAndHoldCallsBack) {
         {ToolFormat::FunctionaryV32, "all\nChecking >> now.>>>f\n{\"q\": \">>>\"}"},
         {ToolFormat::FunctionaryV32, "f\n{\"n\": 1}>>>all\ndone"},
         {ToolFormat::FunctionaryV32, "all\nJust text."},
+        {ToolFormat::Dsml, "<think>plan</think>Sure <\uff5cDSML <\uff5cDSML\uff5cfunction_calls>\n<\uff5cDSML\uff5cinvoke "
+                           "name=\"f\">\n<\uff5cDSML\uff5cparameter name=\"q\" string=\"true\"><tool</\uff5cDSML\uff5c"
+                           "parameter>\n</\uff5cDSML\uff5cinvoke>\n</\uff5cDSML\uff5cfunction_calls>"},
+        {ToolFormat::MiniMax, "<think>\nplan\n</think>\n\nok <minimax <minimax:tool_call>\n<invoke name=\"f\">\n"
+                              "<parameter name=\"q\">x</parameter>\n</invoke>\n</minimax:tool_call>"},
+        {ToolFormat::Gemma4, "<|channel>thought\nplan<channel|>ok <|tool <|tool_call>call:f{q:<|\"|><|tool_call><|\"|>}"
+                             "<tool_call|><|tool_response>"},
+        {ToolFormat::Gemma4, "<|channel>thou"},
+        {ToolFormat::Harmony, "<|channel|>analysis<|message|>plan <|en <|end|><|start|>assistant<|channel|>commentary"
+                              "<|message|>Checking.<|end|><|start|>assistant<|channel|>commentary to=functions.f "
+                              "<|constrain|>json<|message|>{\"q\": \"<|call\"}<|call|>"},
+        {ToolFormat::Harmony, "<|channel|>analysis<|message|>a<|end|><|start|>assistant<|channel|>analysis<|message|>b"
+                              "<|end|><|start|>assistant<|channel|>final<|message|>The answer <|ret is 4.<|return|>"},
+        {ToolFormat::Harmony, "<|chan but plain"},
+        {ToolFormat::Harmony, "<tool_call>\n{\"name\": \"f\", \"arguments\": {}}\n</tool_call>"},
     };
     std::mt19937 rng(7);
     for (const auto& [fmt, text] : replies) {
@@ -367,6 +520,9 @@ TEST(ToolCalls, StreamedPiecesAddUpAndHoldCallsBack) {
                     EXPECT_EQ(d.content.find("{\"name\""), std::string::npos) << text;
                 }
                 EXPECT_EQ(d.reasoning.find("</think"), std::string::npos) << text;
+                for (const char* marker : {"<\uff5cDSML\uff5c", "<minimax:", "<|tool_call>", "<channel|>", "<|end|>",
+                                           "<|message|>", "<|return|>"})
+                    EXPECT_EQ((d.content + d.reasoning).find(marker), std::string::npos) << marker << " in " << text;
             }
             const auto f = s.finish();
             EXPECT_EQ(reasoning + f.reasoning, whole.reasoning) << text;

@@ -86,6 +86,22 @@ number ::= ("-"? ([0-9] | [1-9] [0-9]{0,15})) ("." [0-9]+)? ([eE] [-+]? [0-9] [1
 ws ::= | " " | "\n" [ \t]{0,20}
 )";
 
+// A grammar behind a fixed text (a constrained reply that must first close the think
+// block the prompt opened): the literal, up to two spaces or newlines, then the grammar.
+TEST(Grammar, AfterALiteral) {
+    const Grammar g = Grammar::after_literal(Grammar::parse(R"(root ::= "{" [0-9]+ "}")"), "</think>");
+    EXPECT_TRUE(matches(g, "</think>{12}"));
+    EXPECT_TRUE(matches(g, "</think>\n\n{7}"));
+    EXPECT_FALSE(matches(g, "</think>\n\n\n{7}"));  // (at most two)
+    EXPECT_FALSE(matches(g, "{12}"));
+    EXPECT_FALSE(matches(g, "</think>"));
+    EXPECT_FALSE(matches(g, "</thin>{1}"));
+    EXPECT_FALSE(matches(g, "</think>x{1}"));
+    const Grammar u = Grammar::after_literal(Grammar::parse(R"(root ::= "a")"), "\xc3\xa9\xe2\x82\xac");
+    EXPECT_TRUE(matches(u, "\xc3\xa9\xe2\x82\xac a"));
+    EXPECT_THROW(Grammar::after_literal(u, "\xc3"), GrammarError);
+}
+
 TEST(Grammar, JsonGrammar) {
     const Grammar g = Grammar::parse(kJson);
     EXPECT_TRUE(matches(g, R"({"a": [1, 2.5, -3e4], "b": {"c": "x\n\u00e9"}, "d": true, "e": null})"));

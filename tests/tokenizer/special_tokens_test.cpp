@@ -138,6 +138,39 @@ TEST(TokenizerSynthetic, SpmMergesByScore) {
     EXPECT_EQ(tok->decode({9, 8}), "abc");
 }
 
+// End of generation by token name: gpt-oss's <|return|> and <|call|> end it and its
+// <|end|> does not (it only ends the analysis message before the answer); without those
+// two, <|end|> does (phi-3). gemma 4's <turn|> and <|tool_response>.
+TEST(TokenizerSynthetic, HarmonyAndGemma4EndOfGeneration) {
+    auto load = [](const std::vector<std::string>& extra) {
+        gguf::Writer w;
+        w.set_string("tokenizer.ggml.model", "llama");
+        std::vector<std::string> toks = {"<unk>", "<s>", "</s>", "a"};
+        std::vector<float> scores = {0, 0, 0, -1};
+        std::vector<int32_t> types = {2, 3, 3, 1};
+        for (const std::string& t : extra) toks.push_back(t), scores.push_back(0), types.push_back(3);
+        w.set_string_array("tokenizer.ggml.tokens", toks);
+        w.set_f32_array("tokenizer.ggml.scores", scores);
+        w.set_i32_array("tokenizer.ggml.token_type", types);
+        const auto bytes = w.to_bytes();
+        auto f = gguf::File::parse(bytes.data(), bytes.size());
+        return Tokenizer::from_gguf(*f);
+    };
+    auto harmony = load({"<|start|>", "<|channel|>", "<|message|>", "<|end|>", "<|return|>", "<|call|>"});
+    EXPECT_FALSE(harmony->is_eog(7));  // <|end|>
+    EXPECT_TRUE(harmony->is_eog(8));   // <|return|>
+    EXPECT_TRUE(harmony->is_eog(9));   // <|call|>
+    EXPECT_FALSE(harmony->is_eog(4) || harmony->is_eog(5) || harmony->is_eog(6));
+    EXPECT_TRUE(harmony->is_eog(2));   // eos </s>
+    auto phi = load({"<|end|>", "<|user|>"});
+    EXPECT_TRUE(phi->is_eog(4));
+    EXPECT_FALSE(phi->is_eog(5));
+    auto gemma = load({"<|turn>", "<turn|>", "<|tool_call>", "<tool_call|>", "<|tool_response>"});
+    EXPECT_TRUE(gemma->is_eog(5));
+    EXPECT_TRUE(gemma->is_eog(8));
+    EXPECT_FALSE(gemma->is_eog(4) || gemma->is_eog(6) || gemma->is_eog(7));
+}
+
 TEST(TokenizerSynthetic, LoadErrorsNameTheKey) {
     auto expect_error = [](const gguf::Writer& w, const std::string& needle) {
         const auto bytes = w.to_bytes();
