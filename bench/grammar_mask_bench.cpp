@@ -66,4 +66,40 @@ int main(int argc, char** argv) {
                 std::printf("top_k %2d temp %.0f %-14s: %2d tokens, %7.2f ms/token  %s\n", top_k, temp, name, steps,
                             total_ms / std::max(steps, 1), text.substr(0, 40).c_str());
             }
+    // The scheduler's candidate path (a grammar row served by the device's top-64): the
+    // grammar asked about the candidates best first until top-k 40 are allowed, then the
+    // matcher's step; whole rows where fewer are allowed are not timed here.
+    {
+        GrammarConstraint c(g, *tok, trie);
+        std::mt19937 rng(1);
+        std::normal_distribution<float> nd(0.f, 3.f);
+        std::vector<float> logits(static_cast<size_t>(n));
+        std::vector<int32_t> ids(static_cast<size_t>(n));
+        double check_us = 0, accept_us = 0;
+        int served = 0, asked = 0, steps = 0;
+        for (; steps < 200; ++steps) {
+            for (auto& x : logits) x = nd(rng);
+            for (int32_t i = 0; i < n; ++i) ids[size_t(i)] = i;
+            std::partial_sort(ids.begin(), ids.begin() + 64, ids.end(), [&](int32_t a, int32_t b) { return logits[size_t(a)] > logits[size_t(b)]; });
+            const auto t0 = std::chrono::steady_clock::now();
+            int allowed = 0, first = -1;
+            for (int j = 0; j < 64 && allowed < 40; ++j, ++asked)
+                if (c.allows(ids[size_t(j)])) first = first < 0 ? ids[size_t(j)] : first, ++allowed;
+            check_us += std::chrono::duration<double, std::micro>(std::chrono::steady_clock::now() - t0).count();
+            if (allowed < 40) {  // (a whole row would serve it: take the mask's first allowed token)
+                std::vector<uint8_t> mask(static_cast<size_t>(n));
+                c.allowed_mask(mask.data());
+                first = int(std::find(mask.begin(), mask.end(), 1) - mask.begin());
+                if (first >= n) break;
+            } else {
+                ++served;
+            }
+            if (tok->is_eog(first)) break;
+            const auto t1 = std::chrono::steady_clock::now();
+            c.accept(first);
+            accept_us += std::chrono::duration<double, std::micro>(std::chrono::steady_clock::now() - t1).count();
+        }
+        std::printf("candidates (top-64, 40 wanted): %d steps, %d served, %.2f us a check (%d asked), %.2f us an accept\n",
+                    steps, served, check_us / std::max(asked, 1), asked, accept_us / std::max(steps, 1));
+    }
 }

@@ -23,6 +23,8 @@ bool GrammarConstraint::allowed_mask(uint8_t* mask) const {
     return true;
 }
 
+bool GrammarConstraint::few_allowed() const { return trie_ && m_.next_char_options() <= kFewChars; }
+
 // Tokens ending at `node` are allowed (m has taken their bytes); a child is walked
 // when m takes its byte (pieces are fed byte by byte, as accept() takes them).
 void GrammarConstraint::walk(uint32_t node, const grammar::Matcher& m, uint8_t* mask) const {

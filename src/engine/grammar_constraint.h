@@ -22,6 +22,10 @@ public:
     // The whole vocabulary's allows() by one walk of the trie: a subtree is left at the
     // first byte the grammar refuses. False without a trie.
     bool allowed_mask(uint8_t* mask) const override;
+    // The next character has at most kFewChars options (structure, digits, a key's quote)
+    // and there is a trie: the mask walks only their subtrees.
+    bool few_allowed() const override;
+    static constexpr size_t kFewChars = 32;
     // Records a sampled token (it must be allowed: throws vega::Error otherwise).
     void accept(int32_t token);
     // The text so far is complete under the grammar.

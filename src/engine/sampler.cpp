@@ -152,25 +152,30 @@ int32_t Sampler::sample_constrained(const float* logits, const TokenConstraint& 
     bool exhausted = false;  // only -inf logits are left
     bool tried_mask = false;  // (the constraint's allowed_mask is considered once)
     constexpr double kTryCost = 2.4, kWalkCost = 1.1;  // us per token tried, per allowed token walked
+    // The rest of the chain's order among the allowed tokens only: the untried ids
+    // compacted to the allowed, finite ones, then just the wanted ones sorted.
+    auto by_mask = [&] {
+        mask_.resize(n);
+        if (!c.allowed_mask(mask_.data())) return false;
+        size_t m = n_allowed;
+        for (size_t i = done; i < n; ++i)
+            if (mask_[size_t(ids[i])] && w[ids[i]] != kNegInf) ids[m++] = ids[i];  // m <= i
+        const size_t end = std::min(want, m);
+        std::partial_sort(ids + n_allowed, ids + end, ids + m, before);
+        n_allowed = end;
+        return true;
+    };
+    // Few tokens can be allowed (structure, digits): the mask first, no window to sort.
+    if (c.few_allowed()) {
+        tried_mask = true;
+        if (by_mask()) done = n;
+    }
     while (n_allowed < want && done < n && !exhausted) {
         if (done > 0 && !tried_mask) {
             tried_mask = true;
             const double rate = double(n_allowed) / double(done);  // allowed among those tried
             const double to_try = rate > 0 ? std::min(double(n - done), double(want - n_allowed) / rate) : double(n - done);
-            if (to_try * kTryCost > std::max(rate, 1.0 / double(n)) * double(n) * kWalkCost) {
-                mask_.resize(n);
-                if (c.allowed_mask(mask_.data())) {
-                    // The rest of the chain's order among the allowed tokens only: the untried
-                    // ids compacted to the allowed, finite ones, then just the wanted ones sorted.
-                    size_t m = n_allowed;
-                    for (size_t i = done; i < n; ++i)
-                        if (mask_[size_t(ids[i])] && w[ids[i]] != kNegInf) ids[m++] = ids[i];  // m <= i
-                    const size_t end = std::min(want, m);
-                    std::partial_sort(ids + n_allowed, ids + end, ids + m, before);
-                    n_allowed = end;
-                    break;
-                }
-            }
+            if (to_try * kTryCost > std::max(rate, 1.0 / double(n)) * double(n) * kWalkCost && by_mask()) break;
         }
         const size_t end = std::min(n, done + win);
         std::partial_sort(ids + done, ids + end, ids + n, before);

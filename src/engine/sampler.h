@@ -37,6 +37,9 @@ public:
         (void)mask;
         return false;
     }
+    // True when few tokens can be allowed (the next character has few options) and
+    // allowed_mask is cheap: a sampler then asks for the mask first, not token by token.
+    virtual bool few_allowed() const { return false; }
 };
 
 class Sampler {

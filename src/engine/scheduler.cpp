@@ -95,7 +95,9 @@ struct Scheduler::Impl {
             }
         };
         if (parallel && n > 1) {
-            if (!sample_pool) sample_pool = std::make_unique<ThreadPool>(int(std::min(8u, std::max(1u, std::thread::hardware_concurrency()))));
+            if (!sample_pool)  // (used once or twice a step: its workers sleep between steps)
+                sample_pool = std::make_unique<ThreadPool>(int(std::min(8u, std::max(1u, std::thread::hardware_concurrency()))),
+                                                           /*spin=*/0);
             sample_pool->parallel_for(int64_t(n), 1, [&](int64_t b, int64_t e, int) {
                 for (int64_t i = b; i < e; ++i) one(size_t(i));
             });

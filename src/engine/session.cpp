@@ -466,13 +466,18 @@ const std::vector<float>& Session::logits_of(const std::vector<int>& rows) {
     Impl& I = *impl_;
     const size_t n_vocab = size_t(I.n_vocab);
     I.logits.resize(rows.size() * n_vocab);
-    for (size_t i = 0; i < rows.size(); ++i) {
-        const int r = rows[i];
+    for (const int r : rows)
         if (r < 0 || size_t(r) < I.last_first || size_t(r) >= I.last_first + I.last_rows)
             fail("logits_of: row {} is not among the last decode's rows still on the backend ([{}, {}))", r,
                  I.last_first, I.last_first + I.last_rows);
+    for (size_t i = 0; i < rows.size();) {
+        // One download for each run of consecutive rows.
+        size_t run = 1;
+        while (i + run < rows.size() && rows[i + run] == rows[i] + int(run)) ++run;
+        const int r = rows[i];
         I.out().download(I.logits.data() + i * n_vocab, I.d_logits + (size_t(r) - I.last_first) * n_vocab,
-                         n_vocab * sizeof(float));
+                         run * n_vocab * sizeof(float));
+        i += run;
     }
     return I.logits;
 }

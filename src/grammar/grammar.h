@@ -84,6 +84,10 @@ public:
     bool allows(std::string_view bytes) const;
     // The text may end here: some stack is empty and no UTF-8 sequence is pending.
     bool can_end() const;
+    // How many code points the next character may be (the stack tops' sets together,
+    // counted with overlaps; a complement counts as the whole of Unicode); inside a
+    // pending UTF-8 sequence, the whole of Unicode too.
+    size_t next_char_options() const;
     bool dead() const { return stacks_.empty(); }
     size_t n_stacks() const { return stacks_.size(); }
 

@@ -174,6 +174,19 @@ bool Matcher::allows(std::string_view bytes) const {
     return m.accept(bytes);
 }
 
+size_t Matcher::next_char_options() const {
+    constexpr size_t kAll = 0x110000;
+    if (partial_need_ > 0) return kAll;
+    size_t n = 0;
+    for (const Stack& s : stacks_) {
+        if (s.empty()) continue;
+        const CharSet& cs = g_->sets[g_->elements[s.back()].index];
+        if (cs.negated) return kAll;
+        for (const auto& [lo, hi] : cs.ranges) n += size_t(hi - lo) + 1;
+    }
+    return std::min(n, kAll);
+}
+
 bool Matcher::can_end() const {
     if (partial_need_ > 0) return false;
     for (const Stack& s : stacks_)

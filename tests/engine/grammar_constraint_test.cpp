@@ -9,6 +9,7 @@
 #include <memory>
 #include <nlohmann/json.hpp>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include "engine/vocab_trie.h"
@@ -48,6 +49,19 @@ TEST(GrammarConstraint, TrieMaskEqualsAskingEveryToken) {
                 n_allowed += mask[size_t(t)];
             }
             EXPECT_GT(n_allowed, 0) << vocab << " prefix '" << prefix << "'";
+        }
+    }
+    // few_allowed (the sampler then takes the mask first): structure and numbers, not strings.
+    {
+        auto f = gguf::File::open(test::data_file("vocab/ggml-vocab-llama-bpe.gguf"));
+        auto tok = Tokenizer::from_gguf(*f);
+        auto trie = std::make_shared<const VocabTrie>(*tok);
+        for (const auto& [prefix, few] : std::vector<std::pair<std::string, bool>>{
+                 {"", true}, {"{\"name\": \"ab", false}, {"{\"name\": \"abc\", \"age\": 1", true}, {"{\"name\": \"abc\"", true}}) {
+            GrammarConstraint c(g, *tok, trie);
+            for (int32_t t : tok->encode(prefix, false, false)) c.accept(t);
+            EXPECT_EQ(c.few_allowed(), few) << "'" << prefix << "'";
+            EXPECT_FALSE(GrammarConstraint(g, *tok).few_allowed());  // (no trie: no cheap mask)
         }
     }
     // Without a trie there is no mask (the sampler asks token by token).

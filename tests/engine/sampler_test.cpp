@@ -414,9 +414,15 @@ struct MaskedSet : AllowSet {
     int32_t n = 0;
 };
 
-// allowed_mask changes the cost, never the draw: the same tokens with and without it,
-// greedy and sampled, with and without top-k, for sets from sparse (where the mask is
-// taken) to dense (where the first window suffices), -inf logits included.
+// A constraint that says few tokens are allowed: the sampler takes its mask first.
+struct FewSet : MaskedSet {
+    bool few_allowed() const override { return true; }
+};
+
+// allowed_mask changes the cost, never the draw: the same tokens with and without it
+// (and with it taken first, as for a constraint with few_allowed), greedy and sampled,
+// with and without top-k, for sets from sparse (where the mask is taken) to dense (where
+// the first window suffices), -inf logits included.
 TEST(SamplerConstraint, MaskGivesTheSameTokensAsAskingTokenByToken) {
     const int n = 20000;
     std::mt19937 rng(3);
@@ -426,19 +432,23 @@ TEST(SamplerConstraint, MaskGivesTheSameTokensAsAskingTokenByToken) {
             for (float temp : {0.f, 0.7f}) {
                 AllowSet plain_c;
                 MaskedSet masked_c;
-                masked_c.n = n;
-                for (int t = 0; t < n; t += every) plain_c.ok.insert(t), masked_c.ok.insert(t);
+                FewSet few_c;
+                masked_c.n = few_c.n = n;
+                for (int t = 0; t < n; t += every) plain_c.ok.insert(t), masked_c.ok.insert(t), few_c.ok.insert(t);
                 SamplerParams p;
                 p.temperature = temp, p.top_k = top_k, p.top_p = 0.95f, p.min_p = 0.f, p.seed = 11;
-                Sampler a(p, n), b(p, n);
+                Sampler a(p, n), b(p, n), c(p, n);
                 std::vector<float> l(n);
                 for (int step = 0; step < 8; ++step) {
                     for (auto& x : l) x = nd(rng);
                     l[size_t(step)] = -INFINITY;
                     const int32_t ta = a.sample(l.data(), &plain_c), tb = b.sample(l.data(), &masked_c);
                     ASSERT_EQ(ta, tb) << "every " << every << " top_k " << top_k << " temp " << temp << " step " << step;
+                    ASSERT_EQ(c.sample(l.data(), &few_c), ta) << "mask first: every " << every << " top_k " << top_k;
                     ASSERT_TRUE(plain_c.ok.count(ta)) << ta;
                 }
+                EXPECT_EQ(few_c.asked, 0) << "every " << every;  // the mask answered everything
+                EXPECT_EQ(few_c.masks, 8);
                 // Sparse sets are found through the mask, not by asking thousands of tokens.
                 if (every >= 2000) EXPECT_GT(masked_c.masks, 0) << "every " << every;
                 if (every >= 2000) EXPECT_LT(masked_c.asked, 8 * 300) << "every " << every;

@@ -4,7 +4,7 @@
 
 namespace vega {
 
-ThreadPool::ThreadPool(int n_threads) {
+ThreadPool::ThreadPool(int n_threads, int spin) : spin_(std::max(0, spin)) {
     if (n_threads <= 0) n_threads = int(std::max(1u, std::thread::hardware_concurrency()));
     n_threads_ = n_threads;
     for (int i = 1; i < n_threads_; ++i) threads_.emplace_back([this, i] { worker(i); });
@@ -33,7 +33,7 @@ void ThreadPool::worker(int index) {
     for (;;) {
         // Spin a little for the next job, then sleep.
         uint64_t g = generation_.load(std::memory_order_acquire);
-        for (int spin = 0; g == seen && spin < 20000; ++spin) {
+        for (int spin = 0; g == seen && spin < spin_; ++spin) {
             std::this_thread::yield();
             g = generation_.load(std::memory_order_acquire);
         }

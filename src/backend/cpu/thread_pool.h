@@ -1,7 +1,8 @@
 // A fixed pool of worker threads for data-parallel loops. parallel_for splits
 // [0, n) into chunks handed out through an atomic counter; the calling thread
 // works too. Workers spin briefly before sleeping, since per-token ops come in
-// quick succession during decode.
+// quick succession during decode (a pool used once per GPU step should not: its
+// workers would hold their cores between steps).
 #pragma once
 #include <atomic>
 #include <condition_variable>
@@ -27,7 +28,9 @@ private:
 
 class ThreadPool {
 public:
-    explicit ThreadPool(int n_threads);  // total threads including the caller; <= 0: hardware
+    // n_threads: total threads including the caller; <= 0: hardware. spin: how many times
+    // an idle worker yields, looking for the next job, before it sleeps (0: at once).
+    explicit ThreadPool(int n_threads, int spin = 20000);
     ~ThreadPool();
     ThreadPool(const ThreadPool&) = delete;
     ThreadPool& operator=(const ThreadPool&) = delete;
@@ -41,6 +44,7 @@ private:
     void run_chunks(int index);
 
     int n_threads_;
+    int spin_;
     std::vector<std::thread> threads_;
     std::mutex mu_;
     std::condition_variable cv_;
