@@ -329,6 +329,33 @@ TEST(Scheduler, GrammarRowsFromCandidatesEqualWholeRowSampling) {
     for (size_t i = 0; i < cases.size(); ++i) EXPECT_EQ(together[i], want[i]) << "case " << i << " together";
 }
 
+// Session::logits_of: after a reduced step (argmax, top-k), the whole logits of chosen
+// rows are the rows decode() gives for the same step; rows not in that step are refused.
+TEST(Scheduler, LogitsOfRowsAfterAReducedStep) {
+    VEGA_REQUIRE_TEST_DATA();
+    Loaded l = load_model("models/stories260K.gguf");
+    const int n_vocab = l.model->hparams().n_vocab;
+    ContextParams cp;
+    cp.n_ctx = 32;
+    cp.n_seq = 3;
+    auto batch = [] {
+        std::vector<BatchToken> b;
+        for (int s = 0; s < 3; ++s) b.push_back({int32_t(20 + s), 0, s, true});
+        return b;
+    };
+    Session ref(*l.model, *l.be, cp);
+    const std::vector<float> want = ref.decode(batch());
+    Session s(*l.model, *l.be, cp);
+    const std::vector<int32_t> greedy = s.decode_greedy(batch());
+    ASSERT_EQ(greedy.size(), 3u);
+    const std::vector<float> got = s.logits_of({0, 2});
+    ASSERT_EQ(got.size(), 2u * size_t(n_vocab));
+    EXPECT_LT(nmse(got.data(), want.data(), size_t(n_vocab)), 1e-10);
+    EXPECT_LT(nmse(got.data() + n_vocab, want.data() + 2 * size_t(n_vocab), size_t(n_vocab)), 1e-10);
+    EXPECT_THROW(s.logits_of({3}), Error);
+    EXPECT_THROW(s.logits_of({-1}), Error);
+}
+
 TEST(Scheduler, StopsCancelsAndRejectsBadRequests) {
     VEGA_REQUIRE_TEST_DATA();
     Loaded l = load_model("models/stories260K.gguf");
