@@ -3,9 +3,36 @@
 #include <algorithm>
 
 #include "core/error.h"
+#include "core/utf8.h"
 #include "tokenizer/tokenizer.h"
 
 namespace vega {
+
+namespace {
+
+// The code points of a whole, shortest-form UTF-8 text into cps (at most max); -1 when it
+// is not (a piece ending inside a character, an overlong form, a surrogate) or longer.
+int decode_utf8(const std::string& s, char32_t* cps, int max) {
+    constexpr char32_t kMin[5] = {0, 0, 0x80, 0x800, 0x10000};
+    int n = 0;
+    for (size_t i = 0; i < s.size();) {
+        const unsigned char b = static_cast<unsigned char>(s[i]);
+        const int len = utf8_sequence_length(b);
+        if (len == 0 || i + size_t(len) > s.size() || n == max) return -1;
+        char32_t cp = utf8_lead_bits(b, len);
+        for (int k = 1; k < len; ++k) {
+            const unsigned char c = static_cast<unsigned char>(s[i + size_t(k)]);
+            if ((c >> 6) != 2) return -1;
+            cp = (cp << 6) | (c & 0x3F);
+        }
+        if (cp < kMin[len] || cp > 0x10FFFF || (cp >= 0xD800 && cp <= 0xDFFF)) return -1;
+        cps[n++] = cp;
+        i += size_t(len);
+    }
+    return n;
+}
+
+}  // namespace
 
 GrammarConstraint::GrammarConstraint(std::shared_ptr<const grammar::Grammar> g, const Tokenizer& tok,
                                      std::shared_ptr<const VocabTrie> trie)
@@ -44,7 +71,30 @@ bool GrammarConstraint::allows(int32_t t) const {
     const TokenAttr a = tok_.token_attr(t);
     if (a == TokenAttr::Control || a == TokenAttr::Unknown || a == TokenAttr::Unused) return false;
     const std::string piece = tok_.token_to_piece(t);
-    return !piece.empty() && m_.allows(piece);
+    if (piece.empty()) return false;
+    // A loop state (a string's body): a piece whose every character the same stacks
+    // take, stacks that loop on it, is allowed without running the matcher. Pieces that
+    // end inside a character, or are not shortest-form UTF-8, take the matcher.
+    char32_t cps[64];
+    const int n = decode_utf8(piece, cps, 64);
+    if (n > 0) {
+        const uint64_t taking = m_.stacks_taking(cps[0]);
+        if (taking == 0) return false;
+        if (taking != grammar::Matcher::kUnknown) {
+            bool same = true;
+            for (int i = 1; i < n && same; ++i) same = m_.stacks_taking(cps[i]) == taking;
+            if (same && loops(taking, cps[0])) return true;
+        }
+    }
+    return m_.allows(piece);
+}
+
+bool GrammarConstraint::loops(uint64_t taking, char32_t c) const {
+    for (const auto& [mask, yes] : loops_)
+        if (mask == taking) return yes;
+    const bool yes = m_.loops_on(c);
+    loops_.emplace_back(taking, yes);
+    return yes;
 }
 
 void GrammarConstraint::accept(int32_t t) {
@@ -52,6 +102,7 @@ void GrammarConstraint::accept(int32_t t) {
         if (!m_.can_end()) fail("grammar: end of generation before the grammar's text is complete");
         return;
     }
+    loops_.clear();
     if (!m_.accept(tok_.token_to_piece(t))) fail("grammar: token {} does not continue the grammar", t);
 }
 

@@ -4,6 +4,8 @@
 // One per request (it holds the matcher's state); the grammar is shared.
 #pragma once
 #include <memory>
+#include <utility>
+#include <vector>
 
 #include "engine/sampler.h"
 #include "engine/vocab_trie.h"
@@ -33,11 +35,15 @@ public:
 
 private:
     void walk(uint32_t node, const grammar::Matcher& m, uint8_t* mask) const;
+    // Whether the matcher loops on the characters that the stacks in `taking` take
+    // (Matcher::loops_on, asked once per mask and matcher state).
+    bool loops(uint64_t taking, char32_t c) const;
 
     std::shared_ptr<const grammar::Grammar> g_;
     const Tokenizer& tok_;
     std::shared_ptr<const VocabTrie> trie_;
     grammar::Matcher m_;
+    mutable std::vector<std::pair<uint64_t, bool>> loops_;  // loops() answers for this state
 };
 
 }  // namespace vega

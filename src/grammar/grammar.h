@@ -90,6 +90,14 @@ public:
     size_t next_char_options() const;
     bool dead() const { return stacks_.empty(); }
     size_t n_stacks() const { return stacks_.size(); }
+    // Which stacks take the code point c next, as a mask (stack i: bit i; 0: none).
+    // kUnknown when there are more than 64 stacks or a UTF-8 sequence is pending.
+    static constexpr uint64_t kUnknown = ~uint64_t(0);
+    uint64_t stacks_taking(char32_t c) const;
+    // Whether feeding c gives this matcher's state back (a loop: a string's body, say).
+    // Then every character the same stacks take does too (what follows a character
+    // depends only on which stacks took it), so a text of such characters is allowed.
+    bool loops_on(char32_t c) const;
 
 private:
     using Stack = std::vector<uint32_t>;  // positions in Grammar::elements; top = back

@@ -174,6 +174,20 @@ bool Matcher::allows(std::string_view bytes) const {
     return m.accept(bytes);
 }
 
+uint64_t Matcher::stacks_taking(char32_t c) const {
+    if (partial_need_ > 0 || stacks_.size() > 64) return kUnknown;
+    uint64_t m = 0;
+    for (size_t i = 0; i < stacks_.size(); ++i)
+        if (!stacks_[i].empty() && g_->sets[g_->elements[stacks_[i].back()].index].contains(c)) m |= uint64_t(1) << i;
+    return m;
+}
+
+bool Matcher::loops_on(char32_t c) const {
+    if (partial_need_ > 0) return false;
+    Matcher next = *this;
+    return next.advance(c) && next.stacks_ == stacks_;
+}
+
 size_t Matcher::next_char_options() const {
     constexpr size_t kAll = 0x110000;
     if (partial_need_ > 0) return kAll;

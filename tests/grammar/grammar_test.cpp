@@ -102,6 +102,29 @@ TEST(Grammar, AfterALiteral) {
     EXPECT_THROW(Grammar::after_literal(u, "\xc3"), GrammarError);
 }
 
+// A string's body is a loop (a character the same stacks take gives the same state back);
+// a bounded repetition is not; the stacks that take a character, as a mask.
+TEST(Grammar, LoopsAndStacksTaking) {
+    const Grammar g = Grammar::parse(R"(root ::= "\"" [^"\\]* "\"" | "\"" [a-c]{0,3} "!")");
+    Matcher m(g);
+    ASSERT_TRUE(m.accept("\"a"));
+    EXPECT_FALSE(m.loops_on(U'x'));  // 'x' ends the bounded branch: not the same state
+    ASSERT_TRUE(m.accept("x"));
+    EXPECT_TRUE(m.loops_on(U'y'));
+    EXPECT_NE(m.stacks_taking(U'x'), 0u);
+    EXPECT_EQ(m.stacks_taking(U'\\'), 0u);
+    EXPECT_NE(m.stacks_taking(U'"'), m.stacks_taking(U'x'));  // the closing quote: another stack
+    const Grammar b = Grammar::parse(R"(root ::= [a-c]{0,3} "!")");
+    Matcher n(b);
+    ASSERT_TRUE(n.accept("a"));
+    EXPECT_FALSE(n.loops_on(U'b'));  // one fewer left each time
+    const Grammar any = Grammar::parse(R"(root ::= [^x]*)");
+    Matcher pending(any);
+    ASSERT_TRUE(pending.accept("\xc3"));  // inside a 2-byte character
+    EXPECT_EQ(pending.stacks_taking(U'a'), Matcher::kUnknown);
+    EXPECT_FALSE(pending.loops_on(U'a'));
+}
+
 TEST(Grammar, JsonGrammar) {
     const Grammar g = Grammar::parse(kJson);
     EXPECT_TRUE(matches(g, R"({"a": [1, 2.5, -3e4], "b": {"c": "x\n\u00e9"}, "d": true, "e": null})"));
