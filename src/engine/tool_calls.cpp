@@ -31,6 +31,8 @@ const std::string kDsCallsBegin = "<\uff5ctool\u2581calls\u2581begin\uff5c>", kD
 const std::string kFunctionOpen = "<function=", kFunctionClose = "</function>";  // functionary v3.1
 const std::string kRecipient = ">>>", kRecipientAll = "all\n";                    // functionary v3.2
 const std::string kGemmaThinkOpen = "<|channel>thought\n", kGemmaThinkClose = "<channel|>";
+// Apriel 1.6's generation prompt opens its reasoning with this line; the answer follows the marker.
+const std::string kAprielThinkOpen = "Here are my reasoning steps:\n", kAprielThinkClose = "[BEGIN FINAL RESPONSE]";
 const std::string kKimiSection = "<|tool_calls_section_begin|>", kKimiCallBegin = "<|tool_call_begin|>",
                   kKimiArgs = "<|tool_call_argument_begin|>", kKimiCallEnd = "<|tool_call_end|>";
 
@@ -495,12 +497,13 @@ bool reply_shows_special(ToolFormat f, bool tools) {
 ThinkMarkers think_markers(ToolFormat f) {
     if (f == ToolFormat::CommandR) return {kCohereThinkOpen, kCohereThinkClose};
     if (f == ToolFormat::Gemma4) return {kGemmaThinkOpen, kGemmaThinkClose};
+    if (f == ToolFormat::Apriel) return {kAprielThinkOpen, kAprielThinkClose};
     return {kThinkOpen, kThinkClose};
 }
 
 bool template_thinks(const std::string& t) {
     return t.find(kThinkOpen) != std::string::npos || t.find(kCohereThinkOpen) != std::string::npos ||
-           t.find("<|channel>thought") != std::string::npos;
+           t.find("<|channel>thought") != std::string::npos || t.find(kAprielThinkClose) != std::string::npos;
 }
 
 // ---- ReplySplitter ----

@@ -24,7 +24,7 @@
 //              Action:\n```json\n[{"tool_name": "f", "parameters": {...}}]\n``` (Command R+)
 //   Granite    <|tool_call|>[{"name": "f", "arguments": {...}}, ...] (granite 3.x)
 //   Apriel     <tool_calls>[{"name": "f", "arguments": {...}}, ...]</tool_calls> (Apriel 1.5 / 1.6;
-//              its "[BEGIN FINAL RESPONSE]" reasoning split is not done: all content)
+//              1.6's reasoning ends at "[BEGIN FINAL RESPONSE]")
 //   FunctionaryV31/V32, and in engine/tool_call_parsers.h and engine/harmony.h: Dsml
 //              (DeepSeek V3.2 / V4), MiniMax (M2), Gemma4, Harmony (gpt-oss).
 // These markers are special tokens: while tools are in play the server renders special
@@ -59,15 +59,18 @@ bool tool_markers_special(ToolFormat f);
 // markers are (gemma 4, harmony).
 bool reply_shows_special(ToolFormat f, bool tools);
 // The markers of the format's reasoning block: <think> and </think>, Command R7B's
-// <|START_THINKING|> and <|END_THINKING|>, gemma 4's "<|channel>thought\n" and <channel|>.
+// <|START_THINKING|> and <|END_THINKING|>, gemma 4's "<|channel>thought\n" and <channel|>,
+// Apriel's "Here are my reasoning steps:\n" (1.6 ends its generation prompt with it) and
+// "[BEGIN FINAL RESPONSE]".
 // (Harmony's analysis channel is read by engine/harmony.h.)
 struct ThinkMarkers {
     std::string open, close;
 };
 ThinkMarkers think_markers(ToolFormat f);
 // Whether the template writes reasoning between <think> and </think> (qwen3, QwQ,
-// DeepSeek R1 and others; Command R7B's <|START_THINKING|> block): the reply's leading
-// think block is then reasoning.
+// DeepSeek R1 and others; Command R7B's <|START_THINKING|> block, gemma 4's thought
+// channel, Apriel's final-response marker): the reply's leading think block is then
+// reasoning.
 bool template_thinks(const std::string& template_text);
 
 struct ToolCall {

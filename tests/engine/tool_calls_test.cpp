@@ -52,8 +52,8 @@ TEST(ToolCalls, DetectsTheFormatFromTheTemplate) {
                           Want{"GLM-4.6.json", ToolFormat::Glm, true},
                           Want{"poolside-Laguna-XS-2.1.json", ToolFormat::Glm, true},
                           Want{"ibm-granite-granite-4.0.json", ToolFormat::Hermes, false},
-                          Want{"unsloth-Apriel-1.5.json", ToolFormat::Apriel, false},
-                          Want{"Apriel-1.6-15b-Thinker-fixed.json", ToolFormat::Apriel, false},
+                          Want{"unsloth-Apriel-1.5.json", ToolFormat::Apriel, true},
+                          Want{"Apriel-1.6-15b-Thinker-fixed.json", ToolFormat::Apriel, true},
                           Want{"unsloth-mistral-Devstral-Small-2507.json", ToolFormat::Mistral, false},
                           Want{"Mistral-Small-3.2-24B-Instruct-2506.json", ToolFormat::Mistral, false},
                           Want{"mistralai-Mistral-Nemo-Instruct-2407.json", ToolFormat::Mistral, false},
@@ -266,6 +266,19 @@ TEST(ToolCalls, CommandRAndGraniteReplies) {
     EXPECT_EQ(r.calls[0].name, "get_weather");
     EXPECT_EQ(r.content, "Here are my reasoning steps: call it.\n[BEGIN FINAL RESPONSE]\n");
     expect_text(ToolFormat::Apriel, {"<tool_calls>[{\"name\": \"f\", \"arguments\": 3}]</tool_calls>", "<tool_calls>"});
+    // Apriel 1.6: the generation prompt ends with "Here are my reasoning steps:\n"; the
+    // reply's reasoning ends at the final-response marker.
+    r = split(ToolFormat::Apriel, true,
+              "The user wants the weather.\n[BEGIN FINAL RESPONSE]\n<tool_calls>[{\"name\": \"get_weather\", "
+              "\"arguments\": {\"city\": \"Paris\"}}]</tool_calls>",
+              /*open_think=*/true);
+    ASSERT_EQ(r.calls.size(), 1u);
+    EXPECT_EQ(r.reasoning, "The user wants the weather.\n");
+    EXPECT_EQ(r.content, "");
+    r = split(ToolFormat::Apriel, true, "Easy.\n[BEGIN FINAL RESPONSE]\nHello! I am Apriel.", /*open_think=*/true);
+    EXPECT_EQ(r.reasoning, "Easy.\n");
+    EXPECT_EQ(r.content, "Hello! I am Apriel.");
+    EXPECT_EQ(think_markers(ToolFormat::Apriel).close, "[BEGIN FINAL RESPONSE]");
 }
 
 // Functionary v3.1 (llama 3.1's <function=NAME>{...}</function>, <|python_tag|> code) and
