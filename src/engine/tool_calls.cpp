@@ -23,6 +23,8 @@ const std::string kCohereThinkOpen = "<|START_THINKING|>", kCohereThinkClose = "
 const std::string kCohereAction = "<|START_ACTION|>", kCohereActionEnd = "<|END_ACTION|>", kCoherePlusAction = "Action:";
 const std::string kGraniteCall = "<|tool_call|>";
 const std::string kAprielCalls = "<tool_calls>", kAprielCallsEnd = "</tool_calls>";
+const std::string kNemotronCalls = "<TOOLCALL>", kNemotronCallsEnd = "</TOOLCALL>", kFireFunctionCalls = "functools";
+const std::string kFireFunctionHold = "functools[";  // (streaming holds content from here: "functools" alone is a word)
 const std::string kHermesOpen = "<tool_call>", kHermesClose = "</tool_call>";
 const std::string kPythonTag = "<|python_tag|>";
 const std::string kMistralCalls = "[TOOL_CALLS]", kMistralArgs = "[ARGS]";
@@ -46,6 +48,8 @@ std::vector<const std::string*> call_markers(ToolFormat f) {
         case ToolFormat::CommandR: return {&kCohereAction, &kCoherePlusAction, &kHermesOpen};
         case ToolFormat::Granite: return {&kGraniteCall, &kHermesOpen};
         case ToolFormat::Apriel: return {&kAprielCalls, &kHermesOpen};
+        case ToolFormat::NemotronV2: return {&kNemotronCalls, &kHermesOpen};
+        case ToolFormat::FireFunction: return {&kFireFunctionHold, &kHermesOpen};
         case ToolFormat::FunctionaryV31: return {&kFunctionOpen, &kPythonTag, &kHermesOpen};
         case ToolFormat::FunctionaryV32: return {&kRecipient, &kHermesOpen};
         case ToolFormat::Dsml: return {&kDsmlSyntax.open[0], &kDsmlSyntax.open[1], &kHermesOpen};
@@ -304,7 +308,7 @@ ParsedCalls parse_command_r(const std::string& c) {
 
 // MARKER[{"name": "f", "arguments": {...}}, ...] and, when END is not empty, an
 // optional END after the list: granite 3.x (<|tool_call|>), Apriel (<tool_calls> ...
-// </tool_calls>).
+// </tool_calls>), Nemotron Nano v2 (<TOOLCALL> ... </TOOLCALL>), firefunction v2 (functools).
 ParsedCalls parse_call_list(const std::string& c, const std::string& marker, const std::string& end) {
     ParsedCalls out;
     const size_t p = c.find(marker);
@@ -316,6 +320,15 @@ ParsedCalls parse_call_list(const std::string& c, const std::string& marker, con
     if (!end.empty() && starts_with_at(c, e, end)) e += end.size();
     out.after = trim(c.substr(e));
     return out;
+}
+
+// firefunction v2: functools[...] (the word alone is not a marker: Python's module).
+ParsedCalls parse_firefunction(const std::string& c) {
+    const size_t p = c.find(kFireFunctionHold);
+    if (p == std::string::npos) return {};
+    ParsedCalls r = parse_call_list(c.substr(p), kFireFunctionCalls, "");
+    if (!r.calls.empty()) r.before = c.substr(0, p);
+    return r;
 }
 
 // Functionary v3.1: <function=NAME>{...}</function> (one or more, content before them),
@@ -455,6 +468,8 @@ ToolFormat detect_tool_format(const std::string& t) {
         return ToolFormat::CommandR;
     if (t.find(kGraniteCall) != std::string::npos) return ToolFormat::Granite;  // granite 3.x
     if (t.find(kAprielCalls) != std::string::npos) return ToolFormat::Apriel;  // Apriel 1.5 / 1.6
+    if (t.find(kNemotronCalls) != std::string::npos) return ToolFormat::NemotronV2;
+    if (t.find("functools[") != std::string::npos) return ToolFormat::FireFunction;
     if (t.find(kHermesOpen) != std::string::npos) return ToolFormat::Hermes;
     if (t.find(kPythonTag) != std::string::npos || t.find("respond with a JSON for a function call") != std::string::npos)
         return ToolFormat::Llama3Json;
@@ -479,6 +494,8 @@ const char* tool_format_name(ToolFormat f) {
         case ToolFormat::MiniMax: return "minimax (<minimax:tool_call> invoke blocks)";
         case ToolFormat::Gemma4: return "gemma 4 (<|tool_call>call:NAME{...})";
         case ToolFormat::Harmony: return "gpt-oss harmony (channels)";
+        case ToolFormat::NemotronV2: return "nemotron (<TOOLCALL> list)";
+        case ToolFormat::FireFunction: return "firefunction (functools list)";
         case ToolFormat::None: break;
     }
     return "none recognised (hermes assumed)";
@@ -487,7 +504,7 @@ const char* tool_format_name(ToolFormat f) {
 bool tool_markers_special(ToolFormat f) {
     return f == ToolFormat::Mistral || f == ToolFormat::DeepSeek || f == ToolFormat::KimiK2 || f == ToolFormat::CommandR ||
            f == ToolFormat::Granite || f == ToolFormat::Dsml || f == ToolFormat::MiniMax || f == ToolFormat::Gemma4 ||
-           f == ToolFormat::Harmony;
+           f == ToolFormat::Harmony || f == ToolFormat::NemotronV2;
 }
 
 bool reply_shows_special(ToolFormat f, bool tools) {
@@ -565,6 +582,8 @@ size_t ReplySplitter::content_hold(size_t c_begin) const {
         case ToolFormat::Dsml:
         case ToolFormat::MiniMax:
         case ToolFormat::Gemma4:
+        case ToolFormat::NemotronV2:
+        case ToolFormat::FireFunction:
         case ToolFormat::Harmony: {  // (harmony: a plain reply, which may be a forced Hermes call)
             if (format_ == ToolFormat::FunctionaryV32) {
                 // Content only in a leading "all" segment: until its "all\n" is complete,
@@ -697,8 +716,12 @@ ParsedCalls parse_tool_calls(ToolFormat format, const std::string& content, cons
         case ToolFormat::Dsml:
         case ToolFormat::MiniMax:
         case ToolFormat::Gemma4:
+        case ToolFormat::NemotronV2:
+        case ToolFormat::FireFunction:
         case ToolFormat::Harmony: {
             ParsedCalls own = format == ToolFormat::Harmony ? harmony_calls(content)
+                              : format == ToolFormat::NemotronV2 ? parse_call_list(content, kNemotronCalls, kNemotronCallsEnd)
+                              : format == ToolFormat::FireFunction ? parse_firefunction(content)
                               : format == ToolFormat::Dsml    ? parse_invoke_calls(content, kDsmlSyntax, tools)
                               : format == ToolFormat::MiniMax ? parse_invoke_calls(content, kMiniMaxSyntax, tools)
                               : format == ToolFormat::Gemma4  ? parse_gemma4_calls(content)

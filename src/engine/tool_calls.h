@@ -25,6 +25,8 @@
 //   Granite    <|tool_call|>[{"name": "f", "arguments": {...}}, ...] (granite 3.x)
 //   Apriel     <tool_calls>[{"name": "f", "arguments": {...}}, ...]</tool_calls> (Apriel 1.5 / 1.6;
 //              1.6's reasoning ends at "[BEGIN FINAL RESPONSE]")
+//   NemotronV2 <TOOLCALL>[{"name": "f", "arguments": {...}}, ...]</TOOLCALL>
+//   FireFunction functools[{"name": "f", "arguments": {...}}, ...]
 //   FunctionaryV31/V32, and in engine/tool_call_parsers.h and engine/harmony.h: Dsml
 //              (DeepSeek V3.2 / V4), MiniMax (M2), Gemma4, Harmony (gpt-oss).
 // These markers are special tokens: while tools are in play the server renders special
@@ -47,6 +49,8 @@ enum class ToolFormat {
     MiniMax,  // MiniMax M2: <minimax:tool_call> of <invoke name="f"> blocks
     Gemma4,   // <|tool_call>call:f{key:value}<tool_call|>; reasoning <|channel>thought ... <channel|>
     Harmony,  // gpt-oss: channels (engine/harmony.h); reasoning is the analysis channel
+    NemotronV2,    // <TOOLCALL>[{"name": "f", "arguments": {...}}, ...]</TOOLCALL> (NVIDIA Nemotron Nano v2)
+    FireFunction,  // functools[{"name": "f", "arguments": {...}}, ...] (firefunction v2)
 };
 
 // The format a chat template's text teaches (None: no syntax vega recognises).

@@ -70,6 +70,8 @@ TEST(ToolCalls, DetectsTheFormatFromTheTemplate) {
                           Want{"ibm-granite-granite-3.3-2B-Instruct.json", ToolFormat::Granite, true},
                           Want{"meetkai-functionary-medium-v3.1.json", ToolFormat::FunctionaryV31, false},
                           Want{"meetkai-functionary-medium-v3.2.json", ToolFormat::FunctionaryV32, false},
+                          Want{"NVIDIA-Nemotron-Nano-v2.json", ToolFormat::NemotronV2, true},
+                          Want{"fireworks-ai-llama-3-firefunction-v2.json", ToolFormat::FireFunction, false},
                           Want{"google-gemma-2-2b-it.json", ToolFormat::None, false}}) {
         const std::string t = template_file(w.file)["template"];
         EXPECT_EQ(detect_tool_format(t), w.f) << w.file;
@@ -279,6 +281,22 @@ TEST(ToolCalls, CommandRAndGraniteReplies) {
     EXPECT_EQ(r.reasoning, "Easy.\n");
     EXPECT_EQ(r.content, "Hello! I am Apriel.");
     EXPECT_EQ(think_markers(ToolFormat::Apriel).close, "[BEGIN FINAL RESPONSE]");
+    // Nemotron Nano v2 and firefunction v2: a JSON list after their markers.
+    r = split(ToolFormat::NemotronV2, true,
+              "<think>\nNeed weather.\n</think>\n\n<TOOLCALL>[{\"name\": \"get_weather\", \"arguments\": {\"city\": \"Paris\"}}, "
+              "{\"name\": \"add\", \"arguments\": {\"a\": 1}}]</TOOLCALL>");
+    ASSERT_EQ(r.calls.size(), 2u);
+    EXPECT_EQ(r.calls[1].name, "add");
+    EXPECT_EQ(r.reasoning, "\nNeed weather.\n");
+    EXPECT_EQ(r.content, "");
+    r = split(ToolFormat::FireFunction, false, " functools[{\"name\": \"get_weather\", \"arguments\": {\"city\": \"Oslo\"}}]");
+    ASSERT_EQ(r.calls.size(), 1u);
+    EXPECT_EQ(json::parse(r.calls[0].arguments), json::parse(R"({"city": "Oslo"})"));
+    expect_text(ToolFormat::NemotronV2, {"<TOOLCALL>[{\"name\": \"f\"", "<TOOLCALL>{\"name\": \"f\"}</TOOLCALL>"});
+    expect_text(ToolFormat::FireFunction, {"Python's functools module caches.", "functools[{\"arguments\": {}}]"});
+    r = split(ToolFormat::FireFunction, false, "Uses functools and functools[{\"name\": \"f\", \"arguments\": {}}]");
+    ASSERT_EQ(r.calls.size(), 1u);
+    EXPECT_EQ(r.content, "Uses functools and ");
 }
 
 // Functionary v3.1 (llama 3.1's <function=NAME>{...}</function>, <|python_tag|> code) and
@@ -514,6 +532,8 @@ TEST(ToolCalls, StreamedPiecesAddUpAndHoldCallsBack) {
                               "<|end|><|start|>assistant<|channel|>final<|message|>The answer <|ret is 4.<|return|>"},
         {ToolFormat::Harmony, "<|chan but plain"},
         {ToolFormat::Harmony, "<tool_call>\n{\"name\": \"f\", \"arguments\": {}}\n</tool_call>"},
+        {ToolFormat::NemotronV2, "<think>x</think>ok <TOOL <TOOLCALL>[{\"name\": \"f\", \"arguments\": {}}]</TOOLCALL>"},
+        {ToolFormat::FireFunction, "Uses functools and functools[{\"name\": \"f\", \"arguments\": {\"n\": 1}}]"},
     };
     std::mt19937 rng(7);
     for (const auto& [fmt, text] : replies) {
