@@ -36,4 +36,9 @@ ParsedCalls parse_gemma4_calls(const std::string& content);
 // One gemma 4 value at s[i] as JSON; `end` past it. False when malformed.
 bool read_gemma4_value(const std::string& s, size_t i, nlohmann::ordered_json* out, size_t* end);
 
+// LFM2 / LFM2.5: <|tool_call_start|>[f(key=VALUE, ...), ...]<|tool_call_end|>, VALUE a Python
+// literal ('text' or "text", numbers, True, False, None, lists, tuples, dicts).
+extern const std::string kPythonicOpen;
+ParsedCalls parse_pythonic_calls(const std::string& content);
+
 }  // namespace vega

@@ -50,6 +50,7 @@ std::vector<const std::string*> call_markers(ToolFormat f) {
         case ToolFormat::Apriel: return {&kAprielCalls, &kHermesOpen};
         case ToolFormat::NemotronV2: return {&kNemotronCalls, &kHermesOpen};
         case ToolFormat::FireFunction: return {&kFireFunctionHold, &kHermesOpen};
+        case ToolFormat::Pythonic: return {&kPythonicOpen, &kHermesOpen};
         case ToolFormat::FunctionaryV31: return {&kFunctionOpen, &kPythonTag, &kHermesOpen};
         case ToolFormat::FunctionaryV32: return {&kRecipient, &kHermesOpen};
         case ToolFormat::Dsml: return {&kDsmlSyntax.open[0], &kDsmlSyntax.open[1], &kHermesOpen};
@@ -470,6 +471,8 @@ ToolFormat detect_tool_format(const std::string& t) {
     if (t.find(kAprielCalls) != std::string::npos) return ToolFormat::Apriel;  // Apriel 1.5 / 1.6
     if (t.find(kNemotronCalls) != std::string::npos) return ToolFormat::NemotronV2;
     if (t.find("functools[") != std::string::npos) return ToolFormat::FireFunction;
+    if (t.find(kPythonicOpen) != std::string::npos || t.find("<|tool_list_start|>") != std::string::npos)
+        return ToolFormat::Pythonic;  // LFM2 (its template shows only the tool list), LFM2.5
     if (t.find(kHermesOpen) != std::string::npos) return ToolFormat::Hermes;
     if (t.find(kPythonTag) != std::string::npos || t.find("respond with a JSON for a function call") != std::string::npos)
         return ToolFormat::Llama3Json;
@@ -496,6 +499,7 @@ const char* tool_format_name(ToolFormat f) {
         case ToolFormat::Harmony: return "gpt-oss harmony (channels)";
         case ToolFormat::NemotronV2: return "nemotron (<TOOLCALL> list)";
         case ToolFormat::FireFunction: return "firefunction (functools list)";
+        case ToolFormat::Pythonic: return "pythonic (<|tool_call_start|>[f(a=1)])";
         case ToolFormat::None: break;
     }
     return "none recognised (hermes assumed)";
@@ -504,7 +508,7 @@ const char* tool_format_name(ToolFormat f) {
 bool tool_markers_special(ToolFormat f) {
     return f == ToolFormat::Mistral || f == ToolFormat::DeepSeek || f == ToolFormat::KimiK2 || f == ToolFormat::CommandR ||
            f == ToolFormat::Granite || f == ToolFormat::Dsml || f == ToolFormat::MiniMax || f == ToolFormat::Gemma4 ||
-           f == ToolFormat::Harmony || f == ToolFormat::NemotronV2;
+           f == ToolFormat::Harmony || f == ToolFormat::NemotronV2 || f == ToolFormat::Pythonic;
 }
 
 bool reply_shows_special(ToolFormat f, bool tools) {
@@ -584,6 +588,7 @@ size_t ReplySplitter::content_hold(size_t c_begin) const {
         case ToolFormat::Gemma4:
         case ToolFormat::NemotronV2:
         case ToolFormat::FireFunction:
+        case ToolFormat::Pythonic:
         case ToolFormat::Harmony: {  // (harmony: a plain reply, which may be a forced Hermes call)
             if (format_ == ToolFormat::FunctionaryV32) {
                 // Content only in a leading "all" segment: until its "all\n" is complete,
@@ -718,8 +723,10 @@ ParsedCalls parse_tool_calls(ToolFormat format, const std::string& content, cons
         case ToolFormat::Gemma4:
         case ToolFormat::NemotronV2:
         case ToolFormat::FireFunction:
+        case ToolFormat::Pythonic:
         case ToolFormat::Harmony: {
             ParsedCalls own = format == ToolFormat::Harmony ? harmony_calls(content)
+                              : format == ToolFormat::Pythonic ? parse_pythonic_calls(content)
                               : format == ToolFormat::NemotronV2 ? parse_call_list(content, kNemotronCalls, kNemotronCallsEnd)
                               : format == ToolFormat::FireFunction ? parse_firefunction(content)
                               : format == ToolFormat::Dsml    ? parse_invoke_calls(content, kDsmlSyntax, tools)

@@ -27,6 +27,7 @@
 //              1.6's reasoning ends at "[BEGIN FINAL RESPONSE]")
 //   NemotronV2 <TOOLCALL>[{"name": "f", "arguments": {...}}, ...]</TOOLCALL>
 //   FireFunction functools[{"name": "f", "arguments": {...}}, ...]
+//   Pythonic   <|tool_call_start|>[f(a='x', n=3), ...]<|tool_call_end|> (LFM2, LFM2.5)
 //   FunctionaryV31/V32, and in engine/tool_call_parsers.h and engine/harmony.h: Dsml
 //              (DeepSeek V3.2 / V4), MiniMax (M2), Gemma4, Harmony (gpt-oss).
 // These markers are special tokens: while tools are in play the server renders special
@@ -51,6 +52,7 @@ enum class ToolFormat {
     Harmony,  // gpt-oss: channels (engine/harmony.h); reasoning is the analysis channel
     NemotronV2,    // <TOOLCALL>[{"name": "f", "arguments": {...}}, ...]</TOOLCALL> (NVIDIA Nemotron Nano v2)
     FireFunction,  // functools[{"name": "f", "arguments": {...}}, ...] (firefunction v2)
+    Pythonic,      // <|tool_call_start|>[f(a='x', n=3)]<|tool_call_end|> (LFM2, LFM2.5)
 };
 
 // The format a chat template's text teaches (None: no syntax vega recognises).

@@ -72,6 +72,8 @@ TEST(ToolCalls, DetectsTheFormatFromTheTemplate) {
                           Want{"meetkai-functionary-medium-v3.2.json", ToolFormat::FunctionaryV32, false},
                           Want{"NVIDIA-Nemotron-Nano-v2.json", ToolFormat::NemotronV2, true},
                           Want{"fireworks-ai-llama-3-firefunction-v2.json", ToolFormat::FireFunction, false},
+                          Want{"LFM2-8B-A1B.json", ToolFormat::Pythonic, false},
+                          Want{"LFM2.5-8B-A1B.json", ToolFormat::Pythonic, true},
                           Want{"google-gemma-2-2b-it.json", ToolFormat::None, false}}) {
         const std::string t = template_file(w.file)["template"];
         EXPECT_EQ(detect_tool_format(t), w.f) << w.file;
@@ -478,6 +480,30 @@ TEST(ToolCalls, HarmonyReplies) {
     EXPECT_TRUE(reply_shows_special(ToolFormat::Mistral, true) && !reply_shows_special(ToolFormat::Mistral, false));
 }
 
+// LFM2 / LFM2.5: a Python list of calls with keyword arguments (Python literals: quoted
+// strings with escapes, numbers, True/False/None, lists, tuples, dicts).
+TEST(ToolCalls, PythonicReplies) {
+    auto r = split(ToolFormat::Pythonic, true,
+                   "<think>Two calls.</think>Sure.<|tool_call_start|>[get_weather(city='Paris, \\'FR\\'', days=3, "
+                   "metric=True, hours=[6, 12.5], extra={'a': None, \"b\": (1, 2)}), now()]<|tool_call_end|>");
+    ASSERT_EQ(r.calls.size(), 2u);
+    EXPECT_EQ(r.calls[0].name, "get_weather");
+    EXPECT_EQ(json::parse(r.calls[0].arguments),
+              json::parse(R"({"city": "Paris, 'FR'", "days": 3, "metric": true, "hours": [6, 12.5],
+                              "extra": {"a": null, "b": [1, 2]}})"));
+    EXPECT_EQ(r.calls[1].name, "now");
+    EXPECT_EQ(json::parse(r.calls[1].arguments), json::object());
+    EXPECT_EQ(r.content, "Sure.");
+    EXPECT_EQ(r.reasoning, "Two calls.");
+    r = split(ToolFormat::Pythonic, false, "<tool_call>\n{\"name\": \"f\", \"arguments\": {}}\n</tool_call>");
+    ASSERT_EQ(r.calls.size(), 1u);  // the forced form
+    expect_text(ToolFormat::Pythonic, {"<|tool_call_start|>[f('positional')]<|tool_call_end|>",
+                                       "<|tool_call_start|>[f(a=undefined_name)]<|tool_call_end|>",
+                                       "<|tool_call_start|>[f(a='open]<|tool_call_end|>", "<|tool_call_start|>f(a=1)",
+                                       "<|tool_call_start|>[f(a=1)"});
+    EXPECT_TRUE(tool_markers_special(ToolFormat::Pythonic));
+}
+
 TEST(ToolCalls, Llama3JsonReplies) {
     auto r = split(ToolFormat::Llama3Json, false, R"({"name": "get_weather", "parameters": {"city": "Paris"}})");
     ASSERT_EQ(r.calls.size(), 1u);
@@ -534,6 +560,7 @@ TEST(ToolCalls, StreamedPiecesAddUpAndHoldCallsBack) {
         {ToolFormat::Harmony, "<tool_call>\n{\"name\": \"f\", \"arguments\": {}}\n</tool_call>"},
         {ToolFormat::NemotronV2, "<think>x</think>ok <TOOL <TOOLCALL>[{\"name\": \"f\", \"arguments\": {}}]</TOOLCALL>"},
         {ToolFormat::FireFunction, "Uses functools and functools[{\"name\": \"f\", \"arguments\": {\"n\": 1}}]"},
+        {ToolFormat::Pythonic, "<think>x</think>ok <|tool <|tool_call_start|>[f(q='<|tool_call_end|>')]<|tool_call_end|>"},
     };
     std::mt19937 rng(7);
     for (const auto& [fmt, text] : replies) {

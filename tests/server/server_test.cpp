@@ -521,8 +521,8 @@ TEST_F(Serve, ErrorsUseOpenAiErrorObjects) {
 }
 
 // The families whose replies are more than a marker around JSON, each with its real
-// template (DeepSeek V3.2 and V4 DSML, MiniMax M2, gemma 4, gpt-oss harmony; Apriel 1.6, whose
-// prompt opens its reasoning): a forced call
+// template (DeepSeek V3.2 and V4 DSML, MiniMax M2, gemma 4, gpt-oss harmony, LFM2.5's Python
+// calls; Apriel 1.6, whose prompt opens its reasoning): a forced call
 // (written in the Hermes form every parser reads) comes back as tool_calls, streamed and
 // not, through the family's splitter with the reply rendered as the family needs (special
 // tokens shown); a request without tools answers text; the tool round trip renders.
@@ -534,7 +534,8 @@ TEST(ServeTemplates, ForcedCallsThroughTheNewFamilies) {
         "parameters": {"type": "object", "properties": {"city": {"type": "string", "maxLength": 8}}, "required": ["city"],
         "additionalProperties": false}}}])");
     for (const char* name : {"deepseek-ai-DeepSeek-V3.2.json", "deepseek-ai-DeepSeek-V4-Flash-0731.json", "MiniMax-M2.json",
-                             "google-gemma-4-31B-it.json", "openai-gpt-oss-120b.json", "Apriel-1.6-15b-Thinker-fixed.json"}) {
+                             "google-gemma-4-31B-it.json", "openai-gpt-oss-120b.json", "Apriel-1.6-15b-Thinker-fixed.json",
+                             "LFM2.5-8B-A1B.json"}) {
         const json t = json::parse(read_file(data_file(std::string("templates/") + name)));
         const std::string file = write_temp_file("family.jinja", t["template"].get<std::string>());
         ServeProcess srv(stories_serve_args("--parallel 1 -c 2048 --chat-template-file " + quote(file)));
