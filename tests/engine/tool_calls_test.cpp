@@ -504,6 +504,49 @@ TEST(ToolCalls, PythonicReplies) {
     EXPECT_TRUE(tool_markers_special(ToolFormat::Pythonic));
 }
 
+// Fuzz: replies made of every format's marker fragments, JSON and Python punctuation and
+// text, cut at random, through every format's splitter: nothing throws or crashes, and the
+// streamed pieces add up to the whole-reply split.
+TEST(ToolCalls, RandomRepliesThroughEveryFormat) {
+    const std::vector<std::string> bits = {
+        "<tool_call>", "</tool_call>", "{\"name\": \"f\", \"arguments\": {", "}", "]", "[", "{", "\"", "'", "(", ")", ",",
+        "=", ":", "<think>", "</think>", "[TOOL_CALLS]", "[ARGS]", "<|channel|>", "analysis", "final", "<|message|>",
+        "<|end|>", "<|start|>assistant", " to=functions.f", "<|call|>", "<|tool_call>call:f{", "<tool_call|>",
+        "<|\"|>", "<|channel>thought\n", "<channel|>", "<\uff5cDSML\uff5cfunction_calls>", "<\uff5cDSML\uff5cinvoke name=\"f\">",
+        "<\uff5cDSML\uff5cparameter name=\"p\" string=\"false\">", "</\uff5cDSML\uff5cparameter>", "</\uff5cDSML\uff5cinvoke>",
+        "<minimax:tool_call>", "<invoke name=\"f\">", "<parameter name=\"p\">", "</parameter>", "</invoke>",
+        "<|tool_call_start|>[f(", "<|tool_call_end|>", "<TOOLCALL>", "</TOOLCALL>", "functools[", ">>>", "all\n",
+        "<function=f>", "</function>", "<|python_tag|>", "True", "None", "3", "-1.5", "x", " ", "\n", "\xc3\xa9"};
+    std::vector<ToolFormat> formats;
+    for (int f = int(ToolFormat::None); f <= int(ToolFormat::Pythonic); ++f) formats.push_back(ToolFormat(f));
+    std::mt19937 rng(11);
+    for (int trial = 0; trial < 3000; ++trial) {
+        std::string text;
+        const int n = 1 + int(rng() % 24);
+        for (int k = 0; k < n; ++k) text += bits[rng() % bits.size()];
+        const ToolFormat fmt = formats[size_t(trial) % formats.size()];
+        const bool think = rng() % 2, open_think = rng() % 4 == 0, calls = rng() % 4 != 0;
+        ReplySplitter whole_s(fmt, think, open_think, calls);
+        whole_s.add(text);
+        ReplySplitter::Final whole;
+        ASSERT_NO_THROW(whole = whole_s.finish()) << text;
+        ReplySplitter s(fmt, think, open_think, calls);
+        std::string reasoning, content;
+        for (size_t i = 0; i < text.size();) {
+            const size_t k = std::min(text.size() - i, size_t(1 + rng() % 7));
+            s.add(text.substr(i, k));
+            i += k;
+            const auto d = s.take();
+            reasoning += d.reasoning, content += d.content;
+        }
+        const auto f = s.finish();
+        EXPECT_EQ(reasoning + f.reasoning, whole.reasoning) << tool_format_name(fmt) << ": " << text;
+        EXPECT_EQ(content + f.content, whole.content) << tool_format_name(fmt) << ": " << text;
+        EXPECT_EQ(f.calls.size(), whole.calls.size()) << tool_format_name(fmt) << ": " << text;
+        for (const ToolCall& c : whole.calls) EXPECT_TRUE(json::parse(c.arguments, nullptr, false).is_object()) << text;
+    }
+}
+
 TEST(ToolCalls, Llama3JsonReplies) {
     auto r = split(ToolFormat::Llama3Json, false, R"({"name": "get_weather", "parameters": {"city": "Paris"}})");
     ASSERT_EQ(r.calls.size(), 1u);
