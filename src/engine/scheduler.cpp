@@ -203,13 +203,18 @@ struct Scheduler::Impl {
     // else whole logits rows. A grammar's row samples from the candidates it allows
     // (from_candidates), so it asks the same, with every candidate the device gives
     // (kTopKMax) when it samples; its whole row is fetched only when they do not serve.
+    // (A step of more than n_batch tokens would run in chunks and keep only the last
+    // chunk's logits on the device, where logits_of finds them: grammar rows would then take
+    // whole logits at once. step() never builds one: a prompt joins only while generating
+    // rows leave room, so generating rows never outnumber n_batch.)
     Mode choose_mode(int& k) const {
         Mode m = Mode::Argmax;
         k = 1;
+        const bool chunked = batch.size() > size_t(s.params().n_batch);
         for (int si : row_slot) {
             const Slot& sl = slots[size_t(si)];
             const Sampler& sp = *sl.sampler;
-            if (sp.penalties_active() || sl.req.logprobs >= 0) return Mode::Logits;
+            if (sp.penalties_active() || sl.req.logprobs >= 0 || (sl.grammar && chunked)) return Mode::Logits;
             if (sp.is_greedy()) continue;
             if (!sp.can_sample_candidates() || sp.params().top_k > Backend::kTopKMax) return Mode::Logits;
             m = Mode::TopK;

@@ -298,10 +298,11 @@ TEST(Scheduler, GrammarRowsFromCandidatesEqualWholeRowSampling) {
         }
         return out;
     };
-    auto scheduled = [&](const std::vector<GenRequest>& reqs, SchedulerStats* stats) {
+    auto scheduled = [&](const std::vector<GenRequest>& reqs, SchedulerStats* stats, int n_batch = 512) {
         ContextParams cp;
         cp.n_ctx = 96;
         cp.n_seq = int(reqs.size());
+        cp.n_batch = n_batch;
         Session s(*l.model, *l.be, cp);
         Scheduler sched(s, tk);
         std::vector<std::vector<int32_t>> out(reqs.size());
@@ -327,6 +328,9 @@ TEST(Scheduler, GrammarRowsFromCandidatesEqualWholeRowSampling) {
     SchedulerStats st;
     const auto together = scheduled(all, &st);
     for (size_t i = 0; i < cases.size(); ++i) EXPECT_EQ(together[i], want[i]) << "case " << i << " together";
+    // n_batch 2 with 4 slots: prompts and generated rows share steps differently; the same tokens.
+    const auto chunked = scheduled(all, &st, 2);
+    for (size_t i = 0; i < cases.size(); ++i) EXPECT_EQ(chunked[i], want[i]) << "case " << i << " in chunks of 2";
 }
 
 // Session::logits_of: after a reduced step (argmax, top-k), the whole logits of chosen
