@@ -569,53 +569,32 @@ ReplySplitter::Regions ReplySplitter::regions(bool final) const {
 }
 
 size_t ReplySplitter::content_hold(size_t c_begin) const {
-    if (!calls_) return text_.size();
-    switch (format_) {
-        case ToolFormat::None: return text_.size();
-        case ToolFormat::Hermes:
-        case ToolFormat::QwenXml:
-        case ToolFormat::Glm:
-        case ToolFormat::Mistral:
-        case ToolFormat::DeepSeek:
-        case ToolFormat::KimiK2:
-        case ToolFormat::CommandR:
-        case ToolFormat::Granite:
-        case ToolFormat::Apriel:
-        case ToolFormat::FunctionaryV31:
-        case ToolFormat::FunctionaryV32:
-        case ToolFormat::Dsml:
-        case ToolFormat::MiniMax:
-        case ToolFormat::Gemma4:
-        case ToolFormat::NemotronV2:
-        case ToolFormat::FireFunction:
-        case ToolFormat::Pythonic:
-        case ToolFormat::Harmony: {  // (harmony: a plain reply, which may be a forced Hermes call)
-            if (format_ == ToolFormat::FunctionaryV32) {
-                // Content only in a leading "all" segment: until its "all\n" is complete,
-                // or where the reply is a call, nothing.
-                if (text_.size() - c_begin < kRecipientAll.size() || !starts_with_at(text_, c_begin, kRecipientAll))
-                    return c_begin;
-            }
-            size_t hold = text_.size();
-            for (const std::string* m : call_markers(format_)) {
-                const size_t p = text_.find(*m, c_begin);
-                hold = std::min(hold, p != std::string::npos ? p : text_.size() - partial_suffix(text_, c_begin, *m));
-            }
-            return hold;
-        }
-        case ToolFormat::Llama3Json: {
-            // A reply that starts (after spaces) with '{' or the python tag may be a call:
-            // hold it whole.
-            const size_t i = skip_space(text_, c_begin);
-            if (i == text_.size()) return c_begin;
-            const size_t rest = text_.size() - i;
-            if (text_[i] == '{' || kPythonTag.compare(0, std::min(rest, kPythonTag.size()), text_, i,
-                                                      std::min(rest, kPythonTag.size())) == 0)
-                return c_begin;
-            return text_.size();
-        }
+    if (!calls_ || format_ == ToolFormat::None) return text_.size();
+    if (format_ == ToolFormat::Llama3Json) {
+        // A reply that starts (after spaces) with '{' or the python tag may be a call:
+        // hold it whole.
+        const size_t i = skip_space(text_, c_begin);
+        if (i == text_.size()) return c_begin;
+        const size_t rest = text_.size() - i;
+        if (text_[i] == '{' || kPythonTag.compare(0, std::min(rest, kPythonTag.size()), text_, i,
+                                                  std::min(rest, kPythonTag.size())) == 0)
+            return c_begin;
+        return text_.size();
     }
-    return text_.size();
+    if (format_ == ToolFormat::FunctionaryV32) {
+        // Content only in a leading "all" segment: until its "all\n" is complete, or where
+        // the reply is a call, nothing.
+        if (text_.size() - c_begin < kRecipientAll.size() || !starts_with_at(text_, c_begin, kRecipientAll))
+            return c_begin;
+    }
+    // Every other format (harmony's too, for a plain reply: a forced Hermes call): content
+    // stops where one of its call markers starts, or may yet start.
+    size_t hold = text_.size();
+    for (const std::string* m : call_markers(format_)) {
+        const size_t p = text_.find(*m, c_begin);
+        hold = std::min(hold, p != std::string::npos ? p : text_.size() - partial_suffix(text_, c_begin, *m));
+    }
+    return hold;
 }
 
 size_t ReplySplitter::content_prefix(size_t c_begin) const {
@@ -654,18 +633,20 @@ ReplySplitter::Final ReplySplitter::finish() {
     std::string content = g.c_begin < text_.size() ? text_.substr(g.c_begin) : std::string();
     size_t skip = std::max(c_sent_, content_prefix(g.c_begin));
     if (g.after_think && !c_started_) skip = skip_space(content, skip);
-    if (calls_) {
-        const ParsedCalls pc = parse_tool_calls(format_, content, tools_);
-        if (!pc.calls.empty()) {
-            f.calls = pc.calls;
-            std::string rest = skip < pc.before.size() ? pc.before.substr(skip) : std::string();
-            if (!pc.after.empty()) rest += (rest.empty() ? "" : "\n") + pc.after;
-            f.content = trim(rest).empty() ? std::string() : rest;
-            return f;
-        }
-    }
-    f.content = skip < content.size() ? content.substr(skip) : std::string();
+    split_content(content, skip, &f);
     return f;
+}
+
+void ReplySplitter::split_content(const std::string& content, size_t skip, Final* f) const {
+    const ParsedCalls pc = calls_ ? parse_tool_calls(format_, content, tools_) : ParsedCalls{};
+    if (pc.calls.empty()) {
+        f->content = skip < content.size() ? content.substr(skip) : std::string();
+        return;
+    }
+    f->calls = pc.calls;
+    std::string rest = skip < pc.before.size() ? pc.before.substr(skip) : std::string();
+    if (!pc.after.empty()) rest += (rest.empty() ? "" : "\n") + pc.after;
+    f->content = trim(rest).empty() ? std::string() : rest;
 }
 
 // Harmony: the channels' reasoning and content as read so far, past what was taken. A
@@ -688,15 +669,7 @@ ReplySplitter::Final ReplySplitter::finish_harmony() {
     const HarmonyReply h = read_harmony(text_, true, calls_);
     Final f;
     if (!h.harmony) {
-        const ParsedCalls pc = calls_ ? parse_tool_calls(format_, text_, tools_) : ParsedCalls{};
-        if (!pc.calls.empty()) {
-            f.calls = pc.calls;
-            std::string rest = c_sent_ < pc.before.size() ? pc.before.substr(c_sent_) : std::string();
-            if (!pc.after.empty()) rest += (rest.empty() ? "" : "\n") + pc.after;
-            f.content = trim(rest).empty() ? std::string() : rest;
-        } else {
-            f.content = c_sent_ < text_.size() ? text_.substr(c_sent_) : std::string();
-        }
+        split_content(text_, c_sent_, &f);
         return f;
     }
     if (h.reasoning.size() > r_sent_) f.reasoning = h.reasoning.substr(r_sent_);
@@ -706,48 +679,31 @@ ReplySplitter::Final ReplySplitter::finish_harmony() {
 }
 
 ParsedCalls parse_tool_calls(ToolFormat format, const std::string& content, const json& tools) {
+    ParsedCalls own;  // the family's own syntax; every family but Llama 3 also reads Hermes (a forced call)
     switch (format) {
+        case ToolFormat::None: return {};
+        case ToolFormat::Llama3Json: return parse_llama3(content);
         case ToolFormat::Hermes:
         case ToolFormat::QwenXml:
-        case ToolFormat::Glm: return parse_blocks(content, format, tools);
-        case ToolFormat::Mistral:
-        case ToolFormat::DeepSeek:
-        case ToolFormat::KimiK2:
-        case ToolFormat::CommandR:
-        case ToolFormat::Granite:
-        case ToolFormat::Apriel:
-        case ToolFormat::FunctionaryV31:
-        case ToolFormat::FunctionaryV32:
-        case ToolFormat::Dsml:
-        case ToolFormat::MiniMax:
-        case ToolFormat::Gemma4:
-        case ToolFormat::NemotronV2:
-        case ToolFormat::FireFunction:
-        case ToolFormat::Pythonic:
-        case ToolFormat::Harmony: {
-            ParsedCalls own = format == ToolFormat::Harmony ? harmony_calls(content)
-                              : format == ToolFormat::Pythonic ? parse_pythonic_calls(content)
-                              : format == ToolFormat::NemotronV2 ? parse_call_list(content, kNemotronCalls, kNemotronCallsEnd)
-                              : format == ToolFormat::FireFunction ? parse_firefunction(content)
-                              : format == ToolFormat::Dsml    ? parse_invoke_calls(content, kDsmlSyntax, tools)
-                              : format == ToolFormat::MiniMax ? parse_invoke_calls(content, kMiniMaxSyntax, tools)
-                              : format == ToolFormat::Gemma4  ? parse_gemma4_calls(content)
-                              : format == ToolFormat::Mistral    ? parse_mistral(content)
-                              : format == ToolFormat::FunctionaryV31 ? parse_functionary_v31(content)
-                              : format == ToolFormat::FunctionaryV32 ? parse_functionary_v32(content)
-                              : format == ToolFormat::CommandR ? parse_command_r(content)
-                              : format == ToolFormat::Granite  ? parse_call_list(content, kGraniteCall, "")
-                              : format == ToolFormat::Apriel   ? parse_call_list(content, kAprielCalls, kAprielCallsEnd)
-                              : format == ToolFormat::DeepSeek
-                                  ? parse_marked(content, kDsCallsBegin, kDsCallBegin, kDsCallEnd, read_deepseek_call)
-                                  : parse_marked(content, kKimiSection, kKimiCallBegin, kKimiCallEnd, read_kimi_call);
-            if (!own.calls.empty()) return own;
-            return parse_blocks(content, ToolFormat::Hermes, tools);  // a forced call (Hermes form)
-        }
-        case ToolFormat::Llama3Json: return parse_llama3(content);
-        case ToolFormat::None: break;
+        case ToolFormat::Glm: return parse_blocks(content, format, tools);  // (their blocks read Hermes JSON too)
+        case ToolFormat::Mistral: own = parse_mistral(content); break;
+        case ToolFormat::DeepSeek: own = parse_marked(content, kDsCallsBegin, kDsCallBegin, kDsCallEnd, read_deepseek_call); break;
+        case ToolFormat::KimiK2: own = parse_marked(content, kKimiSection, kKimiCallBegin, kKimiCallEnd, read_kimi_call); break;
+        case ToolFormat::CommandR: own = parse_command_r(content); break;
+        case ToolFormat::Granite: own = parse_call_list(content, kGraniteCall, ""); break;
+        case ToolFormat::Apriel: own = parse_call_list(content, kAprielCalls, kAprielCallsEnd); break;
+        case ToolFormat::FunctionaryV31: own = parse_functionary_v31(content); break;
+        case ToolFormat::FunctionaryV32: own = parse_functionary_v32(content); break;
+        case ToolFormat::Dsml: own = parse_invoke_calls(content, kDsmlSyntax, tools); break;
+        case ToolFormat::MiniMax: own = parse_invoke_calls(content, kMiniMaxSyntax, tools); break;
+        case ToolFormat::Gemma4: own = parse_gemma4_calls(content); break;
+        case ToolFormat::NemotronV2: own = parse_call_list(content, kNemotronCalls, kNemotronCallsEnd); break;
+        case ToolFormat::FireFunction: own = parse_firefunction(content); break;
+        case ToolFormat::Pythonic: own = parse_pythonic_calls(content); break;
+        case ToolFormat::Harmony: own = harmony_calls(content); break;
     }
-    return {};
+    if (!own.calls.empty()) return own;
+    return parse_blocks(content, ToolFormat::Hermes, tools);  // a forced call (Hermes form)
 }
 
 // ---- the grammar of a required call ----

@@ -123,6 +123,9 @@ private:
 
     Delta take_harmony();
     Final finish_harmony();
+    // The calls in `content` (when calls are looked for) and the content around them, past
+    // its first `skip` bytes (already taken, or not content), into f.
+    void split_content(const std::string& content, size_t skip, Final* f) const;
 
     ToolFormat format_;
     bool think_, open_think_, calls_;
