@@ -9,26 +9,13 @@
 // Run by ctest (server_openai_agents); scripts/setup.sh installs the package into build/npm.
 // Exit 77 = skipped (no VEGA_TEST_DATA).
 'use strict';
-const { spawn, execFileSync } = require('child_process');
+const { execFileSync } = require('child_process');
 const fs = require('fs');
 const os = require('os');
 const path = require('path');
 const assert = require('assert');
+const { data, OpenAI, serve: serveArgs } = require('./openai_npm.cjs');
 
-const data = process.env.VEGA_TEST_DATA && path.resolve(process.env.VEGA_TEST_DATA);
-if (!data) {
-  console.log('VEGA_TEST_DATA is not set; data-driven test skipped');
-  process.exit(77);
-}
-const npmDir = path.resolve(process.env.VEGA_NPM_DIR || 'build/npm');
-let OpenAI;
-try {
-  OpenAI = require(path.join(npmDir, 'node_modules', 'openai'));
-} catch (e) {
-  console.error(`the openai npm package is missing under ${npmDir}: run scripts/setup.sh ` +
-                `(npm install --prefix ${npmDir} openai@4)`);
-  process.exit(1);
-}
 const vega = process.env.VEGA_BINARY;
 const tmp = fs.mkdtempSync(path.join(os.tmpdir(), 'vega-agents-'));
 const model = path.join(tmp, 'qwen3-tiny.gguf');
@@ -112,19 +99,7 @@ function serve(templateName) {
   const t = JSON.parse(fs.readFileSync(path.join(data, 'templates', templateName), 'utf8'));
   const file = path.join(tmp, templateName.replace(/\.json$/, '.jinja'));
   fs.writeFileSync(file, t.template);
-  const proc = spawn(vega, ['serve', '-m', model, '--device', 'cpu', '-t', '2', '--port', '0', '--parallel', '4',
-                            '-c', '2048', '--chat-template-file', file]);
-  let log = '';
-  const port = new Promise((resolve, reject) => {
-    proc.stderr.on('data', (d) => {
-      log += d;
-      const m = /listening on http:\/\/127\.0\.0\.1:(\d+)/.exec(log);
-      if (m) resolve(Number(m[1]));
-    });
-    proc.on('exit', (code) => reject(new Error(`vega serve exited (${code}):\n${log}`)));
-    setTimeout(() => reject(new Error(`vega serve did not start:\n${log}`)), 60000);
-  });
-  return { proc, port, log: () => log };
+  return serveArgs(['-m', model, '--device', 'cpu', '-t', '2', '--parallel', '4', '-c', '2048', '--chat-template-file', file]);
 }
 
 async function jsonSchemaAnswers(client, n) {

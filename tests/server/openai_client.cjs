@@ -3,45 +3,20 @@
 // non-streamed text. Run by ctest (server_openai_npm_client); scripts/setup.sh
 // installs the package into build/npm. Exit 77 = skipped (no VEGA_TEST_DATA).
 'use strict';
-const { spawn } = require('child_process');
 const fs = require('fs');
 const os = require('os');
 const path = require('path');
 const assert = require('assert');
-
-const data = process.env.VEGA_TEST_DATA && path.resolve(process.env.VEGA_TEST_DATA);
-if (!data) {
-  console.log('VEGA_TEST_DATA is not set; data-driven test skipped');
-  process.exit(77);
-}
-const npmDir = path.resolve(process.env.VEGA_NPM_DIR || 'build/npm');
-let OpenAI;
-try {
-  OpenAI = require(path.join(npmDir, 'node_modules', 'openai'));
-} catch (e) {
-  console.error(`the openai npm package is missing under ${npmDir}: run scripts/setup.sh ` +
-                `(npm install --prefix ${npmDir} openai@4)`);
-  process.exit(1);
-}
+const { data, OpenAI, serve } = require('./openai_npm.cjs');
 
 const chatml = "{% for message in messages %}{{ '<|im_start|>' + message['role'] + '\\n' + message['content'] + " +
                "'<|im_end|>\\n' }}{% endfor %}{% if add_generation_prompt %}{{ '<|im_start|>assistant\\n' }}{% endif %}";
 const tmp = fs.mkdtempSync(path.join(os.tmpdir(), 'vega-openai-'));
 fs.writeFileSync(path.join(tmp, 'chatml.jinja'), chatml);
 
-const server = spawn(process.env.VEGA_BINARY, [
-  'serve', '-m', path.join(data, 'models', 'stories260K.gguf'), '--device', 'cpu', '--port', '0',
-  '--parallel', '2', '-c', '256', '--api-key', 'test-key', '--chat-template-file', path.join(tmp, 'chatml.jinja')]);
-let log = '';
-const ready = new Promise((resolve, reject) => {
-  server.stderr.on('data', (d) => {
-    log += d;
-    const m = /listening on http:\/\/127\.0\.0\.1:(\d+)/.exec(log);
-    if (m) resolve(Number(m[1]));
-  });
-  server.on('exit', (code) => reject(new Error(`vega serve exited (${code}):\n${log}`)));
-  setTimeout(() => reject(new Error(`vega serve did not start:\n${log}`)), 60000);
-});
+const srv = serve(['-m', path.join(data, 'models', 'stories260K.gguf'), '--device', 'cpu', '--parallel', '2', '-c', '256',
+                   '--api-key', 'test-key', '--chat-template-file', path.join(tmp, 'chatml.jinja')]);
+const server = srv.proc, ready = srv.port;
 
 async function main() {
   const port = await ready;
@@ -134,4 +109,4 @@ async function main() {
 }
 
 main().then(() => { server.kill('SIGTERM'); process.exit(0); },
-            (e) => { console.error(e); console.error(log); server.kill('SIGKILL'); process.exit(1); });
+            (e) => { console.error(e); console.error(srv.log()); server.kill('SIGKILL'); process.exit(1); });
