@@ -146,12 +146,20 @@ struct AttentionBlock {
 //   next_router:  the next block's expert router when it is routed (it reads the
 //                 same input first; an F32 router reads it in f32, so a deferred
 //                 form must serve it too, or not be used).
+// Tensor parallel (each device computes a part of every block; an all-reduce between
+// blocks sums the parts) links blocks through the all-reduced part instead:
+//   part_only:    leave x alone and write this device's part of the block's output
+//                 [rows][n_embd] to buf.tmp (the all-reduce sums them); no next_norm.
+//   pending:      x += pending [rows][n_embd] (the previous block's all-reduced
+//                 output) before this block's norm; never with input_normed.
 struct BlockLink {
     bool input_normed = false;
     const Weight* next_norm = nullptr;
     float next_eps = 1e-5f;
     bool next_quantized = false;
     const Weight* next_router = nullptr;
+    bool part_only = false;
+    const float* pending = nullptr;
 };
 
 // x += Wdown · (silu(Wgate·n(x)) * Wup·n(x)), or with routed experts (router set):
@@ -230,11 +238,6 @@ public:
 
     virtual void add_bias(float* y, const Weight& b, int rows, int n) = 0;
     virtual void add(float* x, const float* y, int64_t n) = 0;                  // x += y
-    // x -= y (tensor parallel: a block's own contribution, its output less its input).
-    // Default: through host memory; backends override it.
-    virtual void sub(float* x, const float* y, int64_t n);
-    // dst = src, bytes of this backend's memory, in op order. Default: copy_to(*this, ...).
-    virtual void copy(void* dst, const void* src, size_t bytes);
     virtual void swiglu(const float* g, const float* u, float* h, int64_t n) = 0;  // h = silu(g) * u
     // Per-head RMS norm (qwen3 q/k norm): x [rows][n_head][head_dim] *= w [head_dim] / rms.
     virtual void head_rms_norm(float* x, const Weight& w, int rows, int n_head, int head_dim, float eps) = 0;

@@ -23,18 +23,6 @@ void Backend::copy_to(Backend& dst, void* dst_ptr, const void* src, size_t bytes
     dst.upload(dst_ptr, host.data(), bytes);
 }
 
-void Backend::sub(float* x, const float* y, int64_t n) {
-    synchronize();
-    const size_t count = size_t(n);
-    std::vector<float> hx(count), hy(count);
-    download(hx.data(), x, count * sizeof(float));
-    download(hy.data(), y, count * sizeof(float));
-    for (size_t i = 0; i < count; ++i) hx[i] -= hy[i];
-    upload(x, hx.data(), count * sizeof(float));
-}
-
-void Backend::copy(void* dst, const void* src, size_t bytes) { copy_to(*this, dst, src, bytes); }
-
 void Backend::qkv_projections(const AttentionBlock& a, const BlockBuffers& buf, int rows, bool head_norms) {
     const int Dq = a.n_head * a.head_dim, Dkv = a.n_kv_head * a.head_dim;
     matmul_qkv(a.wq, a.wk, a.wv, buf.q, buf.k, buf.v);
@@ -50,18 +38,21 @@ void Backend::attention_block(const AttentionBlock& a, KvCache& c, int layer, co
                               const BlockBuffers& buf, const BlockLink& link) {
     const int T = b.n_tokens;
     const int64_t E = a.wq.n_in, Dq = int64_t(a.n_head) * a.head_dim;
+    if (link.pending) add(x, link.pending, int64_t(T) * E);
     if (!link.input_normed) matmul_input_rms_norm(x, a.norm, a.eps, T, E);
     qkv_projections(a, buf, T);
     rope_kv_store(c, layer, buf.q, buf.k, buf.v, a.n_head, a.n_kv_head, a.head_dim, a.rope, b);
     attention(c, layer, buf.q, buf.att, a.n_head, a.scale, b);
     matmul_input(buf.att, T, Dq);
     matmul(a.wo, buf.tmp);
+    if (link.part_only) return;
     add(x, buf.tmp, int64_t(T) * E);
     if (link.next_norm) matmul_input_rms_norm(x, *link.next_norm, link.next_eps, T, E);
 }
 
 void Backend::ffn_block(const FfnBlock& f, float* x, int rows, const BlockBuffers& buf, const BlockLink& link) {
     const int64_t E = f.n_embd();
+    if (link.pending) add(x, link.pending, int64_t(rows) * E);
     if (!link.input_normed) matmul_input_rms_norm(x, f.norm, f.eps, rows, E);
     if (f.experts()) {
         // Routed experts: router logits, ids + weights, the chosen experts' gate/up +
@@ -82,6 +73,7 @@ void Backend::ffn_block(const FfnBlock& f, float* x, int rows, const BlockBuffer
         matmul_input(buf.h, rows, f.gate.n_out);
         matmul(f.down, buf.tmp);
     }
+    if (link.part_only) return;
     add(x, buf.tmp, int64_t(rows) * E);
     if (link.next_norm) matmul_input_rms_norm(x, *link.next_norm, link.next_eps, rows, E);
 }

@@ -36,6 +36,8 @@ void route_experts_host(const float* logits, int rows, const ExpertRouting& r, i
     if (r.n_expert < 1 || r.n_expert > kMaxExperts || r.n_used < 1 || r.n_used > std::min(r.n_expert, kMaxExpertsUsed))
         fail("route_experts: {} of {} experts is outside [1, {}] of [1, {}]", r.n_used, r.n_expert, kMaxExpertsUsed,
              kMaxExperts);
+    if (r.n_held < 0 || r.held_first < 0 || r.held_first + r.n_held > r.n_expert)
+        fail("route_experts: held experts [{}, +{}) outside the {} experts", r.held_first, r.n_held, r.n_expert);
     const int E = r.n_expert, K = r.n_used;
     for (int t = 0; t < rows; ++t) {
         const float* l = logits + size_t(t) * E;
@@ -51,7 +53,12 @@ void route_experts_host(const float* logits, int rows, const ExpertRouting& r, i
             }
             id[j] = best;
         }
-        weigh_experts_host(l, r, id, w + size_t(t) * K);
+        float* wt = w + size_t(t) * K;
+        weigh_experts_host(l, r, id, wt);
+        for (int j = 0; j < K; ++j) {
+            id[j] = held_expert_id(r, id[j]);
+            if (id[j] < 0) wt[j] = 0.f;
+        }
     }
 }
 

@@ -1,6 +1,7 @@
 // The routing rule of a mixture-of-experts FFN, shared by the model (which reads it
 // from GGUF metadata) and the backends (which apply it on their device).
 #pragma once
+#include "core/host_device.h"
 
 namespace vega {
 
@@ -20,7 +21,21 @@ struct ExpertRouting {
     ExpertGating gating = ExpertGating::Softmax;
     bool norm_weights = true;
     float scale = 1.f;
+    // The experts this device holds: [held_first, held_first + n_held) of n_expert
+    // (tensor parallel splits them by device; n_held 0: all). Routing chooses and weighs
+    // over all n_expert, then writes a held expert as its index among the held ones and
+    // any other as id -1 with weight 0: the device computes only its own, and the
+    // all-reduce sums every device's share of the weighted sum.
+    int held_first = 0;
+    int n_held = 0;
+    VEGA_HOST_DEVICE bool holds_all() const { return n_held == 0 || (held_first == 0 && n_held == n_expert); }
 };
+// The id a device writes for expert e of routing r (above): its held index, or -1.
+VEGA_HOST_DEVICE int held_expert_id(const ExpertRouting& r, int e) {
+    if (r.holds_all()) return e;
+    const int local = e - r.held_first;
+    return local >= 0 && local < r.n_held ? local : -1;
+}
 
 class Backend;
 

@@ -4,6 +4,7 @@
 
 #include "backend/backend_factory.h"
 #include "core/error.h"
+#include "engine/device_launchers.h"
 #include "model/forward.h"
 
 namespace vega {
@@ -68,6 +69,9 @@ struct Session::Impl {
     Graph bgraph[7][3];  // [bucket][Select]
     std::vector<int32_t> h_bstep;
     int n_replays = 0;  // batched steps replayed
+    // Tensor parallel: each device's graph launched from its own thread (their NCCL
+    // sums wait for one another; device_launchers.h).
+    std::unique_ptr<DeviceLaunchers> launchers;
     // Device-side top-k: ids/vals [n_batch][kTopKMax] on the last stage, and host copies.
     int32_t* d_topk_ids = nullptr;
     float* d_topk_vals = nullptr;
@@ -177,9 +181,14 @@ struct Session::Impl {
             capture(g, batched, rows, n_ctx, sel, k, enabled);
             g.k = k;
         }
+        if (fwd->tensor_parallel()) {
+            if (!launchers) launchers = std::make_unique<DeviceLaunchers>(n_stages());
+            launchers->run([&](int s) { st[size_t(s)].be->replay(g.ids[size_t(s)]); });
+            return;
+        }
         for (int s = 0; s < n_stages(); ++s) {
             st[size_t(s)].be->replay(g.ids[size_t(s)]);
-            if (s + 1 < n_stages() && !fwd->tensor_parallel()) fwd->hand_off(s, rows);
+            if (s + 1 < n_stages()) fwd->hand_off(s, rows);
         }
     }
     // The smallest bucket holding n rows (index into kBuckets), or -1.

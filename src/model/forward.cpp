@@ -17,7 +17,7 @@ Forward::Forward(const Model& model, const std::vector<KvCache*>& caches, int ma
     for (size_t i = 0; i < ms.size(); ++i) {
         Stage& st = stages_[i];
         st.be = ms[i].backend, st.cache = caches[i], st.first = ms[i].first_layer, st.end = ms[i].end_layer;
-        alloc_scratch(st, ms[i], i == m_.output_stage(), tp && i > 0);
+        alloc_scratch(st, ms[i], i == m_.output_stage());
         describe_blocks(st, m_.weights(i), ms[i]);
     }
 }
@@ -26,8 +26,10 @@ Forward::Forward(const Model& model, const std::vector<KvCache*>& caches, int ma
 // style), not in the pass itself. Each block leaves the next block's normed input
 // behind (BlockLink): the attention block the FFN's, the FFN the next layer's
 // attention's. The last FFN of a stage leaves none (the logits read only the gathered
-// rows; the next stage's backend starts from the residual stream alone), and under
-// tensor parallel none does: a block's output is one device's part until the all-reduce.
+// rows; the next stage's backend starts from the residual stream alone). Under tensor
+// parallel a block's output is one device's part until the all-reduce: each block
+// leaves its part in buf.tmp (part_only), and the next block adds the all-reduced sum
+// to x before its norm (pending).
 void Forward::describe_blocks(Stage& st, const ModelWeights& w, const ModelStage& ms) {
     const HParams& hp = m_.hparams();
     const bool linked = !tensor_parallel();
@@ -53,6 +55,7 @@ void Forward::describe_blocks(Stage& st, const ModelWeights& w, const ModelStage
         if (hp.moe()) {
             f.router = L.ffn_router, f.gate_exps = L.ffn_gate_exps, f.up_exps = L.ffn_up_exps;
             f.down_exps = L.ffn_down_exps, f.routing = hp.routing;
+            f.routing.held_first = ms.first_expert, f.routing.n_held = ms.n_expert;  // (tensor parallel: its share)
         }
         f.eps = hp.rms_eps;
         f.layer = il;
@@ -66,7 +69,14 @@ void Forward::describe_blocks(Stage& st, const ModelWeights& w, const ModelStage
     const size_t n = st.attn.size();
     st.attn_link.assign(n, {});
     st.ffn_link.assign(n, {});
-    if (!linked) return;
+    if (!linked) {
+        for (size_t i = 0; i < n; ++i) {
+            st.attn_link[i].part_only = st.ffn_link[i].part_only = true;
+            st.attn_link[i].pending = i > 0 ? st.buf.tmp : nullptr;
+            st.ffn_link[i].pending = st.buf.tmp;
+        }
+        return;
+    }
     for (size_t i = 0; i < n; ++i) {
         BlockLink& la = st.attn_link[i];
         la.input_normed = i > 0;
@@ -84,7 +94,7 @@ void Forward::describe_blocks(Stage& st, const ModelWeights& w, const ModelStage
     }
 }
 
-void Forward::alloc_scratch(Stage& st, const ModelStage& ms, bool output, bool saved) {
+void Forward::alloc_scratch(Stage& st, const ModelStage& ms, bool output) {
     const HParams& hp = m_.hparams();
     const size_t T = size_t(max_tokens_);
     const size_t E = hp.n_embd, Dq = size_t(ms.n_head) * hp.head_dim, Dkv = size_t(ms.n_head_kv) * hp.head_dim;
@@ -92,7 +102,6 @@ void Forward::alloc_scratch(Stage& st, const ModelStage& ms, bool output, bool s
     auto buf = [&](size_t n, const char* what) { return static_cast<float*>(be.alloc(n * sizeof(float), what)); };
     BlockBuffers& b = st.buf;
     st.x = buf(T * E, "activations (residual stream)");
-    if (saved) st.xs = buf(T * E, "activations (residual stream before a block)");
     b.q = buf(T * Dq, "activations (q)");
     b.k = buf(T * Dkv, "activations (k)");
     b.v = buf(T * Dkv, "activations (v)");
@@ -120,7 +129,7 @@ void Forward::alloc_scratch(Stage& st, const ModelStage& ms, bool output, bool s
 
 void Forward::release_scratch(Stage& st) {
     const BlockBuffers& b = st.buf;
-    for (void* p : {(void*)st.x, (void*)st.xs, (void*)b.q, (void*)b.k, (void*)b.v, (void*)b.att, (void*)b.tmp,
+    for (void* p : {(void*)st.x, (void*)b.q, (void*)b.k, (void*)b.v, (void*)b.att, (void*)b.tmp,
                     (void*)b.g, (void*)b.u, (void*)b.h, (void*)b.router, (void*)b.expert_ids, (void*)b.expert_w,
                     (void*)b.expert_out, (void*)st.xo})
         if (p) st.be->release(p);
@@ -131,6 +140,8 @@ Forward::~Forward() {
 }
 
 void Forward::set_route_trace(RouteTrace* t) {
+    if (t && !t->recording() && tensor_parallel())
+        fail("replayed routes (--routes-in) need the whole model on one device, not tensor parallel");
     route_trace_ = t;
     const bool replay = t && !t->recording();
     for (Stage& st : stages_)
@@ -146,6 +157,29 @@ void Forward::record_routes(Stage& st, int il, const FfnBlock& f, int rows) {
     st.be->download(route_ids_.data(), st.buf.expert_ids, n * sizeof(int32_t));
     st.be->download(route_w_.data(), st.buf.expert_w, n * sizeof(float));
     st.be->download(route_logits_.data(), st.buf.router, route_logits_.size() * sizeof(float));
+    route_trace_->add(il, rows, K, X, route_ids_.data(), route_w_.data(), route_logits_.data());
+}
+
+void Forward::record_routes_split(int il, int rows) {
+    const FfnBlock& f0 = stages_[0].ffn[size_t(il)];
+    if (!route_trace_ || !route_trace_->recording() || !f0.experts()) return;
+    const int K = f0.routing.n_used, X = f0.routing.n_expert;
+    const size_t n = size_t(rows) * size_t(K);
+    std::vector<int32_t> ids(n);
+    std::vector<float> w(n);
+    route_ids_.assign(n, -1), route_w_.assign(n, 0.f), route_logits_.resize(size_t(rows) * size_t(X));
+    for (Stage& st : stages_) {
+        const ExpertRouting& r = st.ffn[size_t(il)].routing;
+        st.be->synchronize();
+        st.be->download(ids.data(), st.buf.expert_ids, n * sizeof(int32_t));
+        st.be->download(w.data(), st.buf.expert_w, n * sizeof(float));
+        for (size_t i = 0; i < n; ++i)
+            if (ids[i] >= 0) route_ids_[i] = ids[i] + r.held_first, route_w_[i] = w[i];
+    }
+    // (Every device computes the same router logits from the same x.)
+    stages_[0].be->download(route_logits_.data(), stages_[0].buf.router, route_logits_.size() * sizeof(float));
+    for (size_t i = 0; i < n; ++i)
+        if (route_ids_[i] < 0) fail("route trace: layer {} slot {} has an expert no device holds", il, i);
     route_trace_->add(il, rows, K, X, route_ids_.data(), route_w_.data(), route_logits_.data());
 }
 
@@ -176,35 +210,32 @@ void Forward::hand_off(int s, int rows) {
     from.be->copy_to(*to.be, to.x, from.x, size_t(rows) * size_t(m_.hparams().n_embd) * sizeof(float));
 }
 
-// Every device holds x (the same bits after each all-reduce). A block on device 0 leaves
-// x + its part; the others leave their part alone (output less the saved input), and
-// the all-reduce sums them into x + every part on every device.
+// Every device holds x (the same bits on each: the same sums are added to it). Each
+// block leaves its device's part in buf.tmp; the all-reduce sums the parts on every
+// device, and the next block (or, after the last, the output stage) adds the sum to x.
 void Forward::run_tensor_parallel(const std::vector<BatchView>& b, const int32_t* out_idx, int n_out, float* logits) {
     const int T = b[0].n_tokens;
     const int64_t n = int64_t(T) * m_.hparams().n_embd;
-    std::vector<float*> xs;
+    std::vector<float*> parts;
     for (size_t s = 0; s < stages_.size(); ++s) {
         stages_[s].be->embed(m_.weights(s).token_embd, b[s].tokens, T, stages_[s].x);
-        xs.push_back(stages_[s].x);
+        parts.push_back(stages_[s].buf.tmp);
     }
-    auto block = [&](auto&& run_block) {
-        for (Stage& st : stages_) {
-            if (st.xs) st.be->copy(st.xs, st.x, size_t(n) * sizeof(float));
-            run_block(st);
-            if (st.xs) st.be->sub(st.x, st.xs, n);
-        }
-        collective_->all_reduce_sum(xs, n);
-    };
     const int n_layer = m_.hparams().n_layer;
     for (int il = 0; il < n_layer; ++il) {
         const size_t i = size_t(il);
-        size_t s = 0;  // the stage block() is at (it walks them in order)
-        block([&](Stage& st) {
-            st.be->attention_block(st.attn[i], *st.cache, il, b[s++], st.x, st.buf, st.attn_link[i]);
-        });
-        block([&](Stage& st) { st.be->ffn_block(st.ffn[i], st.x, T, st.buf, st.ffn_link[i]); });
+        for (size_t s = 0; s < stages_.size(); ++s) {
+            Stage& st = stages_[s];
+            st.be->attention_block(st.attn[i], *st.cache, il, b[s], st.x, st.buf, st.attn_link[i]);
+        }
+        collective_->all_reduce_sum(parts, n);
+        for (Stage& st : stages_) st.be->ffn_block(st.ffn[i], st.x, T, st.buf, st.ffn_link[i]);
+        record_routes_split(il, T);
+        collective_->all_reduce_sum(parts, n);
     }
-    logits_of(stages_[m_.output_stage()], out_idx, n_out, logits);
+    Stage& out = stages_[m_.output_stage()];
+    out.be->add(out.x, out.buf.tmp, n);
+    logits_of(out, out_idx, n_out, logits);
 }
 
 void Forward::run(const std::vector<BatchView>& b, const int32_t* out_idx, int n_out, float* logits) {

@@ -50,7 +50,6 @@ private:
         KvCache* cache = nullptr;
         int first = 0, end = 0;  // layers [first, end)
         float* x = nullptr;      // residual stream
-        float* xs = nullptr;     // tensor parallel, devices after the first: the stream before a block
         float* xo = nullptr;     // output rows (output stage)
         BlockBuffers buf;
         // Layer first + i's two block ops, described once, and how each meets the next.
@@ -59,9 +58,12 @@ private:
         std::vector<BlockLink> attn_link, ffn_link;
     };
     void describe_blocks(Stage& st, const ModelWeights& w, const ModelStage& ms);
-    void alloc_scratch(Stage& st, const ModelStage& ms, bool output, bool saved);
+    void alloc_scratch(Stage& st, const ModelStage& ms, bool output);
     void release_scratch(Stage& st);
     void record_routes(Stage& st, int il, const FfnBlock& f, int rows);
+    // Tensor parallel: each device holds its experts' ids and weights; the trace takes
+    // every slot from the device that holds its expert, as a global id.
+    void record_routes_split(int il, int rows);
     void logits_of(Stage& st, const int32_t* out_idx, int n_out, float* logits);
     void run_tensor_parallel(const std::vector<BatchView>& b, const int32_t* out_idx, int n_out, float* logits);
 

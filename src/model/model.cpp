@@ -75,7 +75,8 @@ public:
     }
 
     // n_mat stacked matrices [n_out][n_in] (a mixture of experts' 3-D tensor,
-    // GGUF ne = [n_in, n_out, n_mat]).
+    // GGUF ne = [n_in, n_out, n_mat]); of a tensor-parallel split, this part's share of
+    // the matrices (whole experts, each contiguous in the file).
     Weight stacked(const std::string& name, int64_t n_in, int64_t n_out, int64_t n_mat) {
         const gguf::TensorInfo* t = f_.tensor(name);
         if (!t) fail("{}: missing tensor '{}'", f_.path(), name);
@@ -83,8 +84,14 @@ public:
             fail("{}: tensor '{}' has shape {}, expected [{}, {}, {}]", f_.path(), name, shape_str(*t), n_in, n_out,
                  n_mat);
         check_row_length(*t, n_in);
-        Weight w = upload(*t);
-        w.n_out = n_out, w.n_mat = n_mat;
+        const int64_t count = n_mat / parts_, first = count * part_;
+        gguf::TensorInfo s = *t;
+        const size_t mat_bytes = quant::row_bytes(t->type, n_in) * size_t(n_out);
+        s.ne[2] = count;
+        s.n_bytes = uint64_t(count) * mat_bytes;
+        s.data = t->data + size_t(first) * mat_bytes;
+        Weight w = parts_ == 1 ? upload(*t) : upload(s, t);
+        w.n_out = n_out, w.n_mat = count;
         return w;
     }
 
@@ -244,17 +251,19 @@ std::unique_ptr<Model> Model::load(const std::string& path, const Placement& pla
     const int R = tp ? int(devices.size()) : 1;  // tensor-parallel parts
     if (tp) {
         if (!place.shares.empty()) fail("--tensor-split weighs a layer split; tensor parallel splits evenly");
-        if (hp.moe())
-            fail("{}: tensor parallel does not split a mixture of experts yet (its experts by device); use "
-                 "--split-mode layer", path);
-        if (hp.n_head % R || hp.n_head_kv % R || hp.n_ff % R)
+        if (hp.n_head % R || hp.n_head_kv % R || (!hp.moe() && hp.n_ff % R))
             fail("{}: tensor parallel over {} devices needs the heads ({}), the KV heads ({}) and the FFN rows ({}) "
                  "to divide by {}; use --split-mode layer",
                  path, R, hp.n_head, hp.n_head_kv, hp.n_ff, R);
+        if (hp.moe() && hp.n_expert % R)
+            fail("{}: tensor parallel over {} devices splits the {} experts by device: they must divide by {}; use "
+                 "--split-mode layer",
+                 path, R, hp.n_expert, R);
         for (size_t i = 0; i < devices.size(); ++i) {
             ModelStage st;
             st.backend = devices[i], st.first_layer = 0, st.end_layer = hp.n_layer;
-            st.n_head = hp.n_head / R, st.n_head_kv = hp.n_head_kv / R, st.n_ff = hp.n_ff / R;
+            st.n_head = hp.n_head / R, st.n_head_kv = hp.n_head_kv / R, st.n_ff = hp.moe() ? 0 : hp.n_ff / R;
+            if (hp.moe()) st.n_expert = hp.n_expert / R, st.first_expert = st.n_expert * int(i);
             m->stages_.push_back(st);
         }
     } else {
@@ -277,6 +286,7 @@ std::unique_ptr<Model> Model::load(const std::string& path, const Placement& pla
             ModelStage st;
             st.backend = devices[i], st.first_layer = bounds[i], st.end_layer = bounds[i + 1];
             st.n_head = hp.n_head, st.n_head_kv = hp.n_head_kv, st.n_ff = hp.n_ff;
+            if (hp.moe()) st.n_expert = hp.n_expert;
             m->stages_.push_back(st);
         }
     }
@@ -350,8 +360,11 @@ std::unique_ptr<Model> Model::load(const std::string& path, const Placement& pla
 std::string Model::describe_placement() const {
     if (stages_.size() == 1) return stages_[0].backend->name();
     if (split_mode() == SplitMode::kTensor) {
-        std::string out = fmt::format("{} devices (tensor parallel, {} of {} heads and {} of {} FFN rows each): ",
-                                      stages_.size(), stages_[0].n_head, hp_.n_head, stages_[0].n_ff, hp_.n_ff);
+        const ModelStage& s0 = stages_[0];
+        const std::string ffn = hp_.moe() ? fmt::format("{} of {} experts", s0.n_expert, hp_.n_expert)
+                                          : fmt::format("{} of {} FFN rows", s0.n_ff, hp_.n_ff);
+        std::string out = fmt::format("{} devices (tensor parallel, {} of {} heads and {} each): ", stages_.size(),
+                                      s0.n_head, hp_.n_head, ffn);
         for (size_t i = 0; i < stages_.size(); ++i)
             out += fmt::format("{}{} ({:.2f} GB)", i ? "; " : "", stages_[i].backend->name(),
                                double(stages_[i].weight_bytes) / 1e9);

@@ -47,6 +47,9 @@ struct ModelStage {
     int first_layer = 0, end_layer = 0;  // layers [first_layer, end_layer) (tensor parallel: all)
     int n_head = 0, n_head_kv = 0;       // this device's attention heads (tensor parallel: its share)
     int64_t n_ff = 0;                    // its FFN rows (dense models)
+    // Its experts [first_expert, first_expert + n_expert) (a mixture of experts; tensor
+    // parallel: its share, whole experts), else 0 and 0.
+    int first_expert = 0, n_expert = 0;
     size_t weight_bytes = 0;             // bytes of the tensors uploaded to this stage
 };
 

@@ -46,8 +46,6 @@ public:
     }
     void add_bias(float* y, const Weight& b, int rows, int n) override { op([=, this] { in_->add_bias(y, b, rows, n); }); }
     void add(float* x, const float* y, int64_t n) override { op([=, this] { in_->add(x, y, n); }); }
-    void sub(float* x, const float* y, int64_t n) override { op([=, this] { in_->sub(x, y, n); }); }
-    void copy(void* dst, const void* src, size_t bytes) override { op([=, this] { in_->copy(dst, src, bytes); }); }
     void swiglu(const float* g, const float* u, float* h, int64_t n) override { op([=, this] { in_->swiglu(g, u, h, n); }); }
     void head_rms_norm(float* x, const Weight& w, int rows, int nh, int hd, float eps) override {
         op([=, this] { in_->head_rms_norm(x, w, rows, nh, hd, eps); });

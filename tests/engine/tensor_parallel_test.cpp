@@ -1,6 +1,7 @@
 // Tensor parallel (--split-mode tensor) on two and four in-process CPU ranks with the
 // host-memory all-reduce: each rank holds its share of every layer's heads (q, k, v by
-// rows, o by columns) and FFN rows (gate, up by rows, down by columns), and the logits
+// rows, o by columns) and FFN rows (gate, up by rows, down by columns) or experts (whole
+// experts by device; every rank routes, and computes the chosen ones it holds), and the logits
 // equal the unsplit model's up to the order of float sums (the parts are summed per
 // device, then across; with quantized activations, an int8 code rounded the other way).
 // Shapes that do not divide are refused by name.
@@ -15,6 +16,7 @@
 #include "core/error.h"
 #include "engine/session.h"
 #include "model/model.h"
+#include "model/route_trace.h"
 #include "test_data.h"
 
 namespace vega::test {
@@ -54,9 +56,11 @@ ContextParams params() {
     return cp;
 }
 
-// llama (f32), qwen2 (q/k/v biases, Q8_0), qwen3 (q/k norms, f32 and Q8_0).
-const char* const kModels[] = {"models/stories260K.gguf", "models/synth-qwen2-q8_0.gguf",
-                               "models/synth-qwen3-f32.gguf", "models/synth-qwen3-q8_0.gguf"};
+// llama (f32), qwen2 (q/k/v biases, Q8_0), qwen3 (q/k norms, f32 and Q8_0), qwen3moe
+// (routed experts, f32 and Q8_0).
+const char* const kModels[] = {"models/stories260K.gguf",      "models/synth-qwen2-q8_0.gguf",
+                               "models/synth-qwen3-f32.gguf",  "models/synth-qwen3-q8_0.gguf",
+                               "moe/synth-qwen3moe-f32.gguf", "moe/synth-qwen3moe-q8_0.gguf"};
 
 TEST(TensorParallel, RanksWithHostAllReduceEqualTheUnsplitModel) {
     VEGA_REQUIRE_TEST_DATA();
@@ -80,7 +84,13 @@ TEST(TensorParallel, RanksWithHostAllReduceEqualTheUnsplitModel) {
             ASSERT_EQ(m->stages().size(), size_t(ranks));
             EXPECT_EQ(m->stages()[1].n_head * ranks, m->hparams().n_head);
             EXPECT_EQ(m->stages()[1].n_head_kv * ranks, m->hparams().n_head_kv);
-            EXPECT_EQ(m->stages()[1].n_ff * ranks, m->hparams().n_ff);
+            if (m->hparams().moe()) {
+                EXPECT_EQ(m->stages()[1].n_expert * ranks, m->hparams().n_expert);
+                EXPECT_EQ(m->stages()[1].first_expert, m->stages()[1].n_expert);
+                EXPECT_EQ(m->weights(1).layers[0].ffn_gate_exps.n_mat, m->stages()[1].n_expert);
+            } else {
+                EXPECT_EQ(m->stages()[1].n_ff * ranks, m->hparams().n_ff);
+            }
             // Each rank holds about 1/ranks of the layers' weights (plus its own embedding).
             EXPECT_LT(m->stages()[1].weight_bytes, m->weight_bytes());
             Session s(*m, params());
@@ -93,14 +103,59 @@ TEST(TensorParallel, RanksWithHostAllReduceEqualTheUnsplitModel) {
                 ASSERT_EQ(got[i].size(), want[i].size()) << rel << " call " << i;
                 worst = std::max(worst, nmse(got[i], want[i]));
             }
-            // f32 weights: only the order of float sums differs. Q8_0: the rounding of a
-            // part's (x + part) - x also moves the next block's q8 input by an ulp, which
-            // now and then rounds an int8 code the other way (measured 3e-6 to 7e-5; the
-            // dense bound against other implementations is 5e-3).
+            // f32 weights: only the order of float sums differs. Q8_0: x + (the sum of the
+            // parts) rounds apart from x + the whole block's output by an ulp now and then,
+            // and so may round an int8 code of the next block's input the other way
+            // (measured 3e-7 to 7e-5; the dense bound against other implementations is 5e-3).
+            // (An expert's weight is the same on every rank: each routes the same x.)
             const double bound = std::string(rel).find("q8_0") != std::string::npos ? 1e-3 : 1e-8;
             EXPECT_LT(worst, bound) << rel << " over " << ranks << " ranks";
             std::printf("[ %s, %d ranks ] worst call NMSE %.3g against one device\n", rel, ranks, worst);
         }
+    }
+}
+
+// vega eval --routes-out under tensor parallel: every slot's expert comes from the rank
+// that holds it, as a global id. Replayed on one device, the trace's experts are that
+// device's rule applied to the recorded logits, and the run follows it to the end.
+TEST(TensorParallel, RoutesRecordedAcrossRanksReplayOnOneDevice) {
+    VEGA_REQUIRE_TEST_DATA();
+    const std::string rel = "moe/synth-qwen3moe-f32.gguf";
+    std::vector<std::unique_ptr<Backend>> owned;
+    Placement p;
+    p.mode = SplitMode::kTensor;
+    for (int r = 0; r < 2; ++r) {
+        owned.push_back(make_cpu_backend(1));
+        p.devices.push_back(owned.back().get());
+    }
+    auto m = Model::load(data_file(rel), p, nullptr);
+    const int V = m->hparams().n_vocab;
+    RouteTrace rec = RouteTrace::recorder();
+    Session s(*m, params());
+    s.set_route_trace(&rec);
+    const auto split = drive(s, V);
+    const std::string path = ::testing::TempDir() + "/tp_routes.txt";
+    rec.save(path);
+
+    auto one = make_cpu_backend(2);
+    auto m1 = Model::load(data_file(rel), *one, nullptr);
+    RouteTrace replay = RouteTrace::load(path);
+    Session s1(*m1, *one, params());
+    s1.set_route_trace(&replay);
+    const auto got = drive(s1, V);
+    replay.check_all_replayed();
+    EXPECT_GT(replay.stats().entries, 0);
+    EXPECT_EQ(replay.stats().rule_mismatches, 0) << replay.summary();
+    EXPECT_LT(replay.stats().worst_weight_error, 1e-5f) << replay.summary();
+    EXPECT_LT(replay.stats().worst_logits_nmse, 1e-8) << replay.summary();
+    for (size_t i = 0; i < got.size(); ++i) EXPECT_LT(nmse(got[i], split[i]), 1e-8) << "call " << i;
+    // Replaying a trace under tensor parallel is refused by name.
+    Session s2(*m, params());
+    try {
+        s2.set_route_trace(&replay);
+        FAIL() << "a replay under tensor parallel";
+    } catch (const Error& e) {
+        EXPECT_NE(std::string(e.what()).find("--routes-in"), std::string::npos) << e.what();
     }
 }
 
@@ -120,14 +175,7 @@ TEST(TensorParallel, RefusesWhatDoesNotDivide) {
     } catch (const Error& e) {
         EXPECT_NE(std::string(e.what()).find("divide by 3"), std::string::npos) << e.what();
     }
-    // A mixture of experts is refused (its experts are not split by device yet).
     p.devices.resize(2);
-    try {
-        Model::load(data_file("moe/synth-qwen3moe-q8_0.gguf"), p, nullptr);
-        FAIL() << "a mixture of experts";
-    } catch (const Error& e) {
-        EXPECT_NE(std::string(e.what()).find("--split-mode layer"), std::string::npos) << e.what();
-    }
     // Q4_K's 256-element blocks: the o projection's 256 inputs cannot be halved.
     try {
         Model::load(data_file("models/synth-llama-q4_k.gguf"), p, nullptr);

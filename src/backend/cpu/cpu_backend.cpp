@@ -210,6 +210,7 @@ public:
                 std::fill(o, o + n, 0.f);
                 for (int j = 0; j < n_used; ++j) {
                     const float wj = w[r * n_used + j];
+                    if (wj == 0.f) continue;  // (also an expert held by another device: its y was not written)
                     const float* yj = y + (r * n_used + j) * n;
                     for (int64_t i = 0; i < n; ++i) o[i] += wj * yj[i];
                 }
@@ -226,10 +227,6 @@ public:
     void add(float* x, const float* y, int64_t n) override {
         for (int64_t i = 0; i < n; ++i) x[i] += y[i];
     }
-    void sub(float* x, const float* y, int64_t n) override {
-        for (int64_t i = 0; i < n; ++i) x[i] -= y[i];
-    }
-    void copy(void* dst, const void* src, size_t bytes) override { std::memcpy(dst, src, bytes); }
 
     void swiglu(const float* g, const float* u, float* h, int64_t n) override {
         pool_.parallel_for(n, 4096, [&](int64_t b, int64_t e, int) {
@@ -362,20 +359,25 @@ private:
     // pairs_ = the pair indices 0..P-1 ordered by their expert ids[p] (stable),
     // pair_begin_[e] .. pair_begin_[e+1] those of expert e; active_ the experts
     // with any. The vectors only grow: no allocation per token once warm.
+    // Id -1 (an expert another device holds, ExpertRouting::n_held) joins no group.
     void group_by_expert(const int32_t* ids, int P, int X, const char* what) {
         pair_begin_.assign(size_t(X) + 1, 0);
+        int placed = 0;
         for (int p = 0; p < P; ++p) {
+            if (ids[p] == -1) continue;
             if (ids[p] < 0 || ids[p] >= X) fail("matmul_experts: '{}': expert id {} outside [0, {})", what, ids[p], X);
             ++pair_begin_[size_t(ids[p]) + 1];
+            ++placed;
         }
         active_.clear();
         for (int e = 0; e < X; ++e) {
             if (pair_begin_[size_t(e) + 1] > 0) active_.push_back(e);
             pair_begin_[size_t(e) + 1] += pair_begin_[size_t(e)];
         }
-        pairs_.resize(size_t(P));
+        pairs_.resize(size_t(placed));
         fill_.assign(pair_begin_.begin(), pair_begin_.end() - 1);
-        for (int p = 0; p < P; ++p) pairs_[size_t(fill_[size_t(ids[p])]++)] = p;
+        for (int p = 0; p < P; ++p)
+            if (ids[p] >= 0) pairs_[size_t(fill_[size_t(ids[p])]++)] = p;
     }
 
     void check_input(int rows, int64_t n) const {

@@ -82,12 +82,10 @@ public:
                   "ncclAllReduce");
         check(api_.group_end(), "ncclGroupEnd");
     }
-    // Off unless VEGA_NCCL_GRAPHS=1: recorded into per-device graphs that one host thread
-    // replays one after the other, the sums hung (2 x H100, NVLink, the first decode step
-    // that replayed them; 2026-11-26), while the same sums issued op by op give the
-    // one-device ids. Recording needs a host thread per device (the next step), so decode
-    // steps under tensor parallel run op by op.
-    bool capturable() const override { return env::flag("VEGA_NCCL_GRAPHS", false); }
+    // Recorded into each device's decode graphs, which the session launches from one
+    // host thread per device (launched in turn from one thread, they hung 2 x H100 on
+    // 2026-11-26). VEGA_NCCL_GRAPHS=0: decode steps run op by op.
+    bool capturable() const override { return env::flag("VEGA_NCCL_GRAPHS", true); }
 
 private:
     void check(int rc, const char* what) const {

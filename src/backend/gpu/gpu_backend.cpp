@@ -276,15 +276,6 @@ public:
         ops::add(x, y, n, stream_);
         rt::check("add");
     }
-    void sub(float* x, const float* y, int64_t n) override {
-        on();
-        ops::sub(x, y, n, stream_);
-        rt::check("sub");
-    }
-    void copy(void* dst, const void* src, size_t bytes) override {
-        on();
-        rt::d2d(dst, src, bytes, stream_);
-    }
     void swiglu(const float* g, const float* u, float* h, int64_t n) override {
         on();
         ops::swiglu(g, u, h, n, stream_);
@@ -492,7 +483,7 @@ public:
                             /*plan_early=*/one_launch);
         rt::check("experts down");
         // x += the weighted sum, the next norm and its q8 form: one kernel where it fits.
-        if (link.next_norm && E <= act_n_) {
+        if (link.next_norm && !link.part_only && E <= act_n_) {
             uint16_t* h = want_h(rows) ? act_h_ : nullptr;
             if (ops::prepare_act_experts(x, buf.expert_out, buf.expert_w, K, f32(*link.next_norm), link.next_eps, rows,
                                          E, act_x_, act_q_, act_ds_, h, stream_)) {
@@ -504,6 +495,7 @@ public:
         }
         ops::combine_experts(buf.expert_out, buf.expert_w, rows, K, E, buf.tmp, stream_);
         rt::check("experts combine");
+        if (link.part_only) return;
         if (link.next_norm) return set_input(x, buf.tmp, f32(*link.next_norm), link.next_eps, rows, E);  // x += tmp first
         ops::add(x, buf.tmp, int64_t(rows) * E, stream_);
         rt::check("add");
@@ -557,7 +549,8 @@ private:
     // The matmul input of a block: rms_norm(x) * norm, unless the previous block
     // already left it (link.input_normed).
     void block_input(const float* x, const Weight& norm, float eps, int rows, int64_t n, const BlockLink& link) {
-        if (!link.input_normed) return set_input(x, nullptr, f32(norm), eps, rows, n);
+        if (link.pending && link.input_normed) fail("GPU block op: a pending part with an input already normed");
+        if (!link.input_normed) return set_input(x, link.pending, f32(norm), eps, rows, n);  // (x += pending first)
         if (act_.rows != rows || act_.n != n)
             fail("GPU block op: the input is marked normed, but the matmul input is [{}][{}], not [{}][{}]", act_.rows,
                  act_.n, rows, n);
@@ -570,6 +563,11 @@ private:
     void block_output(const Weight& w, float* x, float* tmp, int rows, int64_t n, const BlockLink& link) {
         check_input(w);
         const GpuMat& m = mat(w);
+        if (link.part_only) {  // tensor parallel: this device's part, summed by the all-reduce
+            ops::matvec(m, act_, tmp, stream_);
+            rt::check("matmul (part)");
+            return;
+        }
         if (link.next_norm && link.next_quantized && fuse_ && !act_.ss && act_.q != act_q_ &&
             ops::matvec_epi_ok(m, rows) && m.n_out <= act_n_ && deferred_router_ok(link.next_router, m.n_out) &&
             (!link.next_router || act_.x != act_x_)) {

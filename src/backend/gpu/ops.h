@@ -170,7 +170,6 @@ void set_matvec_tuning(const MatvecTuning& t);
 
 void add_bias(float* y, const float* b, int rows, int n, void* s);         // y[r][:] += b
 void add(float* x, const float* y, int64_t n, void* s);                    // x += y
-void sub(float* x, const float* y, int64_t n, void* s);                    // x -= y
 void swiglu(const float* g, const float* u, float* h, int64_t n, void* s);  // h = silu(g) * u
 // x [rows][n_head][hd] *= w[hd] / rms (per head).
 void head_rms_norm(float* x, const float* w, int rows, int n_head, int hd, float eps, void* s);

@@ -119,9 +119,6 @@ void d2h(void* dst, const void* src, size_t n, void* s) {
     if (n) ok(gpuMemcpyAsync(dst, src, n, gpuMemcpyDeviceToHost, S(s)), "copying from the device");
     ok(gpuStreamSynchronize(S(s)), "copying from the device");
 }
-void d2d(void* dst, const void* src, size_t n, void* s) {
-    if (n) ok(gpuMemcpyAsync(dst, src, n, gpuMemcpyDeviceToDevice, S(s)), "copying on the device");
-}
 void memset(void* dst, int v, size_t n, void* s) {
     if (n) ok(gpuMemsetAsync(dst, v, n, S(s)), "clearing device memory");
 }

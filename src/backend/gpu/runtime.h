@@ -40,7 +40,6 @@ void free(void* p);
 void mem_info(size_t* free_bytes, size_t* total_bytes);
 void h2d(void* dst, const void* src, size_t n, void* s);  // async w.r.t. the device; src reusable on return
 void d2h(void* dst, const void* src, size_t n, void* s);  // synchronous
-void d2d(void* dst, const void* src, size_t n, void* s);
 void memset(void* dst, int v, size_t n, void* s);
 void check(const char* what);  // raises the last launch error, if any
 // Programmatic dependent launch (launch.h): NVIDIA sm_90+ unless VEGA_GPU_PDL=0.

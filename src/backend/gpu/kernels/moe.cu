@@ -113,8 +113,9 @@ __device__ void route_row(const float* __restrict__ logits, const ExpertRouting 
     }
     if (lane < K) {
         const float norm = r.norm_weights ? 1.f / fmaxf(total, 6.103515625e-5f) : 1.f;
-        ids[int64_t(row) * K + lane] = mine_id;
-        w[int64_t(row) * K + lane] = mine_w * norm * r.scale;
+        const int id = held_expert_id(r, mine_id);  // -1: another device's expert, weight 0
+        ids[int64_t(row) * K + lane] = id;
+        w[int64_t(row) * K + lane] = id < 0 ? 0.f : mine_w * norm * r.scale;
     }
 }
 
@@ -141,11 +142,13 @@ __device__ void block_inclusive_scan(int v, int* scan) {
 // cursor (the order inside an expert varies; every pair's result does not depend
 // on it).
 // routed: the ids are route_row's, so one row's experts are distinct, and a single
-// row's plan is its ids as they are (slot j = pair j): no counting, no scan.
+// row's plan is its ids as they are (slot j = pair j): no counting, no scan (when
+// the device holds every expert). Id -1 (an expert another device holds) joins no
+// group: the plan's pairs are the rest.
 template <int NT>
 __device__ void build_plan(const int32_t* __restrict__ ids, const ExpertRouting r, int rows, ops::ExpertPlan plan,
                            bool routed) {
-    if (routed && rows == 1) {
+    if (routed && rows == 1 && r.holds_all()) {
         const int K = r.n_used, tid = int(threadIdx.x);
         if (tid < K) plan.slot_expert[tid] = load_l2(ids + tid), plan.slot_begin[tid] = tid, plan.pairs[tid] = tid;
         if (tid == 0) plan.n_active[0] = K, plan.slot_begin[K] = K;
@@ -158,7 +161,10 @@ __device__ void build_plan(const int32_t* __restrict__ ids, const ExpertRouting 
     for (int e = tid; e < kMaxExperts; e += NT) cnt[e] = 0;
     __syncthreads();
     // The ids may come from other blocks of this launch (route_k): read through L2.
-    for (int p = tid; p < P; p += NT) atomicAdd(&cnt[min(max(load_l2(ids + p), 0), X - 1)], 1);
+    for (int p = tid; p < P; p += NT) {
+        const int e = load_l2(ids + p);
+        if (e >= 0) atomicAdd(&cnt[min(e, X - 1)], 1);
+    }
     __syncthreads();
     int local[kPer], mine = 0;
 #pragma unroll
@@ -184,10 +190,13 @@ __device__ void build_plan(const int32_t* __restrict__ ids, const ExpertRouting 
     if (tid == NT - 1) {
         const int n_active = scan[tid] >> kCountBits;
         plan.n_active[0] = n_active;
-        plan.slot_begin[n_active] = P;
+        plan.slot_begin[n_active] = scan[tid] & ((1 << kCountBits) - 1);  // the pairs placed
     }
     __syncthreads();
-    for (int p = tid; p < P; p += NT) plan.pairs[atomicAdd(&cnt[min(max(load_l2(ids + p), 0), X - 1)], 1)] = p;
+    for (int p = tid; p < P; p += NT) {
+        const int e = load_l2(ids + p);
+        if (e >= 0) plan.pairs[atomicAdd(&cnt[min(e, X - 1)], 1)] = p;
+    }
 }
 
 // ids, w [rows][n_used] from the logits, a wave per row (kRouteWaves rows a block).
@@ -470,7 +479,10 @@ __global__ void __launch_bounds__(arch::kEltThreads) expert_combine_k(const floa
     if (i >= int64_t(rows) * n) return;
     const int64_t r = i / n, c = i % n;
     float s = 0.f;
-    for (int k = 0; k < K; ++k) s += w[r * K + k] * y[(r * K + k) * n + c];
+    for (int k = 0; k < K; ++k) {
+        const float wk = w[r * K + k];
+        if (wk != 0.f) s += wk * y[(r * K + k) * n + c];  // (0: also another device's expert, y unwritten)
+    }
     out[i] = s;
 }
 

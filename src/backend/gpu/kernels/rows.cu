@@ -149,6 +149,7 @@ __global__ void __launch_bounds__(kPrepThreads) prep_fast_k(float* x, const floa
                     rr = make_float4(0.f, 0.f, 0.f, 0.f);
                     for (int j = 0; j < res_k; ++j) {
                         const float wj = res_w[r * res_k + j];
+                        if (wj == 0.f) continue;  // (an expert another device holds: y unwritten)
                         const float4 y = reinterpret_cast<const float4*>(res + (r * res_k + j) * n)[i4];
                         rr.x += wj * y.x, rr.y += wj * y.y, rr.z += wj * y.z, rr.w += wj * y.w;
                     }
@@ -190,12 +191,6 @@ __global__ void add_k(float* __restrict__ x, const float* __restrict__ y, int64_
     pdl_trigger();
     const int64_t i = int64_t(blockIdx.x) * blockDim.x + threadIdx.x;
     if (i < n) x[i] += y[i];
-}
-__global__ void sub_k(float* __restrict__ x, const float* __restrict__ y, int64_t n) {
-    pdl_wait();
-    pdl_trigger();
-    const int64_t i = int64_t(blockIdx.x) * blockDim.x + threadIdx.x;
-    if (i < n) x[i] -= y[i];
 }
 __global__ void swiglu_k(const float* __restrict__ g, const float* __restrict__ u, float* __restrict__ h, int64_t n) {
     pdl_wait();
@@ -327,9 +322,6 @@ void ops::add_bias(float* y, const float* b, int rows, int n, void* s) {
 }
 void ops::add(float* x, const float* y, int64_t n, void* s) {
     if (n > 0) launch(add_k, dim3(grid_for(n, kEltThreads)), dim3(kEltThreads), s, x, y, n);
-}
-void ops::sub(float* x, const float* y, int64_t n, void* s) {
-    if (n > 0) launch(sub_k, dim3(grid_for(n, kEltThreads)), dim3(kEltThreads), s, x, y, n);
 }
 void ops::swiglu(const float* g, const float* u, float* h, int64_t n, void* s) {
     if (n > 0) launch(swiglu_k, dim3(grid_for(n, kEltThreads)), dim3(kEltThreads), s, g, u, h, n);

@@ -1,0 +1,127 @@
+#!/usr/bin/env bash
+# Issue 27's tensor parallel on a machine with 2 or 4 GPUs, in the background, resumable
+# (finished steps are skipped; state and logs in $W, default /tmp/tp_run):
+#   1. build vega (CUDA) while llama.cpp builds; synth the bench files meanwhile;
+#   2. stories260K greedy ids, one GPU against --devices 0,1 --split-mode tensor (decode
+#      graphs with the NCCL sums, single-token and batch buckets), and op by op;
+#   3. the end-to-end tests under tensor parallel over 0,1 (and 0,1,2,3 with 4 GPUs);
+#   4. scripts/gpu_sweep.sh, tensor parallel over 0,1: dense and mixture-of-experts shapes;
+#   5. benchmarks side by side (BENCH=0: skip): vega one GPU, tensor parallel over 2 (and
+#      4) GPUs, the layer split over 2; llama.cpp -sm none / layer / row; tg128, pp512 and
+#      B=16 on llama3-8b Q4_K_M, a llama3-70b-shaped synth of $L70 blocks and a
+#      qwen3moe-30b-a3b synth of $LMOE blocks.
+#   start: setsid scripts/device_tp_run.sh &     poll: scripts/device_tp_run.sh poll SECONDS
+W=${W:-/tmp/tp_run}
+[ "${1:-}" = poll ] && exec bash "$(dirname "$0")/device_poll.sh" "$W" "${2:-500}" 70
+set -u
+mkdir -p $W
+exec >> $W/log.txt 2>&1
+. scripts/device_env.sh
+export VEGA_TEST_DATA=${VEGA_TEST_DATA:-$PWD/.devdata/testdata}
+PEERS=${PEERS:-$PWD/.devdata/peers}
+L=${LLAMA_PEER_DIR:-/tmp/llama-peer}/b/bin
+L70=${L70:-16} LMOE=${LMOE:-16}
+NG=$(nvidia-smi -L | wc -l)
+D2=0,1 D4=0,1,2,3
+B=build-h200
+log() { echo "=== $* ($(date +%T))"; }
+[ -f $W/topo.done ] || { nvidia-smi --query-gpu=index,name,memory.total --format=csv,noheader; nvidia-smi topo -m; touch $W/topo.done; }
+if [ -z "${VEGA_NCCL:-}" ]; then
+  VEGA_NCCL=$(find /usr /opt $(python3 -c 'import site; print(" ".join(site.getsitepackages()))' 2>/dev/null) \
+    -name 'libnccl.so*' 2>/dev/null | head -1)
+  export VEGA_NCCL
+fi
+echo "VEGA_NCCL=$VEGA_NCCL GPUs=$NG"
+if [ "${BENCH:-1}" = 1 ] && [ "${LLAMA:-1}" = 1 ] && [ ! -x $L/llama-bench ] && [ ! -f $W/llama.started ]; then
+  touch $W/llama.started
+  (PEERS=$PEERS bash scripts/build_peer.sh llama-bench llama-batched-bench > $W/llama_build.log 2>&1
+   echo "llama build rc=$?" >> $W/llama_build.log) &
+fi
+if [ ! -f $W/built ]; then
+  log "build"
+  cmake -S . -B $B -G Ninja -DCMAKE_BUILD_TYPE=Release -DVEGA_CUDA=ON -DVEGA_ASAN_TESTS=OFF -DVEGA_NET=OFF \
+    -DCMAKE_CUDA_COMPILER=$(command -v nvcc || echo /usr/local/cuda/bin/nvcc) > $W/configure.log 2>&1 \
+    && cmake --build $B -j40 --target vega vega_engine_tests > $W/build.log 2>&1 && touch $W/built \
+    || { grep -E "error|FAILED" $W/build.log | head -20; touch $W/finished; exit 1; }
+fi
+m8=/tmp/tp-llama3-8b-Q4_K_M.gguf m70=/tmp/tp-llama3-70b-${L70}L-Q4_K_M.gguf mq=/tmp/tp-qwen3moe-30b-${LMOE}L-Q4_K_M.gguf
+if [ "${BENCH:-1}" = 1 ] && [ ! -f $W/synth.started ]; then
+  touch $W/synth.started
+  (timeout 900 $B/vega synth --shape llama3-8b --type Q4_K_M -o $m8 > $W/synth8.log 2>&1; echo "rc=$?" >> $W/synth8.log
+   timeout 900 $B/vega synth --shape qwen3moe-30b-a3b --type Q4_K_M --layers $LMOE -o $mq > $W/synthq.log 2>&1
+   echo "rc=$?" >> $W/synthq.log
+   timeout 900 $B/vega synth --shape llama3-70b --type Q4_K_M --layers $L70 -o $m70 > $W/synth70.log 2>&1
+   echo "rc=$?" >> $W/synth70.log) &
+fi
+S=$VEGA_TEST_DATA/models/stories260K.gguf
+printf 'Once upon a time\nThe little dog\nLily and Ben\nA big red ball\nOne day\n' > $W/prompts.txt
+run() {  # run TAG ENV... -- ARGS: stories260K greedy, ids to $W/TAG.ids
+  local tag=$1; shift
+  local envs=(); while [ "$1" != -- ]; do envs+=("$1"); shift; done; shift
+  env "${envs[@]}" timeout 60 $B/vega run -m $S -n 24 --temp 0 --ignore-eos --ids-out $W/$tag.ids "$@" > $W/$tag.out 2> $W/$tag.err
+  echo "$tag: rc=$? $(grep -E 'all-reduce|rror|tensor parallel' $W/$tag.err | head -2 | tr '\n' ' ')"
+}
+if [ ! -f $W/ids.done ]; then
+  log "decode paths: greedy ids against one GPU"
+  run one X=1 -- --device 0 --prompts-file $W/prompts.txt --parallel 4
+  run one1 X=1 -- --device 0 -p "Once upon a time"
+  run tp1 X=1 -- --devices $D2 --split-mode tensor -p "Once upon a time"
+  run tp X=1 -- --devices $D2 --split-mode tensor --prompts-file $W/prompts.txt --parallel 4
+  run tp_opbyop VEGA_NCCL_GRAPHS=0 -- --devices $D2 --split-mode tensor --prompts-file $W/prompts.txt --parallel 4
+  [ $NG -ge 4 ] && run tp4 X=1 -- --devices $D4 --split-mode tensor --prompts-file $W/prompts.txt --parallel 4
+  for t in tp1 tp tp_opbyop tp4; do
+    [ -f $W/$t.ids ] || continue
+    ref=one; [ $t = tp1 ] && ref=one1
+    cmp -s $W/$t.ids $W/$ref.ids && echo "$t ids == $ref" || echo "$t ids DIFFER from $ref ($(wc -l < $W/$t.ids 2>/dev/null) lines)"
+  done
+  touch $W/ids.done
+fi
+E2E=${E2E_FILTER:-AllReferences*:V1AndV3*:ParallelRun*:ParallelBench*:KvCacheQ8.*}
+e2e() {  # e2e TAG DEVICES FILTER
+  [ -f $W/e2e.$1.done ] && return 0
+  log "end-to-end on the GPU, --devices '$2' ($1)"
+  VEGA_TEST_DEVICE=gpu VEGA_TEST_DEVICES=$2 timeout 300 $B/tests/vega_engine_tests --gtest_filter="$3" > $W/e2e.$1.log 2>&1
+  echo "rc=$?" >> $W/e2e.$1.log
+  grep -E "^\[  (PASSED|FAILED|SKIPPED)|^\[  FAILED|rc=" $W/e2e.$1.log | head -20
+  touch $W/e2e.$1.done
+}
+e2e tp2 "$D2 --split-mode tensor" "$E2E"
+[ $NG -ge 4 ] && e2e tp4 "$D4 --split-mode tensor" "${E2E4:-AllReferences*}"
+if [ "${SWEEP:-1}" = 1 ] && [ ! -f $W/sweep.done ]; then
+  log "sweep, tensor parallel over $D2 (scripts/gpu_sweep.sh)"
+  SPLIT="$D2 --split-mode tensor" SHAPES=${SWEEP_SHAPES:-1b llama3-8b qwen3moe-tiny qwen3moe-30b-a3b} \
+    TYPES=${SWEEP_TYPES:-Q4_K_M} OUT=$W/sweep bash scripts/gpu_sweep.sh $B | tail -30
+  touch $W/sweep.done
+fi
+if [ "${BENCH:-1}" = 1 ]; then
+  log "waiting for the synth files and llama.cpp"
+  while ! grep -q rc= $W/synth70.log 2>/dev/null; do sleep 2; done
+  [ "${LLAMA:-1}" = 1 ] && while [ ! -x $L/llama-batched-bench ] && ! grep -q "llama build rc" $W/llama_build.log 2>/dev/null; do sleep 2; done
+  tail -n 1 $W/synth8.log $W/synthq.log $W/synth70.log $W/llama_build.log 2>/dev/null
+  vb() { timeout 300 $B/vega bench "$@" 2>&1 | grep -E "^\||rror|layer split|tensor parallel" | cut -d'|' -f4-; }
+  for m in $m8 $mq $m70; do
+    n=$(basename $m .gguf)
+    for cfg in "one:--device 0" "tp2:--devices $D2 --split-mode tensor" "tp4:--devices $D4 --split-mode tensor" \
+               "layer2:--devices $D2"; do
+      tag=${cfg%%:*} opts=${cfg#*:}
+      [ $tag = tp4 ] && [ $NG -lt 4 ] && continue
+      [ -f $W/bench.$n.$tag ] && continue
+      log "vega, $n: $tag ($opts)"
+      vb -m $m $opts -r 3 -p 512 -n 128 -B 1
+      vb -m $m $opts -r 2 -p 0 -n 128 -d 128 -B 16
+      touch $W/bench.$n.$tag
+    done
+    if [ "${LLAMA:-1}" = 1 ] && [ ! -f $W/bench.$n.llama ]; then
+      for sm in none layer row; do
+        log "llama-bench -sm $sm, $n"
+        timeout 300 $L/llama-bench -m $m -p 512 -n 128 -r 3 -fa 1 -ngl 99 -sm $sm 2>&1 | grep -E "^\||rror"
+        [ $sm = row ] && continue  # (B=16 in row mode: only if the file loads at all)
+        log "llama-batched-bench -sm $sm, $n (B=16)"
+        timeout 300 $L/llama-batched-bench -m $m -c 8192 -npp 128 -ntg 128 -npl 16 -fa 1 -ngl 99 -sm $sm 2>&1 | grep -E "^\||rror"
+      done
+      touch $W/bench.$n.llama
+    fi
+  done
+fi
+log "done"
+touch $W/finished
