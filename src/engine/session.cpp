@@ -1,6 +1,8 @@
 #include "engine/session.h"
 
 #include <algorithm>
+#include <cstdio>
+#include <cstdlib>
 
 #include "backend/backend_factory.h"
 #include "core/error.h"
@@ -176,14 +178,24 @@ struct Session::Impl {
     // top-k's k changed: it is baked into the graph).
     void replay(Graph& g, bool batched, int rows, int n_ctx, Select sel, int k, bool& enabled) {
         if (!g.ids.empty() && sel == Select::TopK && g.k != k) release(g);
+        static const bool trace = std::getenv("VEGA_TRACE_GRAPHS") != nullptr;
+        auto say = [&](const char* what) {
+            if (trace) std::fprintf(stderr, "vega: graph %s (%d rows)\n", what, rows);
+        };
         if (g.ids.empty()) {
+            say("sync before capture");
             synchronize();
+            say("capture");
             capture(g, batched, rows, n_ctx, sel, k, enabled);
             g.k = k;
+            say("captured");
         }
         if (fwd->tensor_parallel()) {
             if (!launchers) launchers = std::make_unique<DeviceLaunchers>(n_stages());
+            say("launch");
             launchers->run([&](int s) { st[size_t(s)].be->replay(g.ids[size_t(s)]); });
+            say("launched");
+            if (trace) synchronize(), say("finished");
             return;
         }
         for (int s = 0; s < n_stages(); ++s) {
