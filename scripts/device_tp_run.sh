@@ -54,6 +54,22 @@ if [ "${BENCH:-1}" = 1 ] && [ ! -f $W/synth.started ]; then
    echo "rc=$?" >> $W/synth70.log) &
 fi
 S=$VEGA_TEST_DATA/models/stories260K.gguf
+# Which environment lets the decode graphs with the NCCL sums run (VEGA_TRACE_GRAPHS says
+# where a hang sits); the first that finishes is used for the rest, else op by op.
+if [ ! -f $W/graph_env ]; then
+  log "decode graphs under tensor parallel: which environment runs them"
+  echo "VEGA_NCCL_GRAPHS=0" > $W/graph_env
+  for e in "X=1" "VEGA_GPU_PDL=0" "NCCL_GRAPH_MIXING_SUPPORT=0" "VEGA_GPU_PDL=0 NCCL_GRAPH_MIXING_SUPPORT=0"; do
+    env $e VEGA_TRACE_GRAPHS=1 timeout 25 $B/vega run -m $S -n 4 --temp 0 --ignore-eos --devices $D2 --split-mode tensor \
+      -p "Once upon a time" > $W/graphs.out 2> $W/graphs.err
+    rc=$?
+    echo "$e: rc=$rc; $(grep -E 'graph|rror' $W/graphs.err | tail -3 | tr '\n' ' ')"
+    [ $rc = 0 ] && { echo "$e" > $W/graph_env; break; }
+  done
+fi
+GRAPH_ENV=$(cat $W/graph_env)
+echo "decode graph environment: $GRAPH_ENV"
+export $GRAPH_ENV
 printf 'Once upon a time\nThe little dog\nLily and Ben\nA big red ball\nOne day\n' > $W/prompts.txt
 run() {  # run TAG ENV... -- ARGS: stories260K greedy, ids to $W/TAG.ids
   local tag=$1; shift
@@ -67,7 +83,7 @@ if [ ! -f $W/ids.done ]; then
   run one1 X=1 -- --device 0 -p "Once upon a time"
   run tp1 X=1 -- --devices $D2 --split-mode tensor -p "Once upon a time"
   run tp X=1 -- --devices $D2 --split-mode tensor --prompts-file $W/prompts.txt --parallel 4
-  run tp_opbyop VEGA_NCCL_GRAPHS=0 -- --devices $D2 --split-mode tensor --prompts-file $W/prompts.txt --parallel 4
+  run tp_opbyop VEGA_NCCL_GRAPHS=0 NCCL_GRAPH_MIXING_SUPPORT=1 -- --devices $D2 --split-mode tensor --prompts-file $W/prompts.txt --parallel 4
   [ $NG -ge 4 ] && run tp4 X=1 -- --devices $D4 --split-mode tensor --prompts-file $W/prompts.txt --parallel 4
   for t in tp1 tp tp_opbyop tp4; do
     [ -f $W/$t.ids ] || continue
@@ -89,7 +105,7 @@ e2e tp2 "$D2 --split-mode tensor" "$E2E"
 [ $NG -ge 4 ] && e2e tp4 "$D4 --split-mode tensor" "${E2E4:-AllReferences*}"
 if [ "${SWEEP:-1}" = 1 ] && [ ! -f $W/sweep.done ]; then
   log "sweep, tensor parallel over $D2 (scripts/gpu_sweep.sh)"
-  SPLIT="$D2 --split-mode tensor" SHAPES=${SWEEP_SHAPES:-1b llama3-8b qwen3moe-tiny qwen3moe-30b-a3b} \
+  SPLIT="$D2 --split-mode tensor" SHAPES=${SWEEP_SHAPES:-qwen3moe-tiny qwen3moe-30b-a3b llama3-8b} \
     TYPES=${SWEEP_TYPES:-Q4_K_M} OUT=$W/sweep bash scripts/gpu_sweep.sh $B | tail -30
   touch $W/sweep.done
 fi
