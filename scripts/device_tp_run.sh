@@ -59,7 +59,7 @@ S=$VEGA_TEST_DATA/models/stories260K.gguf
 if [ ! -f $W/graph_env ]; then
   log "decode graphs under tensor parallel: which environment runs them"
   echo "VEGA_NCCL_GRAPHS=0" > $W/graph_env
-  for e in "X=1" "VEGA_GPU_PDL=0" "NCCL_GRAPH_MIXING_SUPPORT=0" "VEGA_GPU_PDL=0 NCCL_GRAPH_MIXING_SUPPORT=0"; do
+  for e in ${GRAPH_ENVS:-"X=1" "VEGA_GPU_PDL=0"}; do
     env $e VEGA_TRACE_GRAPHS=1 timeout 25 $B/vega run -m $S -n 4 --temp 0 --ignore-eos --devices $D2 --split-mode tensor \
       -p "Once upon a time" > $W/graphs.out 2> $W/graphs.err
     rc=$?
@@ -92,6 +92,38 @@ if [ ! -f $W/ids.done ]; then
   done
   touch $W/ids.done
 fi
+if [ "${BENCH:-1}" = 1 ]; then
+  vb() { timeout 300 $B/vega bench "$@" 2>&1 | grep -E "^\||rror|layer split|tensor parallel" | cut -d'|' -f4-; }
+  for m in $m8 $mq $m70; do
+    n=$(basename $m .gguf) sl=$W/synth8.log
+    [ $m = $mq ] && sl=$W/synthq.log
+    [ $m = $m70 ] && sl=$W/synth70.log
+    log "waiting for $n"
+    while ! grep -q rc= $sl 2>/dev/null; do sleep 2; done
+    tail -n 1 $sl
+    for cfg in "one:--device 0" "tp2:--devices $D2 --split-mode tensor" "tp4:--devices $D4 --split-mode tensor" \
+               "layer2:--devices $D2"; do
+      tag=${cfg%%:*} opts=${cfg#*:}
+      [ $tag = tp4 ] && [ $NG -lt 4 ] && continue
+      [ -f $W/bench.$n.$tag ] && continue
+      log "vega, $n: $tag ($opts)"
+      vb -m $m $opts -r 3 -p 512 -n 128 -B 1
+      vb -m $m $opts -r 2 -p 0 -n 128 -d 128 -B 16
+      touch $W/bench.$n.$tag
+    done
+    if [ "${LLAMA:-1}" = 1 ] && [ ! -f $W/bench.$n.llama ]; then
+      while [ ! -x $L/llama-batched-bench ] && ! grep -q "llama build rc" $W/llama_build.log 2>/dev/null; do sleep 2; done
+      for sm in ${LLAMA_MODES:-none layer row}; do
+        log "llama-bench -sm $sm, $n"
+        timeout 300 $L/llama-bench -m $m -p 512 -n 128 -r 3 -fa 1 -ngl 99 -sm $sm 2>&1 | grep -E "^\||rror"
+        [ $sm = row ] && continue  # (B=16 in row mode: only if the file loads at all)
+        log "llama-batched-bench -sm $sm, $n (B=16)"
+        timeout 300 $L/llama-batched-bench -m $m -c 8192 -npp 128 -ntg 128 -npl 16 -fa 1 -ngl 99 -sm $sm 2>&1 | grep -E "^\||rror"
+      done
+      touch $W/bench.$n.llama
+    fi
+  done
+fi
 E2E=${E2E_FILTER:-AllReferences*:V1AndV3*:ParallelRun*:ParallelBench*:KvCacheQ8.*}
 e2e() {  # e2e TAG DEVICES FILTER
   [ -f $W/e2e.$1.done ] && return 0
@@ -108,36 +140,6 @@ if [ "${SWEEP:-1}" = 1 ] && [ ! -f $W/sweep.done ]; then
   SPLIT="$D2 --split-mode tensor" SHAPES=${SWEEP_SHAPES:-qwen3moe-tiny qwen3moe-30b-a3b llama3-8b} \
     TYPES=${SWEEP_TYPES:-Q4_K_M} OUT=$W/sweep bash scripts/gpu_sweep.sh $B | tail -30
   touch $W/sweep.done
-fi
-if [ "${BENCH:-1}" = 1 ]; then
-  log "waiting for the synth files and llama.cpp"
-  while ! grep -q rc= $W/synth70.log 2>/dev/null; do sleep 2; done
-  [ "${LLAMA:-1}" = 1 ] && while [ ! -x $L/llama-batched-bench ] && ! grep -q "llama build rc" $W/llama_build.log 2>/dev/null; do sleep 2; done
-  tail -n 1 $W/synth8.log $W/synthq.log $W/synth70.log $W/llama_build.log 2>/dev/null
-  vb() { timeout 300 $B/vega bench "$@" 2>&1 | grep -E "^\||rror|layer split|tensor parallel" | cut -d'|' -f4-; }
-  for m in $m8 $mq $m70; do
-    n=$(basename $m .gguf)
-    for cfg in "one:--device 0" "tp2:--devices $D2 --split-mode tensor" "tp4:--devices $D4 --split-mode tensor" \
-               "layer2:--devices $D2"; do
-      tag=${cfg%%:*} opts=${cfg#*:}
-      [ $tag = tp4 ] && [ $NG -lt 4 ] && continue
-      [ -f $W/bench.$n.$tag ] && continue
-      log "vega, $n: $tag ($opts)"
-      vb -m $m $opts -r 3 -p 512 -n 128 -B 1
-      vb -m $m $opts -r 2 -p 0 -n 128 -d 128 -B 16
-      touch $W/bench.$n.$tag
-    done
-    if [ "${LLAMA:-1}" = 1 ] && [ ! -f $W/bench.$n.llama ]; then
-      for sm in none layer row; do
-        log "llama-bench -sm $sm, $n"
-        timeout 300 $L/llama-bench -m $m -p 512 -n 128 -r 3 -fa 1 -ngl 99 -sm $sm 2>&1 | grep -E "^\||rror"
-        [ $sm = row ] && continue  # (B=16 in row mode: only if the file loads at all)
-        log "llama-batched-bench -sm $sm, $n (B=16)"
-        timeout 300 $L/llama-batched-bench -m $m -c 8192 -npp 128 -ntg 128 -npl 16 -fa 1 -ngl 99 -sm $sm 2>&1 | grep -E "^\||rror"
-      done
-      touch $W/bench.$n.llama
-    fi
-  done
 fi
 log "done"
 touch $W/finished

@@ -1,29 +1,65 @@
 #include "backend/collective.h"
 
+#include <condition_variable>
+#include <mutex>
+
+#include "core/error.h"
+
 namespace vega {
 
 namespace {
 
+// The ranks meet at a barrier; the last to arrive sums every rank's buffer in rank
+// order through host memory and uploads the sum to each, then releases the others.
 class HostCollective final : public Collective {
 public:
-    HostCollective(std::vector<Backend*> b, std::string why) : be_(std::move(b)), why_(std::move(why)) {}
+    HostCollective(std::vector<Backend*> b, std::string why)
+        : be_(std::move(b)), why_(std::move(why)), bufs_(be_.size(), nullptr) {}
     std::string name() const override { return why_.empty() ? "host memory" : "host memory (" + why_ + ")"; }
-    void all_reduce_sum(const std::vector<float*>& bufs, int64_t n) override {
+    void all_reduce_sum(int r, float* buf, int64_t n) override {
+        std::unique_lock<std::mutex> lock(mu_);
+        if (broken_) fail("all-reduce: another device's pass failed");
+        bufs_[size_t(r)] = buf;
+        if (++arrived_ < be_.size()) {
+            const uint64_t gen = gen_;
+            cv_.wait(lock, [&] { return gen_ != gen || broken_; });
+            if (gen_ == gen) fail("all-reduce: another device's pass failed");
+            return;
+        }
         const size_t count = size_t(n), bytes = count * sizeof(float);
         sum_.assign(count, 0.f);
         part_.resize(count);
-        for (size_t r = 0; r < be_.size(); ++r) {
-            be_[r]->synchronize();
-            be_[r]->download(part_.data(), bufs[r], bytes);
+        for (size_t q = 0; q < be_.size(); ++q) {
+            be_[q]->synchronize();
+            be_[q]->download(part_.data(), bufs_[q], bytes);
             for (size_t i = 0; i < count; ++i) sum_[i] += part_[i];
         }
-        for (size_t r = 0; r < be_.size(); ++r) be_[r]->upload(bufs[r], sum_.data(), bytes);
+        for (size_t q = 0; q < be_.size(); ++q) be_[q]->upload(bufs_[q], sum_.data(), bytes);
+        arrived_ = 0;
+        ++gen_;
+        cv_.notify_all();
+    }
+    void abort(int) override {
+        std::lock_guard<std::mutex> lock(mu_);
+        broken_ = true;
+        cv_.notify_all();
+    }
+    void reset() override {
+        std::lock_guard<std::mutex> lock(mu_);
+        broken_ = false;
+        arrived_ = 0;
     }
 
 private:
     std::vector<Backend*> be_;
     std::string why_;
+    std::vector<float*> bufs_;
     std::vector<float> sum_, part_;
+    std::mutex mu_;
+    std::condition_variable cv_;
+    size_t arrived_ = 0;
+    uint64_t gen_ = 0;
+    bool broken_ = false;
 };
 
 }  // namespace

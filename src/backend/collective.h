@@ -1,7 +1,9 @@
 // Collectives over the devices of a tensor-parallel model: one buffer per backend, the
-// same size on each. The reference sums through host memory (any backends; the CPU
-// tests' two in-process ranks); the GPU one is NCCL on NVIDIA, RCCL on ROCm, loaded at
-// run time (backend/gpu/collective_nccl.cpp) so that a build without it still runs.
+// same size on each, each rank calling from its own host thread (DeviceLaunchers: one
+// thread per device, which is also what lets NCCL's sums be recorded into each device's
+// graph). The reference sums through host memory (any backends; the CPU tests'
+// in-process ranks); the GPU one is NCCL on NVIDIA, RCCL on ROCm, loaded at run time
+// (backend/gpu/collective_nccl.cpp) so that a build without it still runs.
 #pragma once
 #include <cstdint>
 #include <memory>
@@ -16,11 +18,16 @@ class Collective {
 public:
     virtual ~Collective() = default;
     virtual std::string name() const = 0;
-    // bufs[r] [n] floats in backends[r]'s memory: afterwards every one holds the sum over
-    // r (the same bits on every device), in op order on each backend.
-    virtual void all_reduce_sum(const std::vector<float*>& bufs, int64_t n) = 0;
-    // Whether all_reduce_sum may be recorded in the backends' graphs (capture_begin on
-    // every one first): the host reference cannot.
+    // Rank r's part of one all-reduce, called by rank r's thread while every other rank
+    // calls it with its own buffer: buf [n] floats in backends[r]'s memory then holds the
+    // sum over the ranks (the same bits on every device), in op order on its backend.
+    virtual void all_reduce_sum(int r, float* buf, int64_t n) = 0;
+    // Rank r failed before its next all_reduce_sum: the ranks waiting for it in one give
+    // up with an error instead of waiting forever. Cleared by reset().
+    virtual void abort(int r) { (void)r; }
+    virtual void reset() {}
+    // Whether all_reduce_sum may be recorded in the backends' graphs (each rank's thread
+    // capturing its own device): the host reference cannot.
     virtual bool capturable() const { return false; }
 };
 

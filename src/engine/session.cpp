@@ -1,12 +1,12 @@
 #include "engine/session.h"
 
 #include <algorithm>
+#include <functional>
 #include <cstdio>
 #include <cstdlib>
 
 #include "backend/backend_factory.h"
 #include "core/error.h"
-#include "engine/device_launchers.h"
 #include "model/forward.h"
 
 namespace vega {
@@ -71,9 +71,6 @@ struct Session::Impl {
     Graph bgraph[7][3];  // [bucket][Select]
     std::vector<int32_t> h_bstep;
     int n_replays = 0;  // batched steps replayed
-    // Tensor parallel: each device's graph launched from its own thread (their NCCL
-    // sums wait for one another; device_launchers.h).
-    std::unique_ptr<DeviceLaunchers> launchers;
     // Device-side top-k: ids/vals [n_batch][kTopKMax] on the last stage, and host copies.
     int32_t* d_topk_ids = nullptr;
     float* d_topk_vals = nullptr;
@@ -147,18 +144,34 @@ struct Session::Impl {
             enabled = false;
         };
         if (fwd->tensor_parallel()) {
-            // One pass over every device at once (each block's all-reduce joins them):
-            // every backend records its own graph of it.
-            int begun = 0;
+            // One pass over every device at once (each block's all-reduce joins them),
+            // each device's part on its own thread, which records its own graph of it.
+            std::vector<int> ids(st.size(), -1);
             try {
-                for (; begun < n_stages(); ++begun) st[size_t(begun)].be->capture_begin();
-                fwd->run(views, out_ids.at(StepIds::kOutIdx), rows, d_logits);
-                select(sel, rows, k, out_ids.at(StepIds::kArgmax));
+                fwd->run(views, out_ids.at(StepIds::kOutIdx), rows, d_logits,
+                         [&](int s, const std::function<void()>& pass) {
+                             Backend& be = *st[size_t(s)].be;
+                             be.capture_begin();
+                             try {
+                                 pass();
+                                 if (size_t(s) == out_stage) select(sel, rows, k, out_ids.at(StepIds::kArgmax));
+                             } catch (...) {
+                                 try {
+                                     be.release_graph(be.capture_end());
+                                 } catch (...) {
+                                 }
+                                 throw;
+                             }
+                             ids[size_t(s)] = be.capture_end();
+                         });
             } catch (...) {
-                abandon(0, begun);
+                for (size_t s = 0; s < st.size(); ++s)
+                    if (ids[s] >= 0) st[s].be->release_graph(ids[s]);
+                release(g);
+                enabled = false;
                 throw;
             }
-            for (Stage& s : st) g.ids.push_back(s.be->capture_end());
+            g.ids = ids;
             return;
         }
         for (int s = 0; s < n_stages(); ++s) {
@@ -191,9 +204,8 @@ struct Session::Impl {
             say("captured");
         }
         if (fwd->tensor_parallel()) {
-            if (!launchers) launchers = std::make_unique<DeviceLaunchers>(n_stages());
             say("launch");
-            launchers->run([&](int s) { st[size_t(s)].be->replay(g.ids[size_t(s)]); });
+            fwd->on_each_device([&](int s) { st[size_t(s)].be->replay(g.ids[size_t(s)]); });
             say("launched");
             if (trace) synchronize(), say("finished");
             return;

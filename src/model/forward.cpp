@@ -160,27 +160,41 @@ void Forward::record_routes(Stage& st, int il, const FfnBlock& f, int rows) {
     route_trace_->add(il, rows, K, X, route_ids_.data(), route_w_.data(), route_logits_.data());
 }
 
-void Forward::record_routes_split(int il, int rows) {
-    const FfnBlock& f0 = stages_[0].ffn[size_t(il)];
-    if (!route_trace_ || !route_trace_->recording() || !f0.experts()) return;
-    const int K = f0.routing.n_used, X = f0.routing.n_expert;
-    const size_t n = size_t(rows) * size_t(K);
-    std::vector<int32_t> ids(n);
-    std::vector<float> w(n);
-    route_ids_.assign(n, -1), route_w_.assign(n, 0.f), route_logits_.resize(size_t(rows) * size_t(X));
-    for (Stage& st : stages_) {
-        const ExpertRouting& r = st.ffn[size_t(il)].routing;
-        st.be->synchronize();
-        st.be->download(ids.data(), st.buf.expert_ids, n * sizeof(int32_t));
-        st.be->download(w.data(), st.buf.expert_w, n * sizeof(float));
+void Forward::keep_routes(int s, int il, int rows) {
+    Stage& st = stages_[size_t(s)];
+    const FfnBlock& f = st.ffn[size_t(il)];
+    if (!route_trace_ || !route_trace_->recording() || !f.experts()) return;
+    const size_t n = size_t(rows) * size_t(f.routing.n_used);
+    std::vector<int32_t>& ids = rank_ids_[size_t(s)][size_t(il)];
+    std::vector<float>& w = rank_w_[size_t(s)][size_t(il)];
+    ids.resize(n), w.resize(n);
+    st.be->synchronize();
+    st.be->download(ids.data(), st.buf.expert_ids, n * sizeof(int32_t));
+    st.be->download(w.data(), st.buf.expert_w, n * sizeof(float));
+    if (s != 0) return;  // (every device computes the same router logits from the same x)
+    std::vector<float>& l = rank_logits_[size_t(il)];
+    l.resize(size_t(rows) * size_t(f.routing.n_expert));
+    st.be->download(l.data(), st.buf.router, l.size() * sizeof(float));
+}
+
+void Forward::record_routes_split(int rows) {
+    if (!route_trace_ || !route_trace_->recording() || !stages_[0].ffn[0].experts()) return;
+    for (int il = 0; il < m_.hparams().n_layer; ++il) {
+        const ExpertRouting& r0 = stages_[0].ffn[size_t(il)].routing;
+        const int K = r0.n_used, X = r0.n_expert;
+        const size_t n = size_t(rows) * size_t(K);
+        route_ids_.assign(n, -1), route_w_.assign(n, 0.f);
+        for (size_t s = 0; s < stages_.size(); ++s) {
+            const int first = stages_[s].ffn[size_t(il)].routing.held_first;
+            const std::vector<int32_t>& ids = rank_ids_[s][size_t(il)];
+            const std::vector<float>& w = rank_w_[s][size_t(il)];
+            for (size_t i = 0; i < n; ++i)
+                if (ids[i] >= 0) route_ids_[i] = ids[i] + first, route_w_[i] = w[i];
+        }
         for (size_t i = 0; i < n; ++i)
-            if (ids[i] >= 0) route_ids_[i] = ids[i] + r.held_first, route_w_[i] = w[i];
+            if (route_ids_[i] < 0) fail("route trace: layer {} slot {} has an expert no device holds", il, i);
+        route_trace_->add(il, rows, K, X, route_ids_.data(), route_w_.data(), rank_logits_[size_t(il)].data());
     }
-    // (Every device computes the same router logits from the same x.)
-    stages_[0].be->download(route_logits_.data(), stages_[0].buf.router, route_logits_.size() * sizeof(float));
-    for (size_t i = 0; i < n; ++i)
-        if (route_ids_[i] < 0) fail("route trace: layer {} slot {} has an expert no device holds", il, i);
-    route_trace_->add(il, rows, K, X, route_ids_.data(), route_w_.data(), route_logits_.data());
 }
 
 // Logits only for the rows that want them.
@@ -213,33 +227,53 @@ void Forward::hand_off(int s, int rows) {
 // Every device holds x (the same bits on each: the same sums are added to it). Each
 // block leaves its device's part in buf.tmp; the all-reduce sums the parts on every
 // device, and the next block (or, after the last, the output stage) adds the sum to x.
-void Forward::run_tensor_parallel(const std::vector<BatchView>& b, const int32_t* out_idx, int n_out, float* logits) {
-    const int T = b[0].n_tokens;
+void Forward::run_rank(int s, const BatchView& b, const int32_t* out_idx, int n_out, float* logits) {
+    Stage& st = stages_[size_t(s)];
+    Backend& be = *st.be;
+    const int T = b.n_tokens;
     const int64_t n = int64_t(T) * m_.hparams().n_embd;
-    std::vector<float*> parts;
-    for (size_t s = 0; s < stages_.size(); ++s) {
-        stages_[s].be->embed(m_.weights(s).token_embd, b[s].tokens, T, stages_[s].x);
-        parts.push_back(stages_[s].buf.tmp);
-    }
-    const int n_layer = m_.hparams().n_layer;
-    for (int il = 0; il < n_layer; ++il) {
+    be.embed(m_.weights(size_t(s)).token_embd, b.tokens, T, st.x);
+    for (int il = 0; il < m_.hparams().n_layer; ++il) {
         const size_t i = size_t(il);
-        for (size_t s = 0; s < stages_.size(); ++s) {
-            Stage& st = stages_[s];
-            st.be->attention_block(st.attn[i], *st.cache, il, b[s], st.x, st.buf, st.attn_link[i]);
-        }
-        collective_->all_reduce_sum(parts, n);
-        for (Stage& st : stages_) st.be->ffn_block(st.ffn[i], st.x, T, st.buf, st.ffn_link[i]);
-        record_routes_split(il, T);
-        collective_->all_reduce_sum(parts, n);
+        be.attention_block(st.attn[i], *st.cache, il, b, st.x, st.buf, st.attn_link[i]);
+        collective_->all_reduce_sum(s, st.buf.tmp, n);
+        be.ffn_block(st.ffn[i], st.x, T, st.buf, st.ffn_link[i]);
+        keep_routes(s, il, T);
+        collective_->all_reduce_sum(s, st.buf.tmp, n);
     }
-    Stage& out = stages_[m_.output_stage()];
-    out.be->add(out.x, out.buf.tmp, n);
-    logits_of(out, out_idx, n_out, logits);
+    if (size_t(s) != m_.output_stage()) return;
+    be.add(st.x, st.buf.tmp, n);
+    logits_of(st, out_idx, n_out, logits);
 }
 
-void Forward::run(const std::vector<BatchView>& b, const int32_t* out_idx, int n_out, float* logits) {
-    if (tensor_parallel()) return run_tensor_parallel(b, out_idx, n_out, logits);
+void Forward::on_each_device(const std::function<void(int)>& fn) {
+    if (!launchers_) launchers_ = std::make_unique<DeviceLaunchers>(n_stages());
+    launchers_->run(fn);
+}
+
+void Forward::run(const std::vector<BatchView>& b, const int32_t* out_idx, int n_out, float* logits,
+                  const RankWrap& around) {
+    if (tensor_parallel()) {
+        if (route_trace_ && route_trace_->recording()) {
+            rank_ids_.assign(stages_.size(), std::vector<std::vector<int32_t>>(size_t(m_.hparams().n_layer)));
+            rank_w_.assign(stages_.size(), std::vector<std::vector<float>>(size_t(m_.hparams().n_layer)));
+            rank_logits_.assign(size_t(m_.hparams().n_layer), {});
+        }
+        collective_->reset();
+        on_each_device([&](int s) {
+            auto pass = [&] { run_rank(s, b[size_t(s)], out_idx, n_out, logits); };
+            try {
+                if (around) around(s, pass);
+                else pass();
+            } catch (...) {
+                collective_->abort(s);  // (the other devices' threads stop waiting for this one)
+                throw;
+            }
+        });
+        record_routes_split(b[0].n_tokens);
+        return;
+    }
+    if (around) fail("forward: a per-device wrap is for tensor parallel only");
     for (int s = 0; s < n_stages(); ++s) {
         run_stage(s, b[size_t(s)], out_idx, n_out, logits);
         if (s + 1 < n_stages()) hand_off(s, b[size_t(s)].n_tokens);

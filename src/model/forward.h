@@ -5,10 +5,13 @@
 // each on its backend with its own scratch, allocated there once.
 #pragma once
 #include <cstdint>
+#include <functional>
+#include <memory>
 #include <vector>
 
 #include "backend/backend.h"
 #include "backend/collective.h"
+#include "backend/device_launchers.h"
 #include "model/model.h"
 #include "model/route_trace.h"
 
@@ -35,8 +38,16 @@ public:
     void hand_off(int s, int rows);
     // The whole pass; b[s]: the batch in stage s's memory; out_idx and logits in the
     // output stage's memory (Model::output_stage()). Tensor parallel: every device runs
-    // every block on its heads and FFN rows, and an all-reduce per block sums the parts.
-    void run(const std::vector<BatchView>& b, const int32_t* out_idx, int n_out, float* logits);
+    // every block on its heads and FFN rows, each device on its own host thread, and an
+    // all-reduce per block sums the parts. `around` (tensor parallel only) wraps each
+    // device's pass on that device's thread: around(s, pass) must call pass() once (the
+    // session records each device's graph of it).
+    using RankWrap = std::function<void(int s, const std::function<void()>& pass)>;
+    void run(const std::vector<BatchView>& b, const int32_t* out_idx, int n_out, float* logits,
+             const RankWrap& around = nullptr);
+    // Tensor parallel: fn(s) for every device s, each on its device's thread, all at once
+    // (launching graphs whose sums wait for one another).
+    void on_each_device(const std::function<void(int)>& fn);
 
     // Records (after each routed block, a host round trip) or replays the experts
     // chosen in every routed layer (model/route_trace.h); null: off.
@@ -61,11 +72,14 @@ private:
     void alloc_scratch(Stage& st, const ModelStage& ms, bool output);
     void release_scratch(Stage& st);
     void record_routes(Stage& st, int il, const FfnBlock& f, int rows);
-    // Tensor parallel: each device holds its experts' ids and weights; the trace takes
-    // every slot from the device that holds its expert, as a global id.
-    void record_routes_split(int il, int rows);
+    // Tensor parallel, on device s's thread: its ids and weights of a routed layer
+    // (recording), kept until the pass ends; record_routes_split then takes every slot
+    // from the device that holds its expert, as a global id.
+    void keep_routes(int s, int il, int rows);
+    void record_routes_split(int rows);
     void logits_of(Stage& st, const int32_t* out_idx, int n_out, float* logits);
-    void run_tensor_parallel(const std::vector<BatchView>& b, const int32_t* out_idx, int n_out, float* logits);
+    // Tensor parallel: device s's pass (on its own thread).
+    void run_rank(int s, const BatchView& b, const int32_t* out_idx, int n_out, float* logits);
 
     const Model& m_;
     int max_tokens_;
@@ -75,6 +89,12 @@ private:
     // Host copies of a routed block's ids, weights and router logits (recording).
     std::vector<int32_t> route_ids_;
     std::vector<float> route_w_, route_logits_;
+    // Tensor parallel: one host thread per device, and (recording) each device's ids and
+    // weights [layer][rows * n_used] and device 0's router logits [layer][rows * n_expert].
+    std::unique_ptr<DeviceLaunchers> launchers_;
+    std::vector<std::vector<std::vector<int32_t>>> rank_ids_;
+    std::vector<std::vector<std::vector<float>>> rank_w_;
+    std::vector<std::vector<float>> rank_logits_;
 };
 
 }  // namespace vega

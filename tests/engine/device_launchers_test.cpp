@@ -1,7 +1,7 @@
 // DeviceLaunchers runs every device's call on its own thread, all at once: a call that
 // waits for every other one to start (as a device's graph waits for its peers' NCCL
 // sums) must return, and does so on distinct threads; exceptions reach the caller.
-#include "engine/device_launchers.h"
+#include "backend/device_launchers.h"
 
 #include <gtest/gtest.h>
 

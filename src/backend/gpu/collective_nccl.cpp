@@ -1,7 +1,8 @@
 // Tensor parallel's all-reduce through NCCL (NVIDIA) or RCCL (ROCm), one communicator per
-// device of this process (ncclCommInitAll), each sum issued on that device's backend
-// stream inside one group call. The library is opened at run time with its C ABI
-// declared here, so that vega builds and runs on one device without it.
+// device of this process (ncclCommInitAll), each rank's sum issued by its own host thread
+// on its device's backend stream (NCCL's multi-thread mode: no group call). The library
+// is opened at run time with its C ABI declared here, so that vega builds and runs on
+// one device without it.
 #include <dlfcn.h>
 
 #include <cstdlib>
@@ -26,8 +27,6 @@ struct NcclApi {
     void* lib = nullptr;
     int (*comm_init_all)(NcclComm*, int, const int*) = nullptr;
     int (*all_reduce)(const void*, void*, size_t, int, int, NcclComm, void*) = nullptr;
-    int (*group_start)() = nullptr;
-    int (*group_end)() = nullptr;
     int (*comm_destroy)(NcclComm) = nullptr;
     const char* (*error_string)(int) = nullptr;
 };
@@ -57,7 +56,6 @@ bool load_api(NcclApi& a, std::string& why) {
         return fn != nullptr;
     };
     if (!sym(a.comm_init_all, "ncclCommInitAll") || !sym(a.all_reduce, "ncclAllReduce") ||
-        !sym(a.group_start, "ncclGroupStart") || !sym(a.group_end, "ncclGroupEnd") ||
         !sym(a.comm_destroy, "ncclCommDestroy") || !sym(a.error_string, "ncclGetErrorString")) {
         why = std::string(kLibName) + " library lacks a symbol vega needs";
         dlclose(a.lib);
@@ -75,16 +73,13 @@ public:
         for (NcclComm c : comms_) api_.comm_destroy(c);
     }
     std::string name() const override { return std::string(kLibName) + " over devices " + devs_; }
-    void all_reduce_sum(const std::vector<float*>& bufs, int64_t n) override {
-        check(api_.group_start(), "ncclGroupStart");
-        for (size_t r = 0; r < comms_.size(); ++r)
-            check(api_.all_reduce(bufs[r], bufs[r], size_t(n), kNcclFloat32, kNcclSum, comms_[r], streams_[r]),
-                  "ncclAllReduce");
-        check(api_.group_end(), "ncclGroupEnd");
+    void all_reduce_sum(int r, float* buf, int64_t n) override {
+        check(api_.all_reduce(buf, buf, size_t(n), kNcclFloat32, kNcclSum, comms_[size_t(r)], streams_[size_t(r)]),
+              "ncclAllReduce");
     }
-    // Recorded into each device's decode graphs, which the session launches from one
-    // host thread per device (launched in turn from one thread, they hung 2 x H100 on
-    // 2026-11-26). VEGA_NCCL_GRAPHS=0: decode steps run op by op.
+    // Recorded into each device's decode graphs, each captured and launched by its
+    // device's own thread (captured from one thread in a group call, the capture never
+    // ended on 2 x H100, 2026-11-27). VEGA_NCCL_GRAPHS=0: decode steps run op by op.
     bool capturable() const override { return env::flag("VEGA_NCCL_GRAPHS", true); }
 
 private:

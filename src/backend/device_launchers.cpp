@@ -1,8 +1,8 @@
-#include "engine/device_launchers.h"
+#include "backend/device_launchers.h"
 
 namespace vega {
 
-DeviceLaunchers::DeviceLaunchers(int n, int spin) : n_(n < 1 ? 1 : n), spin_(spin), errors_(size_t(n_)) {
+DeviceLaunchers::DeviceLaunchers(int n, int spin) : n_(n < 1 ? 1 : n), spin_(spin) {
     for (int s = 1; s < n_; ++s) threads_.emplace_back([this, s] { worker(s); });
 }
 
@@ -17,7 +17,7 @@ DeviceLaunchers::~DeviceLaunchers() {
 }
 
 void DeviceLaunchers::run(const std::function<void(int)>& fn) {
-    for (std::exception_ptr& e : errors_) e = nullptr;
+    error_ = nullptr;
     if (n_ > 1) {
         {
             std::lock_guard<std::mutex> lock(mu_);
@@ -30,11 +30,15 @@ void DeviceLaunchers::run(const std::function<void(int)>& fn) {
     try {
         fn(0);
     } catch (...) {
-        errors_[0] = std::current_exception();
+        keep_error();
     }
     while (pending_.load(std::memory_order_acquire) > 0) std::this_thread::yield();
-    for (const std::exception_ptr& e : errors_)
-        if (e) std::rethrow_exception(e);
+    if (error_) std::rethrow_exception(error_);
+}
+
+void DeviceLaunchers::keep_error() {
+    std::lock_guard<std::mutex> lock(error_mu_);
+    if (!error_) error_ = std::current_exception();
 }
 
 void DeviceLaunchers::worker(int s) {
@@ -59,7 +63,7 @@ void DeviceLaunchers::worker(int s) {
         try {
             (*fn)(s);
         } catch (...) {
-            errors_[size_t(s)] = std::current_exception();
+            keep_error();
         }
         pending_.fetch_sub(1, std::memory_order_acq_rel);
     }

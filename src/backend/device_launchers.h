@@ -1,9 +1,9 @@
-// One host thread per device for launches that must not wait on one another: the
-// decode graphs of a tensor-parallel model, each holding NCCL sums that finish only
-// when every device's graph runs. A single thread that launches them in turn can
-// block in the first launch (NCCL's documentation: "cudaGraphLaunch may block" with
-// several GPUs per thread), which hung 2 x H100 on 2026-11-26; here device s's
-// launch runs on thread s (the caller is thread 0), all at once.
+// One host thread per device, for the work of a tensor-parallel model that must not wait
+// on one another: each device's pass, whose all-reduce calls meet those of the other
+// devices (NCCL's multi-thread mode), and each device's decode graph, recorded and
+// launched on its own thread (from one thread, NCCL's documentation warns that
+// "cudaGraphLaunch may block"; captured from one thread, the capture never ended on
+// 2 x H100, 2026-11-27). Device s's call runs on thread s (the caller is thread 0).
 #pragma once
 #include <atomic>
 #include <condition_variable>
@@ -27,11 +27,12 @@ public:
 
     int size() const { return n_; }
     // Calls fn(s) for every device s in [0, size()), each on its own thread, and returns
-    // once every call has returned; the first exception thrown is rethrown here.
+    // once every call has returned; the exception thrown first (in time) is rethrown here.
     void run(const std::function<void(int)>& fn);
 
 private:
     void worker(int s);
+    void keep_error();  // (in a catch block) keeps the current exception if it is the first
 
     int n_;
     int spin_;
@@ -42,7 +43,8 @@ private:
     std::atomic<int> pending_{0};
     bool stop_ = false;
     const std::function<void(int)>* fn_ = nullptr;
-    std::vector<std::exception_ptr> errors_;
+    std::mutex error_mu_;
+    std::exception_ptr error_;  // the first thrown
 };
 
 }  // namespace vega
