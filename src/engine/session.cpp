@@ -3,9 +3,9 @@
 #include <algorithm>
 #include <functional>
 #include <cstdio>
-#include <cstdlib>
 
 #include "backend/backend_factory.h"
+#include "core/env.h"
 #include "core/error.h"
 #include "model/forward.h"
 
@@ -191,7 +191,7 @@ struct Session::Impl {
     // top-k's k changed: it is baked into the graph).
     void replay(Graph& g, bool batched, int rows, int n_ctx, Select sel, int k, bool& enabled) {
         if (!g.ids.empty() && sel == Select::TopK && g.k != k) release(g);
-        static const bool trace = std::getenv("VEGA_TRACE_GRAPHS") != nullptr;
+        static const bool trace = env::flag("VEGA_TRACE_GRAPHS", false);
         auto say = [&](const char* what) {
             if (trace) std::fprintf(stderr, "vega: graph %s (%d rows)\n", what, rows);
         };
