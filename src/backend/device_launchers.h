@@ -29,10 +29,13 @@ public:
     // Calls fn(s) for every device s in [0, size()), each on its own thread, and returns
     // once every call has returned; the exception thrown first (in time) is rethrown here.
     void run(const std::function<void(int)>& fn);
+    // In a catch block inside fn: keeps the current exception as run()'s error if none is
+    // kept yet. A call that will make the others fail (Collective::abort) keeps its own
+    // cause first, so that run() rethrows the cause and not a peer's "another failed".
+    void keep_error();
 
 private:
     void worker(int s);
-    void keep_error();  // (in a catch block) keeps the current exception if it is the first
 
     int n_;
     int spin_;

@@ -266,7 +266,8 @@ void Forward::run(const std::vector<BatchView>& b, const int32_t* out_idx, int n
                 if (around) around(s, pass);
                 else pass();
             } catch (...) {
-                collective_->abort(s);  // (the other devices' threads stop waiting for this one)
+                launchers_->keep_error();  // the cause, before the others fail for want of this device
+                collective_->abort(s);     // (their threads stop waiting for this one)
                 throw;
             }
         });

@@ -1,7 +1,13 @@
 // DeviceLaunchers runs every device's call on its own thread, all at once: a call that
 // waits for every other one to start (as a device's graph waits for its peers' NCCL
-// sums) must return, and does so on distinct threads; exceptions reach the caller.
+// sums) must return, and does so on distinct threads; exceptions reach the caller. The
+// host collective's ranks, each on its own launcher thread, sum in rank order, and a
+// rank that fails frees the others instead of leaving them waiting.
 #include "backend/device_launchers.h"
+
+#include "backend/backend_factory.h"
+#include "backend/collective.h"
+#include "core/error.h"
 
 #include <gtest/gtest.h>
 
@@ -55,6 +61,56 @@ TEST(DeviceLaunchers, AnExceptionReachesTheCaller) {
     std::atomic<int> calls{0};
     L.run([&](int) { calls.fetch_add(1); });  // and it still runs afterwards
     EXPECT_EQ(calls.load(), 3);
+}
+
+TEST(HostCollective, RanksOnTheirThreadsSumInRankOrder) {
+    std::vector<std::unique_ptr<Backend>> owned;
+    std::vector<Backend*> be;
+    for (int r = 0; r < 3; ++r) owned.push_back(make_cpu_backend(1)), be.push_back(owned.back().get());
+    auto c = make_host_collective(be);
+    DeviceLaunchers L(3);
+    std::vector<std::vector<float>> bufs(3);
+    for (int round = 0; round < 50; ++round) {
+        for (int r = 0; r < 3; ++r) bufs[size_t(r)] = {float(r + 1), 0.1f * float(r), 1e8f * float(r == 0) + float(round)};
+        L.run([&](int r) { c->all_reduce_sum(r, bufs[size_t(r)].data(), 3); });
+        for (int r = 0; r < 3; ++r) {
+            EXPECT_EQ(bufs[size_t(r)], bufs[0]) << "the same bits on every rank";
+            EXPECT_EQ(bufs[size_t(r)][0], 6.f);
+            // Rank order: ((1e8 + round) + round) + round, each rounded to float.
+            const float want = (1e8f + float(round) + float(round)) + float(round);
+            EXPECT_EQ(bufs[size_t(r)][2], want);
+        }
+    }
+}
+
+TEST(HostCollective, ARankThatFailsFreesTheOthers) {
+    std::vector<std::unique_ptr<Backend>> owned;
+    std::vector<Backend*> be;
+    for (int r = 0; r < 3; ++r) owned.push_back(make_cpu_backend(1)), be.push_back(owned.back().get());
+    auto c = make_host_collective(be);
+    DeviceLaunchers L(3);
+    std::vector<float> buf(3 * 4, 1.f);
+    try {
+        L.run([&](int r) {
+            if (r == 2) {
+                try {
+                    throw Error("device 2: out of memory");
+                } catch (...) {
+                    L.keep_error();  // (as Forward::run does)
+                    c->abort(r);
+                    throw;
+                }
+            }
+            c->all_reduce_sum(r, buf.data() + 4 * r, 4);
+        });
+        FAIL() << "no error";
+    } catch (const Error& e) {
+        EXPECT_NE(std::string(e.what()).find("device 2"), std::string::npos)
+            << "the first error is the cause, not a waiting rank's: " << e.what();
+    }
+    c->reset();  // and the next pass sums again
+    L.run([&](int r) { c->all_reduce_sum(r, buf.data() + 4 * r, 4); });
+    EXPECT_EQ(buf[0], 3.f);
 }
 
 }  // namespace
