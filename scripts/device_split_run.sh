@@ -9,10 +9,7 @@
 #   4. benchmarks, side by side: vega one GPU / --devices $DEVS, llama.cpp -sm none /
 #      layer / row, tg128, pp512 and B=16 on llama3-8b Q4_K_M and a llama3-70b-shaped
 #      synth of $L70 layers (BENCH=0: skip).
-# TP=1 does the same for tensor parallel (--split-mode tensor; NCCL from $VEGA_NCCL, else
-# the first libnccl.so.2 found under /usr and the Python packages): its end-to-end tests,
-# the sweep over the dense shapes, and vega's bench of one GPU, the layer split and tensor
-# parallel in one call (LLAMA=0 skips llama.cpp: its numbers come from an earlier call).
+# Tensor parallel has its own run: scripts/device_tp_run.sh. LLAMA=0 skips llama.cpp.
 #   start: setsid scripts/device_split_run.sh &     poll: scripts/device_split_run.sh poll SECONDS
 W=${W:-/tmp/split_run}
 [ "${1:-}" = poll ] && exec bash "$(dirname "$0")/device_poll.sh" "$W" "${2:-500}" 60
@@ -28,12 +25,6 @@ L70=${L70:-16}
 B=build-h200
 log() { echo "=== $* ($(date +%T))"; }
 [ -f $W/topo.done ] || { nvidia-smi --query-gpu=index,name,memory.total --format=csv,noheader; nvidia-smi topo -m; touch $W/topo.done; }
-if [ "${TP:-0}" = 1 ] && [ -z "${VEGA_NCCL:-}" ]; then
-  VEGA_NCCL=$(find /usr /opt $(python3 -c 'import site; print(" ".join(site.getsitepackages()))' 2>/dev/null) \
-    -name 'libnccl.so*' 2>/dev/null | head -1)
-  export VEGA_NCCL
-  echo "VEGA_NCCL=$VEGA_NCCL"
-fi
 if [ "${BENCH:-1}" = 1 ] && [ "${LLAMA:-1}" = 1 ] && [ ! -x $L/llama-bench ]; then
   (PEERS=$PEERS bash scripts/build_peer.sh llama-bench llama-batched-bench > $W/llama_build.log 2>&1
    echo "llama build rc=$?" >> $W/llama_build.log) &
@@ -62,21 +53,10 @@ e2e() {  # e2e TAG DEVICES FILTER
   grep -E "^\[  (PASSED|FAILED|SKIPPED)|^\[  FAILED|rc=" $W/e2e.$1.log | head -20
   touch $W/e2e.$1.done
 }
-if [ "${TP:-0}" = 1 ]; then
-  e2e tensor "$DEVS --split-mode tensor" "$E2E"
-  e2e tensor00 "0,0 --split-mode tensor" "${E2E_00:-AllReferences*}"
-  if [ "${SWEEP:-1}" = 1 ] && [ ! -f $W/sweep_tp.done ]; then
-    log "sweep, tensor parallel over $DEVS (scripts/gpu_sweep.sh)"
-    SPLIT="$DEVS --split-mode tensor" SHAPES=${SWEEP_SHAPES:-1b llama3-8b qwen2-7b} \
-      TYPES=${SWEEP_TYPES:-Q4_0 Q4_K_M} OUT=$W/sweep_tp bash scripts/gpu_sweep.sh $B | tail -30
-    touch $W/sweep_tp.done
-  fi
-else
-  e2e split "$DEVS" "$E2E"
-  e2e same0 "0,0" "$E2E"
-  e2e one "" "${E2E_ONE:--*llama_f32*:*qwen3_f32*:*qwen3moe_f32*:Cli.Tokenize*:ToolCalls.*:GrammarConstraint.TrieMask}"
-fi
-if [ "${SWEEP:-1}" = 1 ] && [ "${TP:-0}" = 0 ] && [ ! -f $W/sweep.done ]; then
+e2e split "$DEVS" "$E2E"
+e2e same0 "0,0" "$E2E"
+e2e one "" "${E2E_ONE:--*llama_f32*:*qwen3_f32*:*qwen3moe_f32*:Cli.Tokenize*:ToolCalls.*:GrammarConstraint.TrieMask}"
+if [ "${SWEEP:-1}" = 1 ] && [ ! -f $W/sweep.done ]; then
   log "sweep, split over $DEVS (scripts/gpu_sweep.sh)"
   SPLIT=$DEVS SHAPES=${SWEEP_SHAPES:-1b llama3-8b qwen2-7b qwen3moe-tiny qwen3moe-30b-a3b} \
     TYPES=${SWEEP_TYPES:-Q4_0 Q4_K_M} OUT=$W/sweep bash scripts/gpu_sweep.sh $B | tail -30
@@ -96,11 +76,6 @@ if [ "${BENCH:-1}" = 1 ]; then
       vb -m $m --devices $DEVS -r 3 -p 512 -n 128 -B 1
       vb -m $m --device 0 -r 2 -p 0 -n 128 -d 128 -B 16
       vb -m $m --devices $DEVS -r 2 -p 0 -n 128 -d 128 -B 16
-      if [ "${TP:-0}" = 1 ]; then
-        log "vega, $n: tensor parallel over $DEVS"
-        vb -m $m --devices $DEVS --split-mode tensor -r 3 -p 512 -n 128 -B 1
-        vb -m $m --devices $DEVS --split-mode tensor -r 2 -p 0 -n 128 -d 128 -B 16
-      fi
       touch $W/bench.$n.vega
     fi
     if [ "${LLAMA:-1}" = 1 ] && [ ! -f $W/bench.$n.llama ]; then

@@ -457,9 +457,6 @@ void Session::decode_reduced(const std::vector<BatchToken>& batch, int mode, int
         stage_chunk(batch, 0, 1, p_, I.n_vocab, I.h_tokens, I.h_pos, I.h_seq, I.h_out_idx, n_kv);  // validates
         I.step(batch[0], p_.n_ctx, sel, k);
         fetch(1, I.ids_of(int(I.out_stage), false).at(StepIds::kArgmax));
-        // Tensor parallel: every device's sums done before a step that issues them op by
-        // op (NCCL_GRAPH_MIXING_SUPPORT=0 asks that recorded and direct ones never overlap).
-        if (I.collective) I.synchronize();
         return;
     }
     // A decode step of 2..64 sequences: every row wants logits.

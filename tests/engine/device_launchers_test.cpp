@@ -63,11 +63,18 @@ TEST(DeviceLaunchers, AnExceptionReachesTheCaller) {
     EXPECT_EQ(calls.load(), 3);
 }
 
-TEST(HostCollective, RanksOnTheirThreadsSumInRankOrder) {
+// n one-thread CPU backends, the host collective's ranks.
+struct CpuRanks {
+    explicit CpuRanks(int n) {
+        for (int r = 0; r < n; ++r) owned.push_back(make_cpu_backend(1)), be.push_back(owned.back().get());
+    }
     std::vector<std::unique_ptr<Backend>> owned;
     std::vector<Backend*> be;
-    for (int r = 0; r < 3; ++r) owned.push_back(make_cpu_backend(1)), be.push_back(owned.back().get());
-    auto c = make_host_collective(be);
+};
+
+TEST(HostCollective, RanksOnTheirThreadsSumInRankOrder) {
+    CpuRanks ranks(3);
+    auto c = make_host_collective(ranks.be);
     DeviceLaunchers L(3);
     std::vector<std::vector<float>> bufs(3);
     for (int round = 0; round < 50; ++round) {
@@ -84,10 +91,8 @@ TEST(HostCollective, RanksOnTheirThreadsSumInRankOrder) {
 }
 
 TEST(HostCollective, ARankThatFailsFreesTheOthers) {
-    std::vector<std::unique_ptr<Backend>> owned;
-    std::vector<Backend*> be;
-    for (int r = 0; r < 3; ++r) owned.push_back(make_cpu_backend(1)), be.push_back(owned.back().get());
-    auto c = make_host_collective(be);
+    CpuRanks ranks(3);
+    auto c = make_host_collective(ranks.be);
     DeviceLaunchers L(3);
     std::vector<float> buf(3 * 4, 1.f);
     try {
