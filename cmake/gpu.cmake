@@ -101,7 +101,8 @@ endif()
 # Host side: the Backend class and the weight repacking (ordinary C++).
 add_library(vega_gpu STATIC ${CMAKE_SOURCE_DIR}/src/backend/gpu/gpu_backend.cpp
             ${CMAKE_SOURCE_DIR}/src/backend/gpu/repack.cpp
-            ${CMAKE_SOURCE_DIR}/src/backend/gpu/collective_nccl.cpp)
+            ${CMAKE_SOURCE_DIR}/src/backend/gpu/collective_nccl.cpp
+            ${CMAKE_SOURCE_DIR}/src/backend/gpu/collective_peer.cpp)
 target_include_directories(vega_gpu PUBLIC ${CMAKE_SOURCE_DIR}/src)
 target_link_libraries(vega_gpu PUBLIC vega_gpu_kernels vega_cpu vega_quant vega_gguf fmt::fmt Threads::Threads
                       ${CMAKE_DL_LIBS})

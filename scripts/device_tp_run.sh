@@ -2,12 +2,16 @@
 # Issue 27's tensor parallel on a machine with 2 or 4 GPUs, in the background, resumable
 # (finished steps are skipped; state and logs in $W, default /tmp/tp_run):
 #   1. build vega (CUDA) while llama.cpp builds; synth the bench files meanwhile;
+#   1b. the all-reduce's own tests (PeerSum.*: peer sums against the host's rank-order
+#      sum, op by op and from graphs, on one device named twice and on distinct ones);
 #   2. stories260K greedy ids, one GPU against --devices 0,1 --split-mode tensor (decode
-#      graphs with the NCCL sums, single-token and batch buckets), and op by op;
+#      graphs with the peer sums, with NCCL's (VEGA_PEER_SUMS=0), single-token and batch
+#      buckets), op by op, and over 0,0 (one GPU, two ranks);
 #   3. the end-to-end tests under tensor parallel over 0,1 (and 0,1,2,3 with 4 GPUs);
 #   4. scripts/gpu_sweep.sh, tensor parallel over 0,1: dense and mixture-of-experts shapes;
 #   5. benchmarks side by side (BENCH=0: skip): vega one GPU, tensor parallel over 2 (and
-#      4) GPUs, the layer split over 2; llama.cpp -sm none / layer / row; tg128, pp512 and
+#      4) GPUs with peer sums and with NCCL's alone (tags ending in n), the layer split
+#      over 2; llama.cpp -sm none / layer / row (LLAMA_MODELS: which files); tg128, pp512 and
 #      B=16 on llama3-8b Q4_K_M, a llama3-70b-shaped synth of $L70 blocks and a
 #      qwen3moe-30b-a3b synth of $LMOE blocks.
 #   start: setsid scripts/device_tp_run.sh &     poll: scripts/device_tp_run.sh poll SECONDS
@@ -41,25 +45,30 @@ if [ ! -f $W/built ]; then
   log "build"
   cmake -S . -B $B -G Ninja -DCMAKE_BUILD_TYPE=Release -DVEGA_CUDA=ON -DVEGA_ASAN_TESTS=OFF -DVEGA_NET=OFF \
     -DCMAKE_CUDA_COMPILER=$(command -v nvcc || echo /usr/local/cuda/bin/nvcc) > $W/configure.log 2>&1 \
-    && cmake --build $B -j40 --target vega vega_engine_tests > $W/build.log 2>&1 && touch $W/built \
+    && cmake --build $B -j40 --target vega vega_engine_tests vega_gpu_parity_tests > $W/build.log 2>&1 && touch $W/built \
     || { grep -E "error|FAILED" $W/build.log | head -20; touch $W/finished; exit 1; }
 fi
 m8=/tmp/tp-llama3-8b-Q4_K_M.gguf m70=/tmp/tp-llama3-70b-${L70}L-Q4_K_M.gguf mq=/tmp/tp-qwen3moe-30b-${LMOE}L-Q4_K_M.gguf
 if [ "${BENCH:-1}" = 1 ] && [ ! -f $W/synth.started ]; then
   touch $W/synth.started
   (timeout 900 $B/vega synth --shape llama3-8b --type Q4_K_M -o $m8 > $W/synth8.log 2>&1; echo "rc=$?" >> $W/synth8.log
-   timeout 900 $B/vega synth --shape qwen3moe-30b-a3b --type Q4_K_M --layers $LMOE -o $mq > $W/synthq.log 2>&1
-   echo "rc=$?" >> $W/synthq.log
    timeout 900 $B/vega synth --shape llama3-70b --type Q4_K_M --layers $L70 -o $m70 > $W/synth70.log 2>&1
-   echo "rc=$?" >> $W/synth70.log) &
+   echo "rc=$?" >> $W/synth70.log
+   timeout 900 $B/vega synth --shape qwen3moe-30b-a3b --type Q4_K_M --layers $LMOE -o $mq > $W/synthq.log 2>&1
+   echo "rc=$?" >> $W/synthq.log) &
 fi
 S=$VEGA_TEST_DATA/models/stories260K.gguf
+if [ ! -f $W/peer.done ]; then
+  log "PeerSum.* (the all-reduce against the host's sum)"
+  timeout 180 $B/tests/gpu/vega_gpu_parity_tests --gtest_filter='PeerSum.*' 2>&1 | grep -E "^\[  |Failure|differ|rank|rror" | head -30
+  touch $W/peer.done
+fi
 # Which environment lets the decode graphs with the NCCL sums run (VEGA_TRACE_GRAPHS says
 # where a hang sits); the first that finishes is used for the rest, else op by op.
 if [ ! -f $W/graph_env ]; then
   log "decode graphs under tensor parallel: which environment runs them"
   echo "VEGA_NCCL_GRAPHS=0" > $W/graph_env
-  for e in ${GRAPH_ENVS:-"X=1" "VEGA_GPU_PDL=0"}; do
+  for e in ${GRAPH_ENVS:-"X=1"}; do
     env $e VEGA_TRACE_GRAPHS=1 timeout 25 $B/vega run -m $S -n 4 --temp 0 --ignore-eos --devices $D2 --split-mode tensor \
       -p "Once upon a time" > $W/graphs.out 2> $W/graphs.err
     rc=$?
@@ -84,8 +93,10 @@ if [ ! -f $W/ids.done ]; then
   run tp1 X=1 -- --devices $D2 --split-mode tensor -p "Once upon a time"
   run tp X=1 -- --devices $D2 --split-mode tensor --prompts-file $W/prompts.txt --parallel 4
   run tp_opbyop VEGA_NCCL_GRAPHS=0 NCCL_GRAPH_MIXING_SUPPORT=1 -- --devices $D2 --split-mode tensor --prompts-file $W/prompts.txt --parallel 4
+  run tp_nccl VEGA_PEER_SUMS=0 -- --devices $D2 --split-mode tensor --prompts-file $W/prompts.txt --parallel 4
+  run tp_same X=1 -- --devices 0,0 --split-mode tensor --prompts-file $W/prompts.txt --parallel 4
   [ $NG -ge 4 ] && run tp4 X=1 -- --devices $D4 --split-mode tensor --prompts-file $W/prompts.txt --parallel 4
-  for t in tp1 tp tp_opbyop tp4; do
+  for t in tp1 tp tp_opbyop tp_nccl tp_same tp4; do
     [ -f $W/$t.ids ] || continue
     ref=one; [ $t = tp1 ] && ref=one1
     cmp -s $W/$t.ids $W/$ref.ids && echo "$t ids == $ref" || echo "$t ids DIFFER from $ref ($(wc -l < $W/$t.ids 2>/dev/null) lines)"
@@ -94,24 +105,24 @@ if [ ! -f $W/ids.done ]; then
 fi
 if [ "${BENCH:-1}" = 1 ]; then
   vb() { timeout 300 $B/vega bench "$@" 2>&1 | grep -E "^\||rror|layer split|tensor parallel" | cut -d'|' -f4-; }
-  for m in $m8 $mq $m70; do
+  for m in ${BENCH_MODELS:-$m8 $m70 $mq}; do
     n=$(basename $m .gguf) sl=$W/synth8.log
     [ $m = $mq ] && sl=$W/synthq.log
     [ $m = $m70 ] && sl=$W/synth70.log
     log "waiting for $n"
     while ! grep -q rc= $sl 2>/dev/null; do sleep 2; done
     tail -n 1 $sl
-    for cfg in "one:--device 0" "tp2:--devices $D2 --split-mode tensor" "tp4:--devices $D4 --split-mode tensor" \
-               "layer2:--devices $D2"; do
-      tag=${cfg%%:*} opts=${cfg#*:}
-      [ $tag = tp4 ] && [ $NG -lt 4 ] && continue
+    for cfg in ${CONFIGS:-"one:--device 0" "tp2:--devices $D2 --split-mode tensor" "tp2n:--devices $D2 --split-mode tensor" \
+               "tp4:--devices $D4 --split-mode tensor" "tp4n:--devices $D4 --split-mode tensor" "layer2:--devices $D2"}; do
+      tag=${cfg%%:*} opts=${cfg#*:} ev=X=1
+      case $tag in tp4*) [ $NG -lt 4 ] && continue;; esac
+      case $tag in *n) ev=VEGA_PEER_SUMS=0;; esac
       [ -f $W/bench.$n.$tag ] && continue
-      log "vega, $n: $tag ($opts)"
-      vb -m $m $opts -r 3 -p 512 -n 128 -B 1
-      vb -m $m $opts -r 2 -p 0 -n 128 -d 128 -B 16
+      log "vega, $n: $tag ($ev $opts)"
+      env $ev bash -c "$(declare -f vb); B=$B; vb -m $m $opts -r 3 -p 512 -n 128 -B 1; vb -m $m $opts -r 2 -p 0 -n 128 -d 128 -B 16"
       touch $W/bench.$n.$tag
     done
-    if [ "${LLAMA:-1}" = 1 ] && [ ! -f $W/bench.$n.llama ]; then
+    if [ "${LLAMA:-1}" = 1 ] && [ ! -f $W/bench.$n.llama ] && [[ " ${LLAMA_MODELS:-$m8 $mq $m70} " == *" $m "* ]]; then
       while [ ! -x $L/llama-batched-bench ] && ! grep -q "llama build rc" $W/llama_build.log 2>/dev/null; do sleep 2; done
       for sm in ${LLAMA_MODES:-none layer row}; do
         log "llama-bench -sm $sm, $n"
@@ -140,6 +151,11 @@ if [ "${SWEEP:-1}" = 1 ] && [ ! -f $W/sweep.done ]; then
   SPLIT="$D2 --split-mode tensor" SHAPES=${SWEEP_SHAPES:-qwen3moe-tiny qwen3moe-30b-a3b llama3-8b} \
     TYPES=${SWEEP_TYPES:-Q4_K_M} OUT=$W/sweep bash scripts/gpu_sweep.sh $B | tail -30
   touch $W/sweep.done
+fi
+if [ "${PARITY_ALL:-0}" = 1 ] && [ ! -f $W/parity_all.done ]; then
+  log "every GPU parity test on device 0 (Parity.*, MoeParity.*, PeerSum.*)"
+  timeout 400 $B/tests/gpu/vega_gpu_parity_tests 2>&1 | grep -E "^\[  (PASSED|FAILED)|^\[  FAILED|tests ran" | head -30
+  touch $W/parity_all.done
 fi
 log "done"
 touch $W/finished

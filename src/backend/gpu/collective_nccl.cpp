@@ -12,6 +12,7 @@
 #include <string>
 #include <vector>
 
+#include "backend/gpu/collective_peer.h"
 #include "backend/gpu/gpu_backend.h"
 #include "core/env.h"
 #include "core/error.h"
@@ -92,8 +93,27 @@ private:
     std::string devs_;
 };
 
+// One communicator per device (the devices distinct); null with the reason in why.
+std::unique_ptr<Collective> make_nccl_collective(const std::vector<int>& devs, const std::vector<void*>& streams,
+                                                 const std::string& list, std::string& why) {
+    if (std::set<int>(devs.begin(), devs.end()).size() != devs.size()) {
+        why = "a device is named twice; " + std::string(kLibName) + " needs distinct devices";
+        return nullptr;
+    }
+    NcclApi api;
+    if (!load_api(api, why)) return nullptr;
+    std::vector<NcclComm> comms(devs.size(), nullptr);
+    if (const int rc = api.comm_init_all(comms.data(), int(devs.size()), devs.data()); rc != kNcclSuccess) {
+        why = std::string(kLibName) + " could not start (" + api.error_string(rc) + ")";
+        return nullptr;
+    }
+    return std::make_unique<NcclCollective>(api, std::move(comms), streams, list);
+}
+
 }  // namespace
 
+// Peer sums for the small sums with NCCL/RCCL for the large (collective_peer.h); either
+// alone where the other is ruled out; null, with both reasons, where neither serves.
 std::unique_ptr<Collective> make_gpu_collective(const std::vector<Backend*>& backends, std::string& why) {
     std::vector<int> devs;
     std::vector<void*> streams;
@@ -108,18 +128,12 @@ std::unique_ptr<Collective> make_gpu_collective(const std::vector<Backend*>& bac
         streams.push_back(s);
         list += (list.empty() ? "" : ",") + std::to_string(devs.back());
     }
-    if (std::set<int>(devs.begin(), devs.end()).size() != devs.size()) {
-        why = "a device is named twice; " + std::string(kLibName) + " needs distinct devices";
-        return nullptr;
-    }
-    NcclApi api;
-    if (!load_api(api, why)) return nullptr;
-    std::vector<NcclComm> comms(devs.size(), nullptr);
-    if (const int rc = api.comm_init_all(comms.data(), int(devs.size()), devs.data()); rc != kNcclSuccess) {
-        why = std::string(kLibName) + " could not start (" + api.error_string(rc) + ")";
-        return nullptr;
-    }
-    return std::make_unique<NcclCollective>(api, std::move(comms), std::move(streams), list);
+    std::string lib_why, peer_why;
+    std::unique_ptr<Collective> lib = make_nccl_collective(devs, streams, list, lib_why);
+    if (auto peer = gpu::make_peer_collective(devs, streams, list, lib, peer_why)) return peer;
+    if (lib) return lib;
+    why = lib_why + "; " + peer_why;
+    return nullptr;
 }
 
 }  // namespace vega

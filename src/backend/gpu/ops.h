@@ -281,6 +281,31 @@ bool gemm_dot4_experts(const GpuMat& W, const GpuMat* U, int64_t n_out, int n_ma
 // out [rows][n] = sum_j w[r][j] * y[r][j][:] (y [rows][n_used][n], slots in order).
 void combine_experts(const float* y, const float* w, int rows, int n_used, int64_t n, float* out, void* s);
 
+// Tensor parallel's all-reduce for small sums (kernels/peer_sum.cu): each rank copies its
+// part into its own staging slot, raises a flag in every peer's memory, waits for the
+// peers' flags, then reads every rank's part over peer memory and adds them in rank
+// order (the same bits on every rank). One launch; no library, no host round trip.
+constexpr int kPeerMaxRanks = 8;
+constexpr int kPeerBlocks = 32;  // most blocks a sum uses (each has its own flags)
+struct PeerSum {
+    // Rank q's staging buffer [2][n_stage] floats in q's memory: round e's part in
+    // slot e & 1 (a rank reuses a slot only after every peer has raised its flag for
+    // the round between, i.e. finished reading the slot).
+    float* stage[kPeerMaxRanks] = {};
+    // Rank q's flags [kPeerBlocks][kPeerMaxRanks] in q's memory: [b][p] = the last
+    // round rank p has staged for block b (rounds count up from 1; zeroed at start).
+    uint32_t* flags[kPeerMaxRanks] = {};
+    uint32_t* rounds = nullptr;  // this rank's [kPeerBlocks]: the last round of each block
+    int rank = 0, n_ranks = 0;
+    int64_t n_stage = 0;         // floats per staging slot (a multiple of 4)
+};
+// buf [n] floats (16-byte aligned, n % 4 == 0) on rank p.rank's device becomes the sum
+// over the ranks' bufs; parts larger than n_stage go in rounds of n_stage. Every rank
+// must make the same calls in the same order.
+void peer_sum(const PeerSum& p, float* buf, int64_t n, void* s);
+// Whether this build's target table allows peer sums (arch kPeerSums).
+bool peer_sums_allowed();
+
 // y[j][:] = x[idx[j]][:], n floats per row.
 void gather_rows(const float* x, const int32_t* idx, int n_idx, int64_t n, float* y, void* s);
 // out[r] = argmax_j logits[r][j], lowest index on ties.

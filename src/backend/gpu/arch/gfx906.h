@@ -49,6 +49,10 @@ constexpr int kAttnWholePairsPerSm = 2;  // from this many (token, head) pairs p
 constexpr int kTiledAttnWaves = 8;
 constexpr int kTiledAttnWaveRows = 4;
 constexpr bool kPdl = false;             // no programmatic dependent launch on HIP
+// No peer-memory sums (kernels/peer_sum.cu): a peer reading plain (coarse-grained)
+// device memory over PCIe or xGMI may miss lines still in the owner's L2; RCCL's own
+// buffers are fine-grained. Every sum goes through RCCL. Not tried on a card.
+constexpr bool kPeerSums = false;
 constexpr bool kMultiMatLaunch = false;  // one matrix per launch: selecting among three GpuMat
                                          // parameters puts a per-lane copy in LDS (audit)
 constexpr const char* kName = "gfx906";

@@ -26,6 +26,10 @@ constexpr int kAttnBlocksPerSm = 12;
 // merge). A/B 2026-11-24, B=16 (512 pairs): one block per pair +3% over 3 splits.
 constexpr int kAttnWholePairsPerSm = 2;
 constexpr bool kPdl = true;             // programmatic dependent launch (sm_90; checked at run time)
+// Tensor parallel's small sums read the peers' parts directly (kernels/peer_sum.cu)
+// where every pair of devices has peer access: device memory is coherent for peers at
+// system scope (NVLink, PCIe P2P), so a system fence and a flag publish a part.
+constexpr bool kPeerSums = true;
 constexpr bool kMultiMatLaunch = true;  // q, k, v (three GpuMat parameters) in one matvec launch
 constexpr const char* kName = "nvidia";
 constexpr const char* kDeviceArch = "sm_";  // any NVIDIA device (sm_61+: dp4a; mma needs sm_80, checked at run time)

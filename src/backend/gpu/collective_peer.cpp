@@ -1,0 +1,124 @@
+// Tensor parallel's all-reduce with the small sums read directly from the peers' memory
+// (kernels/peer_sum.cu, one launch) and the large ones (prompt chunks) through NCCL/RCCL
+// where it is available: a decode step's sums are 16-32 KB, where a ring's latency,
+// not bandwidth, is the cost; a prompt's are megabytes, where the ring's halved traffic
+// wins on 4 and more devices. Without NCCL (or over one device named twice, which NCCL
+// refuses) every sum takes the peer path, in rounds of its staging size.
+#include <cstdint>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "backend/gpu/collective_peer.h"
+#include "backend/gpu/ops.h"
+#include "backend/gpu/runtime.h"
+#include "core/env.h"
+#include "core/error.h"
+
+namespace vega::gpu {
+
+namespace {
+
+class PeerCollective final : public Collective {
+public:
+    PeerCollective(std::vector<int> devs, std::vector<void*> streams, std::string list, std::unique_ptr<Collective> large,
+                   int64_t n_stage)
+        : devs_(std::move(devs)), streams_(std::move(streams)), list_(std::move(list)), large_(std::move(large)) {
+        const size_t n = devs_.size();
+        ops::PeerSum shared;
+        shared.n_ranks = int(n);
+        shared.n_stage = n_stage;
+        rounds_.resize(n);
+        for (size_t r = 0; r < n; ++r) {
+            rt::set_device(devs_[r]);
+            shared.stage[r] = static_cast<float*>(alloc(size_t(2 * n_stage) * sizeof(float), r));
+            shared.flags[r] = static_cast<uint32_t*>(alloc(ops::kPeerBlocks * ops::kPeerMaxRanks * sizeof(uint32_t), r));
+            rounds_[r] = static_cast<uint32_t*>(alloc(ops::kPeerBlocks * sizeof(uint32_t), r));
+            rt::memset(shared.flags[r], 0, ops::kPeerBlocks * ops::kPeerMaxRanks * sizeof(uint32_t), streams_[r]);
+            rt::memset(rounds_[r], 0, ops::kPeerBlocks * sizeof(uint32_t), streams_[r]);
+            rt::stream_sync(streams_[r]);
+        }
+        for (size_t r = 0; r < n; ++r) {
+            ops::PeerSum p = shared;
+            p.rank = int(r);
+            p.rounds = rounds_[r];
+            ranks_.push_back(p);
+        }
+    }
+    ~PeerCollective() override {
+        for (auto& [dev, ptr] : owned_) {
+            rt::set_device(dev);
+            rt::free(ptr);
+        }
+    }
+    std::string name() const override {
+        const std::string kb = std::to_string(ranks_.front().n_stage * 4 / 1024);
+        return "peer memory over devices " + list_ +
+               (large_ ? " (sums up to " + kb + " KiB; larger ones through " + large_->name() + ")"
+                       : " (every sum; rounds of " + kb + " KiB)");
+    }
+    void all_reduce_sum(int r, float* buf, int64_t n) override {
+        if (large_ && n > ranks_.front().n_stage) return large_->all_reduce_sum(r, buf, n);
+        if (n % 4 != 0 || reinterpret_cast<uintptr_t>(buf) % 16 != 0)
+            fail("peer sum: {} floats at {} (needs a multiple of 4 at a 16-byte boundary)", n, static_cast<void*>(buf));
+        rt::set_device(devs_[size_t(r)]);
+        ops::peer_sum(ranks_[size_t(r)], buf, n, streams_[size_t(r)]);
+    }
+    void abort(int r) override {
+        if (large_) large_->abort(r);
+    }
+    void reset() override {
+        if (large_) large_->reset();
+    }
+    bool capturable() const override { return !large_ || large_->capturable(); }
+
+private:
+    void* alloc(size_t bytes, size_t r) {
+        void* p = rt::malloc(bytes);
+        if (!p) fail("peer sum: out of device memory on device {} ({} bytes)", devs_[r], bytes);
+        owned_.push_back({devs_[r], p});
+        return p;
+    }
+
+    std::vector<int> devs_;
+    std::vector<void*> streams_;
+    std::string list_;
+    std::unique_ptr<Collective> large_;
+    std::vector<ops::PeerSum> ranks_;
+    std::vector<uint32_t*> rounds_;
+    std::vector<std::pair<int, void*>> owned_;
+};
+
+}  // namespace
+
+std::unique_ptr<Collective> make_peer_collective(const std::vector<int>& devs, const std::vector<void*>& streams,
+                                                 const std::string& list, std::unique_ptr<Collective>& large,
+                                                 std::string& why) {
+    if (!ops::peer_sums_allowed()) {
+        why = "peer sums: not on this target";
+        return nullptr;
+    }
+    if (!env::flag("VEGA_PEER_SUMS", true)) {
+        why = "peer sums off (VEGA_PEER_SUMS=0)";
+        return nullptr;
+    }
+    if (devs.size() < 2 || devs.size() > size_t(ops::kPeerMaxRanks)) {
+        why = "peer sums: 2 to " + std::to_string(ops::kPeerMaxRanks) + " devices";
+        return nullptr;
+    }
+    for (size_t i = 0; i < devs.size(); ++i)
+        for (size_t j = 0; j < devs.size(); ++j)
+            if (devs[i] != devs[j] && !rt::enable_peer_access(devs[i], devs[j])) {
+                why = "peer sums: device " + std::to_string(devs[i]) + " cannot reach device " +
+                      std::to_string(devs[j]) + "'s memory";
+                return nullptr;
+            }
+    // Sums up to VEGA_PEER_SUM_KB (default 1 MiB: decode up to 64 rows of a 4096-wide
+    // model) take the peer path when a library takes the rest.
+    const int kb = env::integer("VEGA_PEER_SUM_KB", 1024);
+    if (kb < 16) fail("VEGA_PEER_SUM_KB={} is under 16", kb);
+    const int64_t n_stage = int64_t(kb) * 1024 / 4;
+    return std::make_unique<PeerCollective>(devs, streams, list, std::move(large), n_stage);
+}
+
+}  // namespace vega::gpu

@@ -1,0 +1,45 @@
+// Device-side access to memory that other devices write (peer memory over NVLink, PCIe
+// P2P or xGMI), for kernels/peer_sum.cu. GPU translation units only.
+//
+// Publishing: a block's stores, then __syncthreads(), then one thread's publish_flag
+// (a system-scope fence before the flag store: the fence is cumulative, so the other
+// threads' stores the barrier ordered before it are visible to any device that sees
+// the flag). Observing: poll_flag until the value arrives, then a system fence, then
+// __syncthreads(); the data is read with load_fresh4, which bypasses the reading SM's
+// L1 (a plain load could hit a line cached from an earlier round of the same buffer).
+#pragma once
+#include <cstdint>
+
+#include "backend/gpu/vendor.h"
+
+namespace vega::gpu {
+
+__device__ __forceinline__ void publish_flag(uint32_t* flag, uint32_t v) {
+    __threadfence_system();
+    *reinterpret_cast<volatile uint32_t*>(flag) = v;
+}
+
+__device__ __forceinline__ uint32_t poll_flag(const uint32_t* flag) {
+    return *reinterpret_cast<const volatile uint32_t*>(flag);
+}
+
+__device__ __forceinline__ float4 load_fresh4(const float4* p) {
+#if defined(VEGA_GPU_CUDA)
+    return __ldcv(p);
+#else
+    const volatile float* q = reinterpret_cast<const volatile float*>(p);
+    return make_float4(q[0], q[1], q[2], q[3]);
+#endif
+}
+
+// Ends the kernel with an error the host sees at its next synchronization (a peer that
+// never arrives: better a failed step than a hung device).
+__device__ __forceinline__ void trap_kernel() {
+#if defined(VEGA_GPU_CUDA)
+    __trap();
+#else
+    __builtin_trap();
+#endif
+}
+
+}  // namespace vega::gpu
