@@ -13,7 +13,10 @@
 #      4) GPUs with peer sums and with NCCL's alone (tags ending in n), the layer split
 #      over 2; llama.cpp -sm none / layer / row (LLAMA_MODELS: which files); tg128, pp512 and
 #      B=16 on llama3-8b Q4_K_M, a llama3-70b-shaped synth of $L70 blocks and a
-#      qwen3moe-30b-a3b synth of $LMOE blocks.
+#      qwen3moe-30b-a3b synth of $LMOE blocks; no bench starts before every synth has
+#      ended (a synth takes every core, and the ranks' host threads would compete).
+#   Knobs: CONFIG_TAGS="one tp2 ..." (which vega placements), BENCH_MODELS, LLAMA_MODELS,
+#   LLAMA_MODES, SYNTH70=0 / SYNTHQ=0 (no such file), E2E=0, SWEEP=0, PARITY_ALL=1.
 #   start: setsid scripts/device_tp_run.sh &     poll: scripts/device_tp_run.sh poll SECONDS
 W=${W:-/tmp/tp_run}
 [ "${1:-}" = poll ] && exec bash "$(dirname "$0")/device_poll.sh" "$W" "${2:-500}" 70
@@ -52,9 +55,9 @@ m8=/tmp/tp-llama3-8b-Q4_K_M.gguf m70=/tmp/tp-llama3-70b-${L70}L-Q4_K_M.gguf mq=/
 if [ "${BENCH:-1}" = 1 ] && [ ! -f $W/synth.started ]; then
   touch $W/synth.started
   (timeout 900 $B/vega synth --shape llama3-8b --type Q4_K_M -o $m8 > $W/synth8.log 2>&1; echo "rc=$?" >> $W/synth8.log
-   timeout 900 $B/vega synth --shape llama3-70b --type Q4_K_M --layers $L70 -o $m70 > $W/synth70.log 2>&1
+   if [ "${SYNTH70:-1}" = 1 ]; then timeout 900 $B/vega synth --shape llama3-70b --type Q4_K_M --layers $L70 -o $m70 > $W/synth70.log 2>&1; fi
    echo "rc=$?" >> $W/synth70.log
-   timeout 900 $B/vega synth --shape qwen3moe-30b-a3b --type Q4_K_M --layers $LMOE -o $mq > $W/synthq.log 2>&1
+   if [ "${SYNTHQ:-1}" = 1 ]; then timeout 900 $B/vega synth --shape qwen3moe-30b-a3b --type Q4_K_M --layers $LMOE -o $mq > $W/synthq.log 2>&1; fi
    echo "rc=$?" >> $W/synthq.log) &
 fi
 S=$VEGA_TEST_DATA/models/stories260K.gguf
@@ -105,6 +108,8 @@ if [ ! -f $W/ids.done ]; then
 fi
 if [ "${BENCH:-1}" = 1 ]; then
   vb() { timeout 300 $B/vega bench "$@" 2>&1 | grep -E "^\||rror|layer split|tensor parallel" | cut -d'|' -f4-; }
+  log "waiting for the synth files (no bench runs beside a synth: it takes every core)"
+  while ! grep -q rc= $W/synthq.log 2>/dev/null; do sleep 2; done
   for m in ${BENCH_MODELS:-$m8 $m70 $mq}; do
     n=$(basename $m .gguf) sl=$W/synth8.log
     [ $m = $mq ] && sl=$W/synthq.log
@@ -115,6 +120,7 @@ if [ "${BENCH:-1}" = 1 ]; then
     for cfg in ${CONFIGS:-"one:--device 0" "tp2:--devices $D2 --split-mode tensor" "tp2n:--devices $D2 --split-mode tensor" \
                "tp4:--devices $D4 --split-mode tensor" "tp4n:--devices $D4 --split-mode tensor" "layer2:--devices $D2"}; do
       tag=${cfg%%:*} opts=${cfg#*:} ev=X=1
+      [ -n "${CONFIG_TAGS:-}" ] && [[ " $CONFIG_TAGS " != *" $tag "* ]] && continue
       case $tag in tp4*) [ $NG -lt 4 ] && continue;; esac
       case $tag in *n) ev=VEGA_PEER_SUMS=0;; esac
       [ -f $W/bench.$n.$tag ] && continue
@@ -126,8 +132,11 @@ if [ "${BENCH:-1}" = 1 ]; then
       while [ ! -x $L/llama-batched-bench ] && ! grep -q "llama build rc" $W/llama_build.log 2>/dev/null; do sleep 2; done
       for sm in ${LLAMA_MODES:-none layer row}; do
         log "llama-bench -sm $sm, $n"
+        if [ $sm = row ]; then  # (verbose: why it does not load, where it does not)
+          timeout 300 $L/llama-bench -m $m -p 512 -n 128 -r 3 -fa 1 -ngl 99 -sm $sm -v 2>&1 | grep -iE "^\||error|fail" | tail -8
+          continue  # (B=16 in row mode: only if the file loads at all)
+        fi
         timeout 300 $L/llama-bench -m $m -p 512 -n 128 -r 3 -fa 1 -ngl 99 -sm $sm 2>&1 | grep -E "^\||rror"
-        [ $sm = row ] && continue  # (B=16 in row mode: only if the file loads at all)
         log "llama-batched-bench -sm $sm, $n (B=16)"
         timeout 300 $L/llama-batched-bench -m $m -c 8192 -npp 128 -ntg 128 -npl 16 -fa 1 -ngl 99 -sm $sm 2>&1 | grep -E "^\||rror"
       done
@@ -135,7 +144,7 @@ if [ "${BENCH:-1}" = 1 ]; then
     fi
   done
 fi
-E2E=${E2E_FILTER:-AllReferences*:V1AndV3*:ParallelRun*:ParallelBench*:KvCacheQ8.*}
+E2EF=${E2E_FILTER:-AllReferences*:V1AndV3*:ParallelRun*:ParallelBench*:KvCacheQ8.*}
 e2e() {  # e2e TAG DEVICES FILTER
   [ -f $W/e2e.$1.done ] && return 0
   log "end-to-end on the GPU, --devices '$2' ($1)"
@@ -144,8 +153,8 @@ e2e() {  # e2e TAG DEVICES FILTER
   grep -E "^\[  (PASSED|FAILED|SKIPPED)|^\[  FAILED|rc=" $W/e2e.$1.log | head -20
   touch $W/e2e.$1.done
 }
-e2e tp2 "$D2 --split-mode tensor" "$E2E"
-[ $NG -ge 4 ] && e2e tp4 "$D4 --split-mode tensor" "${E2E4:-AllReferences*}"
+[ "${E2E:-1}" = 1 ] && e2e tp2 "$D2 --split-mode tensor" "$E2EF"
+[ "${E2E:-1}" = 1 ] && [ $NG -ge 4 ] && e2e tp4 "$D4 --split-mode tensor" "${E2E4:-AllReferences*}"
 if [ "${SWEEP:-1}" = 1 ] && [ ! -f $W/sweep.done ]; then
   log "sweep, tensor parallel over $D2 (scripts/gpu_sweep.sh)"
   SPLIT="$D2 --split-mode tensor" SHAPES=${SWEEP_SHAPES:-qwen3moe-tiny qwen3moe-30b-a3b llama3-8b} \

@@ -2,8 +2,9 @@
 // (kernels/peer_sum.cu, one launch) and the large ones (prompt chunks) through NCCL/RCCL
 // where it is available: a decode step's sums are 16-32 KB, where a ring's latency,
 // not bandwidth, is the cost; a prompt's are megabytes, where the ring's halved traffic
-// wins on 4 and more devices. Without NCCL (or over one device named twice, which NCCL
-// refuses) every sum takes the peer path, in rounds of its staging size.
+// wins on 4 and more devices. Without NCCL every sum takes the peer path, in rounds of
+// its staging size. A device named twice (tensor parallel's checks on one GPU) keeps the
+// host collective (collective_peer.h says why).
 #include <cstdint>
 #include <memory>
 #include <string>
@@ -93,7 +94,7 @@ private:
 
 std::unique_ptr<Collective> make_peer_collective(const std::vector<int>& devs, const std::vector<void*>& streams,
                                                  const std::string& list, std::unique_ptr<Collective>& large,
-                                                 std::string& why) {
+                                                 std::string& why, bool shared_device_ok) {
     if (!ops::peer_sums_allowed()) {
         why = "peer sums: not on this target";
         return nullptr;
@@ -106,6 +107,12 @@ std::unique_ptr<Collective> make_peer_collective(const std::vector<int>& devs, c
         why = "peer sums: 2 to " + std::to_string(ops::kPeerMaxRanks) + " devices";
         return nullptr;
     }
+    for (size_t i = 0; i < devs.size(); ++i)
+        for (size_t j = 0; j < i; ++j)
+            if (devs[i] == devs[j] && !shared_device_ok) {
+                why = "peer sums: device " + std::to_string(devs[i]) + " is named twice";
+                return nullptr;
+            }
     for (size_t i = 0; i < devs.size(); ++i)
         for (size_t j = 0; j < devs.size(); ++j)
             if (devs[i] != devs[j] && !rt::enable_peer_access(devs[i], devs[j])) {

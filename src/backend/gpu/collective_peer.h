@@ -9,13 +9,18 @@
 
 namespace vega::gpu {
 
-// devs[r], streams[r]: rank r's device and stream (a device may be named twice: its
-// ranks then share its memory). large: the collective for sums over the staging size,
-// or null (every sum takes the peer path); moved from only when one is returned. Null,
-// with the reason in why, where the target table, VEGA_PEER_SUMS=0 or a pair of
-// devices without peer access rules the peer path out.
+// devs[r], streams[r]: rank r's device and stream. large: the collective for sums over
+// the staging size, or null (every sum takes the peer path); moved from only when one
+// is returned. Null, with the reason in why, where the target table, VEGA_PEER_SUMS=0
+// or a pair of devices without peer access rules the peer path out, and where a device
+// is named twice unless shared_device_ok. Ranks sharing a device can deadlock: stories260K
+// over --devices 0,0 on an H200 (2026-11-27) ended in the sum's poll-limit trap. The
+// likely cause: one rank's thread makes a call that waits for the whole device (cudaFree
+// does) while the other rank's sum spins on that device, waiting for the first rank's
+// next launch. The GPU tests, whose threads make no such call, pass true to run the
+// kernel on one GPU.
 std::unique_ptr<Collective> make_peer_collective(const std::vector<int>& devs, const std::vector<void*>& streams,
                                                  const std::string& list, std::unique_ptr<Collective>& large,
-                                                 std::string& why);
+                                                 std::string& why, bool shared_device_ok = false);
 
 }  // namespace vega::gpu
