@@ -30,14 +30,19 @@ public:
         shared.n_ranks = int(n);
         shared.n_stage = n_stage;
         rounds_.resize(n);
-        for (size_t r = 0; r < n; ++r) {
-            rt::set_device(devs_[r]);
-            shared.stage[r] = static_cast<float*>(alloc(size_t(2 * n_stage) * sizeof(float), r));
-            shared.flags[r] = static_cast<uint32_t*>(alloc(ops::kPeerBlocks * ops::kPeerMaxRanks * sizeof(uint32_t), r));
-            rounds_[r] = static_cast<uint32_t*>(alloc(ops::kPeerBlocks * sizeof(uint32_t), r));
-            rt::memset(shared.flags[r], 0, ops::kPeerBlocks * ops::kPeerMaxRanks * sizeof(uint32_t), streams_[r]);
-            rt::memset(rounds_[r], 0, ops::kPeerBlocks * sizeof(uint32_t), streams_[r]);
-            rt::stream_sync(streams_[r]);
+        try {
+            for (size_t r = 0; r < n; ++r) {
+                rt::set_device(devs_[r]);
+                shared.stage[r] = static_cast<float*>(alloc(size_t(2 * n_stage) * sizeof(float), r));
+                shared.flags[r] = static_cast<uint32_t*>(alloc(kFlagBytes, r));
+                rounds_[r] = static_cast<uint32_t*>(alloc(ops::kPeerBlocks * sizeof(uint32_t), r));
+                rt::memset(shared.flags[r], 0, kFlagBytes, streams_[r]);
+                rt::memset(rounds_[r], 0, ops::kPeerBlocks * sizeof(uint32_t), streams_[r]);
+                rt::stream_sync(streams_[r]);
+            }
+        } catch (...) {
+            release();
+            throw;
         }
         for (size_t r = 0; r < n; ++r) {
             ops::PeerSum p = shared;
@@ -46,21 +51,17 @@ public:
             ranks_.push_back(p);
         }
     }
-    ~PeerCollective() override {
-        for (auto& [dev, ptr] : owned_) {
-            rt::set_device(dev);
-            rt::free(ptr);
-        }
-    }
+    ~PeerCollective() override { release(); }
     std::string name() const override {
         const std::string kb = std::to_string(ranks_.front().n_stage * 4 / 1024);
         return "peer memory over devices " + list_ +
-               (large_ ? " (sums up to " + kb + " KiB a device; larger ones through " + large_->name() + ")"
-                       : " (every sum; rounds of " + kb + " KiB a device)");
+               (large_ ? " (sums of up to " + kb + " KiB; larger ones through " + large_->name() + ")"
+                       : " (every sum; rounds of " + kb + " KiB)");
     }
     void all_reduce_sum(int r, float* buf, int64_t n) override {
-        if (large_ && n > ranks_.front().n_stage) return large_->all_reduce_sum(r, buf, n);
-        if (n % 4 != 0 || reinterpret_cast<uintptr_t>(buf) % 16 != 0)
+        const bool fits = n % 4 == 0 && reinterpret_cast<uintptr_t>(buf) % 16 == 0;  // (float4 loads)
+        if (large_ && (n > ranks_.front().n_stage || !fits)) return large_->all_reduce_sum(r, buf, n);
+        if (!fits)
             fail("peer sum: {} floats at {} (needs a multiple of 4 at a 16-byte boundary)", n, static_cast<void*>(buf));
         rt::set_device(devs_[size_t(r)]);
         ops::peer_sum(ranks_[size_t(r)], buf, n, streams_[size_t(r)]);
@@ -74,6 +75,14 @@ public:
     bool capturable() const override { return !large_ || large_->capturable(); }
 
 private:
+    static constexpr size_t kFlagBytes = size_t(ops::kPeerBlocks) * ops::kPeerMaxRanks * sizeof(uint32_t);
+    void release() {
+        for (auto& [dev, ptr] : owned_) {
+            rt::set_device(dev);
+            rt::free(ptr);
+        }
+        owned_.clear();
+    }
     void* alloc(size_t bytes, size_t r) {
         void* p = rt::malloc(bytes);
         if (!p) fail("peer sum: out of device memory on device {} ({} bytes)", devs_[r], bytes);
