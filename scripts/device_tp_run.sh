@@ -7,8 +7,10 @@
 #   2. stories260K greedy ids, one GPU against --devices 0,1 --split-mode tensor (decode
 #      graphs with the peer sums, with NCCL's (VEGA_PEER_SUMS=0), single-token and batch
 #      buckets), op by op, and over 0,0 (one GPU, two ranks);
-#   3. the end-to-end tests under tensor parallel over 0,1 (and 0,1,2,3 with 4 GPUs);
-#   4. scripts/gpu_sweep.sh, tensor parallel over 0,1: dense and mixture-of-experts shapes;
+#   3. the end-to-end tests under tensor parallel over 0,1 (and with 4 GPUs, over 0,1,2,3
+#      in both modes);
+#   4. scripts/gpu_sweep.sh, tensor parallel over 0,1 (and with 4 GPUs, over 0,1,2,3 in
+#      both modes): dense and mixture-of-experts shapes;
 #   5. benchmarks side by side (BENCH=0: skip): vega one GPU, tensor parallel over 2 (and
 #      4) GPUs with peer sums and with NCCL's alone (tags ending in n), the layer split
 #      over 2; llama.cpp -sm none / layer / row (LLAMA_MODELS: which files); tg128, pp512 and
@@ -155,11 +157,17 @@ e2e() {  # e2e TAG DEVICES FILTER
 }
 [ "${E2E:-1}" = 1 ] && e2e tp2 "$D2 --split-mode tensor" "$E2EF"
 [ "${E2E:-1}" = 1 ] && [ $NG -ge 4 ] && e2e tp4 "$D4 --split-mode tensor" "${E2E4:-AllReferences*}"
-if [ "${SWEEP:-1}" = 1 ] && [ ! -f $W/sweep.done ]; then
-  log "sweep, tensor parallel over $D2 (scripts/gpu_sweep.sh)"
-  SPLIT="$D2 --split-mode tensor" SHAPES=${SWEEP_SHAPES:-qwen3moe-tiny qwen3moe-30b-a3b llama3-8b} \
-    TYPES=${SWEEP_TYPES:-Q4_K_M} OUT=$W/sweep bash scripts/gpu_sweep.sh $B | tail -30
-  touch $W/sweep.done
+[ "${E2E:-1}" = 1 ] && [ $NG -ge 4 ] && e2e layer4 "$D4" "${E2E4:-AllReferences*}"
+sweep() {  # sweep TAG SPLIT: scripts/gpu_sweep.sh with the device run over SPLIT
+  [ -f $W/sweep.$1.done ] && return 0
+  log "sweep, --devices $2 (scripts/gpu_sweep.sh)"
+  SPLIT="$2" SHAPES=${SWEEP_SHAPES:-qwen3moe-tiny qwen3moe-30b-a3b llama3-8b} \
+    TYPES=${SWEEP_TYPES:-Q4_K_M} OUT=$W/sweep.$1 bash scripts/gpu_sweep.sh $B | tail -30
+  touch $W/sweep.$1.done
+}
+if [ "${SWEEP:-1}" = 1 ]; then
+  sweep tp2 "$D2 --split-mode tensor"
+  if [ $NG -ge 4 ]; then sweep tp4 "$D4 --split-mode tensor"; sweep layer4 "$D4"; fi
 fi
 if [ "${PARITY_ALL:-0}" = 1 ] && [ ! -f $W/parity_all.done ]; then
   log "every GPU parity test on device 0 (Parity.*, MoeParity.*, PeerSum.*)"
