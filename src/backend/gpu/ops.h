@@ -286,7 +286,7 @@ void combine_experts(const float* y, const float* w, int rows, int n_used, int64
 // peers' flags, then reads every rank's part over peer memory and adds them in rank
 // order (the same bits on every rank). One launch; no library, no host round trip.
 constexpr int kPeerMaxRanks = 8;
-constexpr int kPeerBlocks = 32;  // most blocks a sum uses (each has its own flags)
+constexpr int kPeerBlocks = 32;  // blocks of every sum (each has its own flags; peer_sum.cu says why all)
 struct PeerSum {
     // Rank q's staging buffer [2][n_stage] floats in q's memory: round e's part in
     // slot e & 1 (a rank reuses a slot only after every peer has raised its flag for

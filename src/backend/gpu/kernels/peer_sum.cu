@@ -8,8 +8,13 @@
 //   4. reads each rank's staged slice (its own part from buf) and adds them in rank
 //      order into buf: every rank computes the same bits.
 // A slot is written again two rounds later, after its peers raised their flags for the
-// round between, which they do only once they have read this one. A peer that never
-// arrives traps the kernel after ~2^24 polls (seconds) instead of hanging the device.
+// round between, which they do only once they have read this one. That holds for the
+// whole slot only if every block takes part in every round: a block waits for its own
+// counterparts' flags alone, and a sum's slices (and so which block reads where) depend
+// on its size. So every launch has kPeerBlocks blocks (all in step: the same round
+// numbers, the same slot), and within a launch a block keeps one slice in every round.
+// A peer that never arrives traps the kernel after ~2^24 polls (seconds) instead of
+// hanging the device.
 //
 // @audit kernel=*peer_sum_k* min_waves=4
 #include "backend/gpu/arch/arch.h"
@@ -35,10 +40,11 @@ __global__ void __launch_bounds__(kThreads) peer_sum_k(ops::PeerSum p, float4* b
     if (t == 0) round = p.rounds[b];
     __syncthreads();
     const int64_t stage4 = p.n_stage / 4;
+    const int64_t widest = n4 < stage4 ? n4 : stage4;  // the first round's length
+    const int64_t per = (widest + nb - 1) / nb;        // this block's slice, the same every round
     for (int64_t off = 0; off < n4; off += stage4) {
         const uint32_t e = round + 1;
         const int64_t len = n4 - off < stage4 ? n4 - off : stage4;
-        const int64_t per = (len + nb - 1) / nb;
         const int64_t lo = b * per < len ? b * per : len;
         const int64_t hi = lo + per < len ? lo + per : len;
         const int64_t slot = int64_t(e & 1u) * stage4;
@@ -73,11 +79,7 @@ bool ops::peer_sums_allowed() { return arch::kPeerSums; }
 
 void ops::peer_sum(const PeerSum& p, float* buf, int64_t n, void* s) {
     if (n <= 0) return;
-    const int64_t n4 = n / 4, stage4 = p.n_stage / 4;
-    const int64_t widest = n4 < stage4 ? n4 : stage4;
-    int64_t blocks = (widest + kThreads - 1) / kThreads;
-    if (blocks > kPeerBlocks) blocks = kPeerBlocks;
-    launch(peer_sum_k, dim3(unsigned(blocks)), dim3(kThreads), s, p, reinterpret_cast<float4*>(buf), n4);
+    launch(peer_sum_k, dim3(unsigned(kPeerBlocks)), dim3(kThreads), s, p, reinterpret_cast<float4*>(buf), n / 4);
 }
 
 }  // namespace vega::gpu
