@@ -153,6 +153,45 @@ TEST_F(PeerSum, SumsInRankOrderOnEveryRankOpByOp) {
     unsetenv("VEGA_PEER_SUM_KB");
 }
 
+// Sums of two sizes (one block's slice and 32 blocks' worth) enqueued back to back with
+// no wait between them, as decode steps and batches alternate in a server: every launch
+// must keep all its blocks in step (kernels/peer_sum.cu), or a slot is rewritten while a
+// slower peer still reads it. Each sum adds the ranks' equal buffers: the host repeats
+// the same float additions.
+TEST_F(PeerSum, SumsOfAlternatingSizesBackToBack) {
+    std::mt19937 rng(5);
+    for (int ranks : {2, 4}) {
+        for (const auto& devs : layouts(ranks)) {
+            const size_t small = 4096, large = 40000;  // (under the staging slot on 4 ranks: no library)
+            Ranks k(devs, small + large);
+            ASSERT_TRUE(k.coll);
+            if (!k.coll->name().starts_with("peer memory")) GTEST_SKIP() << "peer sums not used here: " << k.coll->name();
+            std::uniform_real_distribution<float> d(-1.f, 1.f);
+            std::vector<float> init(small + large);
+            for (auto& x : init) x = d(rng);
+            std::vector<std::vector<float>> parts(size_t(ranks), init);  // every rank the same: the sums stay equal
+            upload_parts(k, parts);
+            constexpr int kPairs = 12;
+            k.threads->run([&](int r) {
+                float* b = k.buf[size_t(r)];
+                for (int i = 0; i < kPairs; ++i) {
+                    k.coll->all_reduce_sum(r, b, int64_t(small));
+                    k.coll->all_reduce_sum(r, b + small, int64_t(large));
+                }
+            });
+            std::vector<float> want = init;
+            for (int i = 0; i < kPairs; ++i)
+                for (float& x : want) {
+                    const float v = x;
+                    float acc = v;
+                    for (int q = 1; q < ranks; ++q) acc += v;
+                    x = acc;
+                }
+            expect_sums(k, want, true, std::to_string(ranks) + " ranks, " + k.coll->name());
+        }
+    }
+}
+
 TEST_F(PeerSum, SumsReplayedFromEachRanksGraph) {
     std::mt19937 rng(11);
     for (const auto& devs : layouts(2)) {
