@@ -29,25 +29,25 @@ public:
         ops::PeerSum shared;
         shared.n_ranks = int(n);
         shared.n_stage = n_stage;
-        rounds_.resize(n);
+        std::vector<uint32_t*> rounds(n);
         try {
             for (size_t r = 0; r < n; ++r) {
                 rt::set_device(devs_[r]);
                 shared.stage[r] = static_cast<float*>(alloc(size_t(2 * n_stage) * sizeof(float), r));
                 shared.flags[r] = static_cast<uint32_t*>(alloc(kFlagBytes, r));
-                rounds_[r] = static_cast<uint32_t*>(alloc(ops::kPeerBlocks * sizeof(uint32_t), r));
+                rounds[r] = static_cast<uint32_t*>(alloc(kRoundBytes, r));
                 rt::memset(shared.flags[r], 0, kFlagBytes, streams_[r]);
-                rt::memset(rounds_[r], 0, ops::kPeerBlocks * sizeof(uint32_t), streams_[r]);
+                rt::memset(rounds[r], 0, kRoundBytes, streams_[r]);
                 rt::stream_sync(streams_[r]);
             }
         } catch (...) {
             release();
             throw;
         }
-        for (size_t r = 0; r < n; ++r) {
+        for (size_t r = 0; r < n; ++r) {  // every rank sees every rank's slots and flags
             ops::PeerSum p = shared;
             p.rank = int(r);
-            p.rounds = rounds_[r];
+            p.rounds = rounds[r];
             ranks_.push_back(p);
         }
     }
@@ -76,6 +76,7 @@ public:
 
 private:
     static constexpr size_t kFlagBytes = size_t(ops::kPeerBlocks) * ops::kPeerMaxRanks * sizeof(uint32_t);
+    static constexpr size_t kRoundBytes = size_t(ops::kPeerBlocks) * sizeof(uint32_t);
     void release() {
         for (auto& [dev, ptr] : owned_) {
             rt::set_device(dev);
@@ -95,7 +96,6 @@ private:
     std::string list_;
     std::unique_ptr<Collective> large_;
     std::vector<ops::PeerSum> ranks_;
-    std::vector<uint32_t*> rounds_;
     std::vector<std::pair<int, void*>> owned_;
 };
 

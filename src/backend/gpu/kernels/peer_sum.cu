@@ -1,7 +1,7 @@
 // Tensor parallel's small all-reduce over peer memory (ops::peer_sum): a decode step's
-// sum is 4 x n_embd floats a row (16 KB for a 4096-wide model), where NCCL's ring spends
-// ~15 us on 2 H100s in latency (docs/PERFORMANCE.md, twentieth session). Here each
-// rank, in one launch:
+// sum is 4 x n_embd floats a row (16 KB for a 4096-wide model), a matter of latency, not
+// bandwidth (against NCCL's sums: 2.5-3.7 us less a sum on 2 and 4 H200s,
+// docs/PERFORMANCE.md, twenty-first session). Here each rank, in one launch:
 //   1. copies its part of block b's slice into its staging slot (round e: slot e & 1);
 //   2. raises flag [b][rank] = e in every peer's memory (peer_memory.h: fence, store);
 //   3. waits for flag [b][q] >= e from every peer q in its own memory;
