@@ -85,10 +85,10 @@ CUS, SIMDS = 60, 4
 E, F, LAYERS, VOCAB = 4096, 11008, 32, 32000
 # bytes per weight; the llama.cpp mixes: Q4_K_M keeps attn_v and half of ffn_down in Q6_K,
 # the output matrix is Q6_K in all three files.
-# IQ4_XS and MXFP4: the GPU layout's bytes (gpu_mat.h: 16 code bytes and a 2-byte scale a
-# chunk, IQ4_XS's f16 d per 256), not the file's.
+# IQ4_XS and MXFP4: the GPU layout's bytes (gpu_mat.h: 16 code bytes and a 1-byte scale a
+# chunk, IQ4_XS's f16 d per 256): MXFP4's are the file's, IQ4_XS's 2 more per 256.
 BPW = {"Q4_0": 18 / 32, "Q8_0": 34 / 32, "Q4_K": 144 / 256, "Q6_K": 210 / 256, "F32": 4,
-       "IQ4_XS": (18 + 2 / 8) / 32, "MXFP4": 18 / 32}
+       "IQ4_XS": (17 + 2 / 8) / 32, "MXFP4": 17 / 32}
 TYPE_ID = {"Q4_0": 2, "Q8_0": 8, "Q4_K": 12, "Q6_K": 14, "IQ4_XS": 23, "MXFP4": 39}
 # VALU instructions per 32-weight chunk on gfx906: (decode, per activation row). An
 # estimate from kernels/quant_chunk.h and wave.h, not an ISA count: decoding 4 code words
@@ -411,7 +411,7 @@ def main():
         print(f"- d{depth}: attention {attn * 1e3:.1f} ms + matmuls {mm * 1e3:.1f} ms -> "
               f"{512 / (attn + mm):.0f} t/s (attention alone {512 / attn:.0f} t/s)")
     print("pp512 (d0) by weight type, same model (the codebook types' decode against Q4_0's):")
-    for q in ("Q4_0", "IQ4_XS"):
+    for q in ("Q4_0", "IQ4_XS", "MXFP4"):
         attn, mm = prompt_at_depth(512, 0, a.attn_overhead, quant=q)
         print(f"- {q}: matmuls {mm * 1e3:.1f} ms -> {512 / (attn + mm):.0f} t/s")
 

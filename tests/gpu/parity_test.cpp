@@ -225,7 +225,7 @@ TEST_F(Parity, MatmulLongRows) {
 // parity changes from tile to tile), and the last tile is partial.
 TEST_F(Parity, MatmulManyTiles) {
     for (GgmlType t : {GgmlType::Q4_0, GgmlType::Q5_1, GgmlType::Q8_0, GgmlType::Q2_K, GgmlType::Q3_K, GgmlType::Q4_K,
-                       GgmlType::Q6_K, GgmlType::IQ4_XS}) {
+                       GgmlType::Q6_K, GgmlType::IQ4_XS, GgmlType::MXFP4}) {
         const int64_t n_in = 1280, n_out = 9013;  // 40 chunks (5 super-blocks): a short second stage
         for (int rows : {19, 64})
             matmul_and_swiglu(t, n_in, n_out, rows, 64, n_out, "matmul",
@@ -239,7 +239,7 @@ TEST_F(Parity, MatmulManyTiles) {
 // another type, q and k in one launch and v alone.
 TEST_F(Parity, MatmulQkvOneLaunch) {
     for (GgmlType t : {GgmlType::Q4_0, GgmlType::Q5_1, GgmlType::Q8_0, GgmlType::Q2_K, GgmlType::Q3_K, GgmlType::Q4_K,
-                       GgmlType::Q6_K, GgmlType::IQ4_XS}) {
+                       GgmlType::Q6_K, GgmlType::IQ4_XS, GgmlType::MXFP4}) {
         for (int64_t nq : {301, 4100}) {
             for (int rows : {9, 33, 70}) {
                 const int64_t n_in = 1280, nk = 77, nv = 45;

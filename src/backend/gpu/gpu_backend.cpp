@@ -169,9 +169,9 @@ public:
         }
         mats_[d] = gpu_mat_view(t.type, w.n_in, w.n_out, d);
         if (ops::mma_min_rows() > 0 && !is_float_type(t.type) && !ops::mma_serves(mats_[d]))
-            note(fmt::format("GPU: tensor '{}' ({} inputs, not a multiple of 128) is not served by the tensor-core "
-                             "matmul; steps of several rows run it as a matvec",
-                             t.name, w.n_in));
+            note(fmt::format("GPU: tensor '{}' ({} inputs, not a multiple of {} for {}) is not served by the "
+                             "tensor-core matmul; steps of several rows run it as a matvec",
+                             t.name, w.n_in, ops::mma_row_multiple(t.type), type_traits(t.type).name));
         w.data = d;
         return w;
     }

@@ -13,7 +13,8 @@
 //                                                       bits 2k..2k+1 of byte b = element 16h + 4k + b
 //   qh  [n_out][n_chunk][qh]  high code bits: 4 B, bit i of element i (Q5_*: + 16; Q3_K: + 4),
 //                             or 8 B, 2 bits an element, elements 0..15 then 16..31 (Q6_K: + 16, + 32)
-//   sc  [n_out][n_chunk][sc]  the chunk's scale bits (GpuScales)
+//   sc  [n_out][n_chunk][sc]  the chunk's scale bits (GpuScales): 1, 2 or 4 B; a 1-byte
+//                             scale (IQ4_XS, MXFP4) keeps them at the file's 17 B per 32
 //   sb  [n_out][n_chunk/8][sb] the super-block's f16 d (and dmin): K-quants, IQ4_XS
 // A code decodes to value (code - offset), or book[code] for codebook types; the
 // weight is that times the half's scale plus the half's min. Float types (F32/F16/
@@ -56,9 +57,9 @@ enum class GpuScales : uint8_t {
     kDM,       // sc: f16 d, f16 m (min added)                  (both halves)
     kK4,       // sc: u8 scale, u8 min; sb: f16 d, f16 dmin     d*scale, -dmin*min
     kI8x2,     // sc: i8 scale of each half; sb: f16 d          d*scale[h]
-    kI8,       // sc: i8 scale (u16 slot); sb: f16 d            d*scale (both halves)
+    kI8,       // sc: i8 scale (1 byte); sb: f16 d              d*scale (both halves)
     kQ2K,      // sc: byte per half (scale | min << 4); sb: f16 d, f16 dmin   d*scale[h], -dmin*min[h]
-    kE8M0,     // sc: u8 e (u16 slot); value 2^(e-128) (the doubled codebook's half)
+    kE8M0,     // sc: u8 e (1 byte); value 2^(e-128) (the doubled codebook's half)
 };
 
 struct GpuFormat {
@@ -94,8 +95,8 @@ constexpr GpuFormat gpu_format(GgmlType t) {
         case GgmlType::Q5_K: return {{16, 4, 2, 4}, C::kNibbles, 1, 4, 0, B::kNone, S::kK4};
         case GgmlType::Q6_K: return {{16, 8, 2, 2}, C::kNibbles, 2, 4, 32, B::kNone, S::kI8x2};
         case GgmlType::IQ4_NL: return {{16, 0, 2, 0}, C::kNibbles, 0, 0, 0, B::kIq4nl, S::kD};
-        case GgmlType::IQ4_XS: return {{16, 0, 2, 2}, C::kNibbles, 0, 0, 0, B::kIq4nl, S::kI8};
-        case GgmlType::MXFP4: return {{16, 0, 2, 0}, C::kNibbles, 0, 0, 0, B::kMxfp4, S::kE8M0};
+        case GgmlType::IQ4_XS: return {{16, 0, 1, 2}, C::kNibbles, 0, 0, 0, B::kIq4nl, S::kI8};
+        case GgmlType::MXFP4: return {{16, 0, 1, 0}, C::kNibbles, 0, 0, 0, B::kMxfp4, S::kE8M0};
         default: return {{0, 0, 0, 0}, C::kNone, 0, 0, 0, B::kNone, S::kNone};
     }
 }

@@ -135,9 +135,11 @@ bool matmul_mma3(const GpuMat* W, float* const* y, int n_mat, const Act& a, void
 // Activation rows from which matmul_mma serves (0: never): the target's table
 // (arch::kMmaMinRows) or VEGA_GPU_MMA_ROWS, read once; 0 on devices without it.
 int mma_min_rows();
-// Whether matmul_mma can serve W at all: quantized, rows of a multiple of 4 chunks
-// (128 elements; its vector loads take 4 or 8 chunks at once).
+// Whether matmul_mma can serve W at all: quantized, rows of a multiple of
+// mma_row_multiple(type) elements (its vector loads take 4 or 8 chunks at once; 8-byte
+// copies of a row's scale bytes: 128, or 256 for a 1-byte scale plane).
 bool mma_serves(const GpuMat& W);
+int mma_row_multiple(GgmlType t);
 // Quantized GEMM through the integer dot4 (kernels/gemm_dot4.cu: gfx906's prompt and
 // batch matmul; on NVIDIA only when asked): y = act @ W^T, or with U (same type and
 // shape) y = silu(act @ W^T) * (act @ U^T), for quantized W and the q8 input without a

@@ -60,10 +60,10 @@ void scale_bits(const typename quant::WeightType<T>::Block& b, int c, uint8_t* s
         sc[0] = uint8_t(int8_t(WeightType<t>::scale(b, 2 * c))), sc[1] = uint8_t(int8_t(WeightType<t>::scale(b, 2 * c + 1)));
         put16(sb, b.d);
     } else if constexpr (t == GgmlType::IQ4_XS) {
-        sc[0] = uint8_t(int8_t(WeightType<t>::scale(b, c))), sc[1] = 0;
+        sc[0] = uint8_t(int8_t(WeightType<t>::scale(b, c)));  // (1-byte plane)
         put16(sb, b.d);
     } else if constexpr (t == GgmlType::MXFP4) {
-        sc[0] = b.e, sc[1] = 0;
+        sc[0] = b.e;  // (1-byte plane)
     } else {
         static_assert(t == GgmlType::Q4_0, "a GPU type without scale bits");
     }

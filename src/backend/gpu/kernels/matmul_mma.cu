@@ -111,7 +111,7 @@ struct Ring {
     static constexpr int kChunks = arch::mma_stage_chunks(kCols, WM);
     static constexpr int kU = kChunks / kWK;  // per warp and stage
     static constexpr int kWqStride = kChunks * kPs.qs + 16;
-    static constexpr int kScLoad = kU * kPs.sc;  // a warp's scale bytes per row (one load: 2, 4, 8 or 16)
+    static constexpr int kScLoad = kU * kPs.sc;  // a warp's scale bytes per row (one load: 1, 2, 4, 8 or 16)
     static constexpr int kScStride = kChunks * kPs.sc + (kScLoad >= 16 ? 16 : 8);
     static constexpr int kQhStride = kPs.qh ? kChunks * kPs.qh + 16 : 0;
     static constexpr int kSbWords = kPs.sb == 4 ? kChunks / 8 : kPs.sb == 2 ? kChunks / 16 + 1 : 0;  // per row
@@ -132,7 +132,7 @@ struct Ring {
     static_assert(MT == 2, "4-bit A words of both tiles from one ldmatrix");
     static_assert(kWarps % WM == 0 && kU >= 1 && kU <= 8 && kChunks % kWK == 0 && kChunks % 8 == 0 && NT % 2 == 0,
                   "stage shape");
-    static_assert(kScLoad == 2 || kScLoad % 4 == 0, "a warp's scale bytes: one 2-byte entry or whole words");
+    static_assert(kScLoad == 1 || kScLoad == 2 || kScLoad % 4 == 0, "a warp's scale bytes: one entry of 1 or 2 bytes, or whole words");
     static_assert(kSlot % 16 == 0 && kSbStride <= 16, "slot layout (16-byte sb rows: conflict-free)");
 };
 
@@ -306,7 +306,9 @@ __device__ __forceinline__ void ring_scales(const uint32_t* w, uint32_t sb, int 
     using L = Ring<T, MT, NT, WM>;
     constexpr GpuFormat F = kFmt<T>;
     static_assert(F.scales != GpuScales::kQ2K, "Q2_K: dequant4_q2k");
-    const uint32_t sc = L::kPs.sc == 4 ? w[k] : (w[k / 2] >> (16 * (k & 1))) & 0xFFFFu;
+    const uint32_t sc = L::kPs.sc == 4   ? w[k]
+                        : L::kPs.sc == 2 ? (w[k / 2] >> (16 * (k & 1))) & 0xFFFFu
+                                         : (w[k / 4] >> (8 * (k & 3))) & 0xFFu;
     m0 = m1 = 0;
     if constexpr (F.scales == GpuScales::kD) {
         s0 = s1 = splat_f16(sc);  // d is stored as f16
@@ -406,7 +408,8 @@ __device__ __forceinline__ void compute_stage(const unsigned char* slot, SmemAdd
         for (int h = 0; h < 2; ++h) {
             const int r = rb + mt * kMmaM + g + 8 * h;
             const unsigned char* sp = slot + L::kSc + r * L::kScStride + cw * L::kPs.sc;
-            if constexpr (L::kScLoad == 2) scw[mt][h][0] = *reinterpret_cast<const uint16_t*>(sp);
+            if constexpr (L::kScLoad == 1) scw[mt][h][0] = *sp;
+            else if constexpr (L::kScLoad == 2) scw[mt][h][0] = *reinterpret_cast<const uint16_t*>(sp);
             else load_words(reinterpret_cast<const uint32_t*>(sp), scw[mt][h]);
             sbw[mt][h] = 0;
             if constexpr (L::kPs.sb == 4) sbw[mt][h] = reinterpret_cast<const uint32_t*>(slot + L::kSb + r * L::kSbStride)[cw / 8];
@@ -742,7 +745,12 @@ bool dispatch(const MmaMats& P, const ops::Act& a, void* s) {
 }  // namespace
 
 bool ops::mma_serves(const GpuMat& W) {
-    return !is_float_type(W.type) && W.n_chunk > 0 && W.n_chunk % 4 == 0;
+    return !is_float_type(W.type) && W.n_chunk > 0 && W.n_chunk % (ops::mma_row_multiple(W.type) / 32) == 0;
+}
+
+int ops::mma_row_multiple(GgmlType t) {
+    // Whole 8-byte copies of every row's scale bytes (a 1-byte sc plane: 8 chunks).
+    return plane_sizes(t).sc == 1 ? 256 : 128;
 }
 
 int ops::mma_min_rows() {
@@ -808,6 +816,7 @@ bool ops::matmul_mma3(const GpuMat* W, float* const* y, int n_mat, const Act& a,
 
 int ops::mma_min_rows() { return 0; }
 bool ops::mma_serves(const GpuMat&) { return false; }
+int ops::mma_row_multiple(GgmlType t) { return plane_sizes(t).sc == 1 ? 256 : 128; }
 bool ops::matmul_mma(const GpuMat&, const GpuMat*, const Act&, float*, void*) { return false; }
 bool ops::matmul_mma3(const GpuMat*, float* const*, int, const Act&, void*) { return false; }
 bool ops::matmul_mma_experts(const GpuMat&, const GpuMat*, int64_t, int, const ExpertPlan&, int, int, bool, const Act&,

@@ -39,6 +39,7 @@ template <GgmlType T>
 __device__ __forceinline__ void load_scale_bits(const GpuMat& W, int64_t row, int64_t c, uint32_t* sc, uint32_t* sb) {
     constexpr PlaneSizes ps = kFmt<T>.ps;
     const int64_t i = row * W.n_chunk + c;
+    if constexpr (ps.sc == 1) *sc = W.sc[i];
     if constexpr (ps.sc == 2) *sc = reinterpret_cast<const uint16_t*>(W.sc)[i];
     if constexpr (ps.sc == 4) *sc = reinterpret_cast<const uint32_t*>(W.sc)[i];
     *sb = 0;
