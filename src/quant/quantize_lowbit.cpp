@@ -19,16 +19,33 @@ namespace {
 int nearest(float v) { return int(std::lround(v)); }
 
 // A 16-entry codebook sorted for nearest-value search: values ascending and their indices.
+// The books' values are integers, so the nearest entry is the same on each open interval
+// (j/2, (j+1)/2): a table over those intervals answers in one load, the binary search
+// only at their ends (exact half-integers, out of range, NaN). Same result as the search.
 struct SortedBook {
     float v[16];
     uint8_t idx[16];
+    uint8_t by_half[512];  // interval (j/2, (j+1)/2) for j in [-256, 256): by_half[j + 256]
+    float value[16];       // book[i] as float, by index
     explicit SortedBook(const int8_t* book) {
+        for (int k = 0; k < 16; ++k) value[k] = float(book[k]);
         for (int k = 0; k < 16; ++k) idx[k] = uint8_t(k);
         std::sort(idx, idx + 16, [&](uint8_t a, uint8_t b) { return book[a] < book[b]; });
         for (int k = 0; k < 16; ++k) v[k] = float(book[idx[k]]);
+        for (int j = -256; j < 256; ++j) by_half[j + 256] = search((float(j) + 0.5f) * 0.5f);
     }
-    // The index of the entry nearest to x (ties to the lower value): a binary search.
+    // The index of the entry nearest to x (ties to the lower value).
     uint8_t nearest(float x) const {
+        const float t2 = 2.f * x;
+        if (t2 > -256.f && t2 < 256.f) {  // (false for NaN)
+            const int i = int(t2);        // toward zero; floor is one less for a negative fraction
+            const float fi = float(i);
+            if (fi != t2) return by_half[i - (t2 < fi ? 1 : 0) + 256];
+        }
+        return search(x);
+    }
+    // The same by binary search.
+    uint8_t search(float x) const {
         int lo = 0, hi = 15;
         while (hi - lo > 1) {
             const int mid = (lo + hi) / 2;
@@ -56,25 +73,34 @@ float codebook_block(const float* x, const int8_t* book, uint8_t* codes) {
             if (book[k] == 0) std::memset(codes, k, 32);
         return 0.f;
     }
-    float best_err = INFINITY, best_d = 0;
-    uint8_t trial[32];
-    for (int step = -7; step <= 7; ++step) {
+    // The 15 candidates side by side: each one's sums run over j in order, as one
+    // candidate at a time would (the same bits), but 15 chains at once (vectorized over the
+    // candidates) instead of one chain of 32 dependent adds after another.
+    constexpr int kSteps = 15, kLanes = 16;  // steps -7..7; lane 15 unused (zeros)
+    const float ext = vmax < 0 ? sb.v[0] : sb.v[15];
+    float d0[kLanes] = {}, sxv[kLanes] = {}, svv[kLanes] = {}, err[kLanes] = {}, d[kLanes] = {};
+    alignas(16) float v[32][kLanes] = {};  // v[j][s]: book value of element j's code in candidate s
+    uint8_t trial[kSteps][32];
+    for (int st = 0; st < kSteps; ++st) {
         // The largest element lands on an extreme of the book (of its sign), scaled by 1 + step/32.
-        const float ext = vmax < 0 ? sb.v[0] : sb.v[15];
-        const float d0 = vmax / ext * (1.f + float(step) / 32.f);
-        float sxv = 0, svv = 0;
-        for (int j = 0; j < 32; ++j) {
-            trial[j] = sb.nearest(x[j] / d0);
-            sxv += x[j] * float(book[trial[j]]), svv += float(book[trial[j]]) * float(book[trial[j]]);
-        }
-        const float d = svv > 0 ? sxv / svv : d0;
-        float err = 0;
-        for (int j = 0; j < 32; ++j) {
-            const float e = x[j] - d * float(book[trial[j]]);
-            err += e * e;
-        }
-        if (step == -7 || err < best_err) best_err = err, best_d = d, std::memcpy(codes, trial, 32);  // (NaN input: the first)
+        d0[st] = vmax / ext * (1.f + float(st - 7) / 32.f);
+        float t[32];
+        for (int j = 0; j < 32; ++j) t[j] = x[j] / d0[st];  // (vectorized: the divisions apart)
+        for (int j = 0; j < 32; ++j) trial[st][j] = sb.nearest(t[j]), v[j][st] = sb.value[trial[st][j]];
     }
+    for (int j = 0; j < 32; ++j)
+        for (int st = 0; st < kLanes; ++st) sxv[st] += x[j] * v[j][st], svv[st] += v[j][st] * v[j][st];
+    for (int st = 0; st < kLanes; ++st) d[st] = svv[st] > 0 ? sxv[st] / svv[st] : d0[st];
+    for (int j = 0; j < 32; ++j)
+        for (int st = 0; st < kLanes; ++st) {
+            const float e = x[j] - d[st] * v[j][st];
+            err[st] += e * e;
+        }
+    int best = 0;  // (NaN input: the first)
+    for (int st = 1; st < kSteps; ++st)
+        if (err[st] < err[best]) best = st;
+    std::memcpy(codes, trial[best], 32);
+    const float best_d = d[best];
     return best_d;
 }
 

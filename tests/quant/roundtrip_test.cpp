@@ -3,9 +3,13 @@
 
 #include <algorithm>
 #include <cmath>
+#include <cstring>
 #include <map>
+#include <random>
 
+#include "core/half.h"
 #include "quant/quant.h"
+#include "quant/type_table.h"
 #include "quant_test_util.h"
 
 namespace {
@@ -50,6 +54,37 @@ TEST_P(RoundTrip, OutlierAndConstant) {
 
 INSTANTIATE_TEST_SUITE_P(AllTypes, RoundTrip, ::testing::ValuesIn(vega::test::all_supported_types()),
                          [](const auto& info) { return type_name(info.param); });
+
+// IQ4_NL's codes are the codebook entries nearest to x / d for the block's stored scale
+// (ties to the lower value), checked against all 16 entries: the quantizer's lookup table
+// over half-integer intervals must agree with a plain search (every fourth block holds
+// multiples of 0.5 with repeats and zeros; x / d landing exactly on an interval's end,
+// where the quantizer falls back to the search, is left to chance).
+TEST(RoundTripCodebook, Iq4nlCodesAreTheNearestEntries) {
+    std::mt19937 rng(7);
+    std::normal_distribution<float> nd(0.f, 1.f);
+    const int64_t n = 32 * 512;
+    std::vector<float> x(static_cast<size_t>(n));
+    for (int64_t i = 0; i < n; ++i) x[size_t(i)] = (i / 32) % 4 == 3 ? float(int(nd(rng) * 80.f)) * 0.5f : nd(rng) * 3.f;
+    std::vector<uint8_t> q(vega::quant::row_bytes(GgmlType::IQ4_NL, n));
+    vega::quant::quantize_row(GgmlType::IQ4_NL, x.data(), q.data(), n);
+    const auto* b = reinterpret_cast<const vega::quant::BlockIQ4_NL*>(q.data());
+    const int8_t* book = vega::quant::kIq4nlValues;
+    for (int64_t blk = 0; blk < n / 32; ++blk) {
+        const float d = vega::f16_to_f32(b[blk].d);
+        ASSERT_GT(d, 0.f) << "block " << blk;
+        for (int j = 0; j < 32; ++j) {
+            const int code = j < 16 ? b[blk].qs[j] & 0xF : b[blk].qs[j - 16] >> 4;
+            const float t = x[size_t(blk * 32 + j)] * (1.f / d);
+            for (int k = 0; k < 16; ++k) {
+                const float got = std::fabs(t - float(book[code])), other = std::fabs(t - float(book[k]));
+                ASSERT_TRUE(got < other || (got == other && book[code] <= book[k]))
+                    << "block " << blk << " element " << j << ": x/d " << t << " took " << int(book[code])
+                    << ", nearer (or a tie below): " << int(book[k]);
+            }
+        }
+    }
+}
 
 // Values on a type's grid come back exactly (scale and offset exactly representable).
 TEST(RoundTripExact, GridValues) {
