@@ -42,6 +42,11 @@
 
 namespace vega::gpu {
 
+int ops::mma_row_multiple(GgmlType t) {
+    // Whole 8-byte copies of every row's scale bytes (a 1-byte sc plane: 8 chunks).
+    return plane_sizes(t).sc == 1 ? 256 : 128;
+}
+
 #if defined(VEGA_GPU_CUDA) && !defined(VEGA_GPU_EMULATE_GFX906)
 namespace {
 
@@ -748,11 +753,6 @@ bool ops::mma_serves(const GpuMat& W) {
     return !is_float_type(W.type) && W.n_chunk > 0 && W.n_chunk % (ops::mma_row_multiple(W.type) / 32) == 0;
 }
 
-int ops::mma_row_multiple(GgmlType t) {
-    // Whole 8-byte copies of every row's scale bytes (a 1-byte sc plane: 8 chunks).
-    return plane_sizes(t).sc == 1 ? 256 : 128;
-}
-
 int ops::mma_min_rows() {
     // The target's table, or VEGA_GPU_MMA_ROWS (0: never), read once.
     static const int n = env_int("VEGA_GPU_MMA_ROWS", arch::kMmaMinRows);
@@ -816,7 +816,6 @@ bool ops::matmul_mma3(const GpuMat* W, float* const* y, int n_mat, const Act& a,
 
 int ops::mma_min_rows() { return 0; }
 bool ops::mma_serves(const GpuMat&) { return false; }
-int ops::mma_row_multiple(GgmlType t) { return plane_sizes(t).sc == 1 ? 256 : 128; }
 bool ops::matmul_mma(const GpuMat&, const GpuMat*, const Act&, float*, void*) { return false; }
 bool ops::matmul_mma3(const GpuMat*, float* const*, int, const Act&, void*) { return false; }
 bool ops::matmul_mma_experts(const GpuMat&, const GpuMat*, int64_t, int, const ExpertPlan&, int, int, bool, const Act&,
