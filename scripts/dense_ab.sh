@@ -6,7 +6,8 @@
 #   scripts/dense_ab.sh .devdata/ab-C1.tgz .devdata/ab-C2.tgz .           (GPU machine; "." = this tree)
 # Builds each (vega only) under $W, then ROUNDS (default 2) rounds over all of them.
 # TESTS="b1 b16" picks the benches (b1: tg128, b16: -B 16 -d 128, pp512: the prompt);
-# AB_TYPES="Q4_0 Q4_K_M ..." the synth types (default Q4_0), each file made once.
+# AB_TYPES="Q4_0 Q4_K_M ..." the synth types (default Q4_0), each file made once; SHAPE (default
+# llama2-7b) the synth shape; SYNTH_DIR (default $W) where the files are (shared with types_bench.sh).
 set -u
 ROUNDS=${ROUNDS:-2}
 TESTS=${TESTS:-b1 b16}
@@ -30,15 +31,18 @@ for src in "$@"; do
   labels+=("$label")
 done
 AB_TYPES=${AB_TYPES:-Q4_0}
+SHAPE=${SHAPE:-llama2-7b}
+SYNTH_DIR=${SYNTH_DIR:-$W}
+mkdir -p $SYNTH_DIR
 for ty in $AB_TYPES; do
-  m=$W/llama2-7b-$ty.gguf
-  [ -f $m ] || $W/build-${labels[-1]}/vega synth --shape llama2-7b --type $ty -o $m > $W/synth.log 2>&1 || { tail -3 $W/synth.log; exit 1; }
+  m=$SYNTH_DIR/$SHAPE-$ty.gguf
+  [ -f $m ] || $W/build-${labels[-1]}/vega synth --shape $SHAPE --type $ty -o $m > $W/synth.log 2>&1 || { tail -3 $W/synth.log; exit 1; }
 done
 nvidia-smi --query-gpu=name --format=csv,noheader
 # One line per bench: label, type, test, t/s.
 for i in $(seq "$ROUNDS"); do
   for ty in $AB_TYPES; do
-    m=$W/llama2-7b-$ty.gguf
+    m=$SYNTH_DIR/$SHAPE-$ty.gguf
     for l in "${labels[@]}"; do
       for t in $TESTS; do
         case $t in b1) a="-p 0 -n 128";; b16) a="-p 0 -n 128 -d 128 -B 16";; pp512) a="-p 512 -n 0";; esac

@@ -9,12 +9,14 @@
 #   PARITY_FILTER / E2E_FILTER   the normal build's tests (default: the matmul, GEMM, embedding
 #                                and block-op parity of every type; the quants references)
 #   TYPES_BENCH="Q2_K ..."       scripts/types_bench.sh (vega vs llama.cpp on llama3-8b)
-#   AB="base.tgz:TYPES ..."      scripts/dense_ab.sh of each base against this tree on llama2-7b
-#                                files of those types (comma-separated), AB_TESTS (b1 pp512);
+#   AB="base.tgz:TYPES ..."      scripts/dense_ab.sh of each base against this tree on AB_SHAPE
+#                                (default llama3-8b) files of those types (comma-separated; the
+#                                types bench's files are kept and reused), AB_TESTS (b1 pp512);
 #   AB_LATE="base.tgz:TYPES ..." the same after the emulation build's runs (built at the start)
 #   SWEEP_TYPES / SWEEP_SHAPES   scripts/gpu_sweep.sh in both builds (empty: no sweep)
 #   EMU=0                        no emulation build
 W=${W:-/tmp/types_run}
+export SYNTH_DIR=${SYNTH_DIR:-/tmp/synth}  # synth files, shared by types_bench.sh and dense_ab.sh
 [ "${1:-}" = poll ] && exec bash "$(dirname "$0")/device_poll.sh" "$W" "${2:-500}" 60
 set -u
 mkdir -p $W
@@ -55,7 +57,8 @@ ab_run() {  # ab_run SPEC...: dense_ab.sh of each base against this tree
     [ -f $W/ab.$label.done ] && continue
     log "A/B $label against this tree: ${types//,/ }"
     ln -sfn $PWD/build-h200 /tmp/dense_ab/build-tree  # dense_ab.sh's build of "."
-    W=/tmp/dense_ab TESTS="${AB_TESTS:-b1 pp512}" AB_TYPES="${types//,/ }" bash scripts/dense_ab.sh $base . && touch $W/ab.$label.done
+    W=/tmp/dense_ab SHAPE=${AB_SHAPE:-llama3-8b} TESTS="${AB_TESTS:-b1 pp512}" AB_TYPES="${types//,/ }" \
+      bash scripts/dense_ab.sh $base . && touch $W/ab.$label.done
   done
 }
 sweep() {  # sweep DIR TAG
@@ -85,7 +88,7 @@ tests build-h200 cuda "${PARITY_FILTER:-Parity.Matmul*:Parity.DotGemm*:Parity.Em
   "${E2E_FILTER:-AllReferences/*iq4*:AllReferences/*q2_k*:AllReferences/*q3_k*:AllReferences/*mxfp4*}"
 # 3. Benchmarks.
 if [ -n "${TYPES_BENCH:-}" ] && [ ! -f $W/types.done ]; then
-  OUT=$W/types TYPES="$TYPES_BENCH" bash scripts/types_bench.sh build-h200 && touch $W/types.done
+  OUT=$W/types TYPES="$TYPES_BENCH" KEEP=${AB:+1} bash scripts/types_bench.sh build-h200 && touch $W/types.done
 fi
 ab_run ${AB:-}
 # 4. Sweep (normal build), then the emulation build and its tests and sweep.
