@@ -6,8 +6,9 @@
 # (finished steps are skipped).
 #   start: setsid scripts/device_types_run.sh &      poll: scripts/device_types_run.sh poll SECONDS
 # Knobs:
-#   PARITY_FILTER / E2E_FILTER   the normal build's tests (default: the matmul, GEMM, embedding
-#                                and block-op parity of every type; the quants references)
+#   PARITY_FILTER / E2E_FILTER   the tests (default: the matmul, GEMM, embedding and block-op
+#                                parity of every type; the quants references); EMU_PARITY_FILTER /
+#                                EMU_E2E_FILTER the emulation build's (default: the same)
 #   TYPES_BENCH="Q2_K ..."       scripts/types_bench.sh (vega vs llama.cpp on llama3-8b)
 #   AB="base.tgz:TYPES ..."      scripts/dense_ab.sh of each base against this tree on AB_SHAPE
 #                                (default llama3-8b) files of those types (comma-separated; the
@@ -84,8 +85,9 @@ build . build-h200 OFF vega vega_gpu_parity_tests vega_engine_tests || { touch $
 for p in "${pids[@]}"; do wait $p; done
 tail -1 $W/llama_build.log 2>/dev/null
 # 2. Tests (normal build).
-tests build-h200 cuda "${PARITY_FILTER:-Parity.Matmul*:Parity.DotGemm*:Parity.EmbedEveryType:Parity.BlockOps*:MoeParity.*}" \
-  "${E2E_FILTER:-AllReferences/*iq4*:AllReferences/*q2_k*:AllReferences/*q3_k*:AllReferences/*mxfp4*}"
+PARITY_FILTER=${PARITY_FILTER:-Parity.Matmul*:Parity.DotGemm*:Parity.EmbedEveryType:Parity.BlockOps*:MoeParity.*}
+E2E_FILTER=${E2E_FILTER:-AllReferences/*iq4*:AllReferences/*q2_k*:AllReferences/*q3_k*:AllReferences/*mxfp4*}
+tests build-h200 cuda "$PARITY_FILTER" "$E2E_FILTER"
 # 3. Benchmarks.
 if [ -n "${TYPES_BENCH:-}" ] && [ ! -f $W/types.done ]; then
   OUT=$W/types TYPES="$TYPES_BENCH" KEEP=${AB:+1} bash scripts/types_bench.sh build-h200 && touch $W/types.done
@@ -95,8 +97,7 @@ ab_run ${AB:-}
 sweep build-h200 cuda
 if [ "${EMU:-1}" = 1 ]; then
   build . build-h200-emu ON vega vega_gpu_parity_tests vega_engine_tests \
-    && tests build-h200-emu emu "${EMU_PARITY_FILTER:-Parity.Matmul*:Parity.DotGemm*:Parity.EmbedEveryType:Parity.BlockOps*:MoeParity.*}" \
-             "${EMU_E2E_FILTER:-AllReferences/*iq4*:AllReferences/*q2_k*:AllReferences/*q3_k*:AllReferences/*mxfp4*}" \
+    && tests build-h200-emu emu "${EMU_PARITY_FILTER:-$PARITY_FILTER}" "${EMU_E2E_FILTER:-$E2E_FILTER}" \
     && sweep build-h200-emu emu
 fi
 ab_run ${AB_LATE:-}
