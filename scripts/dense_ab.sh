@@ -7,7 +7,8 @@
 # Builds each (vega only) under $W, then ROUNDS (default 2) rounds over all of them.
 # TESTS="b1 b16" picks the benches (b1: tg128, b16: -B 16 -d 128, pp512: the prompt);
 # AB_TYPES="Q4_0 Q4_K_M ..." the synth types (default Q4_0), each file made once; SHAPE (default
-# llama2-7b) the synth shape; SYNTH_DIR (default $W) where the files are (shared with types_bench.sh).
+# llama2-7b) the synth shape; SYNTH_DIR (default $W) where the files are (shared with types_bench.sh);
+# DROP=1 deletes each file after its type's last bench.
 set -u
 ROUNDS=${ROUNDS:-2}
 TESTS=${TESTS:-b1 b16}
@@ -34,15 +35,14 @@ AB_TYPES=${AB_TYPES:-Q4_0}
 SHAPE=${SHAPE:-llama2-7b}
 SYNTH_DIR=${SYNTH_DIR:-$W}
 mkdir -p $SYNTH_DIR
-for ty in $AB_TYPES; do
-  m=$SYNTH_DIR/$SHAPE-$ty.gguf
-  [ -f $m ] || $W/build-${labels[-1]}/vega synth --shape $SHAPE --type $ty -o $m > $W/synth.log 2>&1 || { tail -3 $W/synth.log; exit 1; }
-done
 nvidia-smi --query-gpu=name --format=csv,noheader
-# One line per bench: label, type, test, t/s.
+# One line per bench: label, type, test, t/s. Each file is made before its type's first
+# bench (nothing else runs meanwhile) and, with DROP=1, deleted after its last (disk).
 for i in $(seq "$ROUNDS"); do
   for ty in $AB_TYPES; do
     m=$SYNTH_DIR/$SHAPE-$ty.gguf
+    [ -f $m ] || $W/build-${labels[-1]}/vega synth --shape $SHAPE --type $ty -o $m > $W/synth.log 2>&1 \
+      || { echo "$ty: synth failed: $(tail -1 $W/synth.log)"; continue; }
     for l in "${labels[@]}"; do
       for t in $TESTS; do
         case $t in b1) a="-p 0 -n 128";; b16) a="-p 0 -n 128 -d 128 -B 16";; pp512) a="-p 512 -n 0";; esac
@@ -50,5 +50,6 @@ for i in $(seq "$ROUNDS"); do
         echo "round $i $ty $l $t: $r"
       done
     done
+    [ "${DROP:-0}" = 1 ] && [ "$i" = "$ROUNDS" ] && rm -f $m
   done
 done

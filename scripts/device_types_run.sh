@@ -12,8 +12,10 @@
 #   TYPES_BENCH="Q2_K ..."       scripts/types_bench.sh (vega vs llama.cpp on llama3-8b)
 #   AB="base.tgz:TYPES ..."      scripts/dense_ab.sh of each base against this tree on AB_SHAPE
 #                                (default llama3-8b) files of those types (comma-separated; the
-#                                types bench's files are kept and reused), AB_TESTS (b1 pp512);
-#   AB_LATE="base.tgz:TYPES ..." the same after the emulation build's runs (built at the start)
+#                                types bench's files are kept and reused), AB_TESTS (b1 pp512),
+#                                AB_ROUNDS (2);
+#   AB_LATE="base.tgz:TYPES ..." the same after the emulation build's runs (built at the start),
+#                                AB_LATE_TESTS / AB_LATE_ROUNDS (default AB_TESTS / AB_ROUNDS)
 #   SWEEP_TYPES / SWEEP_SHAPES   scripts/gpu_sweep.sh in both builds (empty: no sweep)
 #   EMU=0                        no emulation build
 W=${W:-/tmp/types_run}
@@ -51,14 +53,15 @@ tests() {  # tests DIR TAG PARITY_FILTER E2E_FILTER
   grep -E "^\[  (PASSED|FAILED)|^\[  FAILED|rc=" $W/e2e.$tag.log | head -30
   touch $W/tests.$tag.done
 }
-ab_run() {  # ab_run SPEC...: dense_ab.sh of each base against this tree
-  local spec base label types
+ab_run() {  # ab_run TESTS ROUNDS SPEC...: dense_ab.sh of each base against this tree
+  local spec base label types tests=$1 rounds=$2
+  shift 2
   for spec in "$@"; do
     base=${spec%%:*}; label=$(basename $base .tgz); types=${spec#*:}
     [ -f $W/ab.$label.done ] && continue
     log "A/B $label against this tree: ${types//,/ }"
     ln -sfn $PWD/build-h200 /tmp/dense_ab/build-tree  # dense_ab.sh's build of "."
-    W=/tmp/dense_ab SHAPE=${AB_SHAPE:-llama3-8b} TESTS="${AB_TESTS:-b1 pp512}" AB_TYPES="${types//,/ }" \
+    W=/tmp/dense_ab SHAPE=${AB_SHAPE:-llama3-8b} TESTS="$tests" ROUNDS=$rounds DROP=${DROP:-0} AB_TYPES="${types//,/ }" \
       bash scripts/dense_ab.sh $base . && touch $W/ab.$label.done
   done
 }
@@ -92,7 +95,7 @@ tests build-h200 cuda "$PARITY_FILTER" "$E2E_FILTER"
 if [ -n "${TYPES_BENCH:-}" ] && [ ! -f $W/types.done ]; then
   OUT=$W/types TYPES="$TYPES_BENCH" KEEP=${AB:+1} bash scripts/types_bench.sh build-h200 && touch $W/types.done
 fi
-ab_run ${AB:-}
+ab_run "${AB_TESTS:-b1 pp512}" ${AB_ROUNDS:-2} ${AB:-}
 # 4. Sweep (normal build), then the emulation build and its tests and sweep.
 sweep build-h200 cuda
 if [ "${EMU:-1}" = 1 ]; then
@@ -100,6 +103,8 @@ if [ "${EMU:-1}" = 1 ]; then
     && tests build-h200-emu emu "${EMU_PARITY_FILTER:-$PARITY_FILTER}" "${EMU_E2E_FILTER:-$E2E_FILTER}" \
     && sweep build-h200-emu emu
 fi
-ab_run ${AB_LATE:-}
+# (The earlier files are not needed now: the late A/B's types may be large, e.g. F16.)
+[ -n "${AB_LATE:-}" ] && rm -f $SYNTH_DIR/*.gguf
+DROP=1 ab_run "${AB_LATE_TESTS:-${AB_TESTS:-b1 pp512}}" ${AB_LATE_ROUNDS:-${AB_ROUNDS:-2}} ${AB_LATE:-}
 log "finished"
 touch $W/finished

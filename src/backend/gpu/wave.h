@@ -99,16 +99,30 @@ __device__ __forceinline__ uint32_t perm_b32(uint32_t s0, uint32_t s1, uint32_t 
 #endif
 }
 
+#if !defined(VEGA_GPU_HIP)
+// NVIDIA's prmt.b32 in its default mode: byte i of the result is byte (c >> 4i) & 7 of
+// {a (bytes 0..3), b (4..7)}, or with selector bit 3 that byte's sign replicated.
+__device__ __forceinline__ uint32_t prmt_b32(uint32_t a, uint32_t b, uint32_t c) {
+    uint32_t d;
+    asm("prmt.b32 %0, %1, %2, %3;" : "=r"(d) : "r"(a), "r"(b), "r"(c));
+    return d;
+}
+#endif
+
 // A 16-entry int8 codebook (gpu_mat.h BookWords) applied to the 8 nibbles of q, a
-// 4-bit chunk word (byte j = code of element j | code of element 16 + j << 4, as
-// quant_chunk.h's codes): lo = the entries of the low nibbles, hi of the high ones.
-// gfx906: per four codes (one a byte) one v_perm_b32 per 8-entry half and a v_bfi on
-// each code's bit 3 (its byte mask: 4 full-rate ALU ops). NVIDIA: prmt takes 4-bit
-// selectors, so q's own nibbles select (elements j, 16+j, j+1, 17+j per 16 bits: four
-// lookups for 8 codes), prmt's sign mode makes the bit-3 masks, and two prmt restore
-// element order: about 16 instructions for 8 codes.
-__device__ __forceinline__ void lookup16x8(uint32_t q, uint32_t w0, uint32_t w1, uint32_t w2, uint32_t w3, uint32_t* lo,
-                                           uint32_t* hi) {
+// 4-bit chunk word k (byte j = code of element 4k + j | code of element 16 + 4k + j
+// << 4, as quant_chunk.h's codes), its entries left in the order the target's byte
+// permute gives them (p0, p1; book_pair_act pairs an activation chunk's bytes with
+// them, once for all the weight rows that share it):
+//  - gfx906: per four codes (one a byte) one v_perm_b32 per 8-entry half and a v_bfi
+//    on each code's bit 3 (its byte mask: 4 full-rate ALU ops); element order: p0 =
+//    elements 4k..4k+3, p1 = 16+4k..16+4k+3.
+//  - NVIDIA: prmt takes 4-bit selectors, so q's own nibbles select, four codes a
+//    prmt in nibble order: p0 = elements (4k, 16+4k, 4k+1, 17+4k), p1 = (4k+2,
+//    18+4k, 4k+3, 19+4k); prmt's sign mode makes the bit-3 masks, one lop3 each
+//    picks the half: about 14 instructions for 8 codes.
+__device__ __forceinline__ void lookup16x8_paired(uint32_t q, uint32_t w0, uint32_t w1, uint32_t w2, uint32_t w3,
+                                                  uint32_t* p0, uint32_t* p1) {
 #if defined(VEGA_GPU_GFX906_ISA)
     auto four = [&](uint32_t n) {  // n: one code per byte, 0..15
         const uint32_t sel = n & 0x07070707u;
@@ -117,22 +131,41 @@ __device__ __forceinline__ void lookup16x8(uint32_t q, uint32_t w0, uint32_t w1,
         const uint32_t upper = (m << 5) - (m >> 3);  // 0xFF in the bytes of codes 8..15 (no borrows)
         return (b & upper) | (a & ~upper);
     };
-    *lo = four(q & 0x0F0F0F0Fu);
-    *hi = four((q >> 4) & 0x0F0F0F0Fu);
+    *p0 = four(q & 0x0F0F0F0Fu);
+    *p1 = four((q >> 4) & 0x0F0F0F0Fu);
 #else
-    auto prmt = [](uint32_t a, uint32_t b, uint32_t c) {  // prmt.b32 default mode (selector bit 3: sign)
-        uint32_t d;
-        asm("prmt.b32 %0, %1, %2, %3;" : "=r"(d) : "r"(a), "r"(b), "r"(c));
-        return d;
-    };
     const uint32_t sa = q & 0x7777u, sb = (q >> 16) & 0x7777u;  // elements (0, 16, 1, 17), (2, 18, 3, 19)
-    const uint32_t la = prmt(w0, w1, sa), ua = prmt(w2, w3, sa);
-    const uint32_t lb = prmt(w0, w1, sb), ub = prmt(w2, w3, sb);
+    const uint32_t la = prmt_b32(w0, w1, sa), ua = prmt_b32(w2, w3, sa);
+    const uint32_t lb = prmt_b32(w0, w1, sb), ub = prmt_b32(w2, w3, sb);
     // bit 3 of nibble i is the sign of byte 0/1 of q << 4 (i = 0, 2) or of q (i = 1, 3)
-    const uint32_t ma = prmt(q << 4, q, 0xD9C8u), mb = prmt(q >> 12, q >> 16, 0xD9C8u);
-    const uint32_t ra = (ua & ma) | (la & ~ma), rb = (ub & mb) | (lb & ~mb);
-    *lo = prmt(ra, rb, 0x6420u);
-    *hi = prmt(ra, rb, 0x7531u);
+    const uint32_t ma = prmt_b32(q << 4, q, 0xD9C8u), mb = prmt_b32(q >> 12, q >> 16, 0xD9C8u);
+    *p0 = (ua & ma) | (la & ~ma), *p1 = (ub & mb) | (lb & ~mb);
+#endif
+}
+
+// The activation words that pair with lookup16x8_paired's p0, p1 for chunk word k, from
+// the q8 words lo (elements 4k..4k+3) and hi (16+4k..16+4k+3): gfx906 those two;
+// NVIDIA interleaved as the entries are.
+__device__ __forceinline__ void book_pair_act(int lo, int hi, int* b0, int* b1) {
+#if defined(VEGA_GPU_GFX906_ISA)
+    *b0 = lo, *b1 = hi;
+#else
+    *b0 = int(prmt_b32(uint32_t(lo), uint32_t(hi), 0x5140u));  // (4k, 16+4k, 4k+1, 17+4k)
+    *b1 = int(prmt_b32(uint32_t(lo), uint32_t(hi), 0x7362u));  // (4k+2, 18+4k, 4k+3, 19+4k)
+#endif
+}
+
+// lookup16x8_paired's entries in element order: lo = elements 4k..4k+3, hi = 16+4k..
+// (the tensor-core matmul's f16 staging and the dot4 GEMM's, which stage weights alone).
+__device__ __forceinline__ void lookup16x8(uint32_t q, uint32_t w0, uint32_t w1, uint32_t w2, uint32_t w3, uint32_t* lo,
+                                           uint32_t* hi) {
+    uint32_t p0, p1;
+    lookup16x8_paired(q, w0, w1, w2, w3, &p0, &p1);
+#if defined(VEGA_GPU_GFX906_ISA)
+    *lo = p0, *hi = p1;
+#else
+    *lo = prmt_b32(p0, p1, 0x6420u);
+    *hi = prmt_b32(p0, p1, 0x7531u);
 #endif
 }
 

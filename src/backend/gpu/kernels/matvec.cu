@@ -251,10 +251,11 @@ __global__ void __launch_bounds__(block_waves(EPI, R) * kWave) VEGA_WAVES(arch::
                 ds.x *= live, ds.y *= live;
             };
             auto accumulate = [&](int t, int k, const int4& a0, const int4& a1, float2 ds) {
+                const ActChunk<T> x = act_chunk<T>(a0, a1, ds);  // (once for the R rows and both matrices)
 #pragma unroll
                 for (int r = 0; r < R; ++r) {
-                    acc[r * NB + t] += dot_chunk<T>(w[k * R + r], a0, a1, ds);
-                    if constexpr (SWIGLU) accu[r * NB + t] += dot_chunk<T>(u[k * R + r], a0, a1, ds);
+                    acc[r * NB + t] += dot_chunk<T>(w[k * R + r], x);
+                    if constexpr (SWIGLU) accu[r * NB + t] += dot_chunk<T>(u[k * R + r], x);
                 }
             };
             if constexpr (NB == 1) {

@@ -417,10 +417,11 @@ __global__ void __launch_bounds__(kEmWaves * kWave) expert_matvec_q(ExpertJob j,
                     }
                     const float live = ck < nc ? 1.f : 0.f;
                     ds.x *= live, ds.y *= live;
+                    const ActChunk<T> x = act_chunk<T>(a0, a1, ds);  // (once for the R rows and both matrices)
 #pragma unroll
                     for (int r = 0; r < R; ++r) {
-                        acc[r * NB + t] += dot_chunk<T>(w[k * R + r], a0, a1, ds);
-                        if constexpr (SWIGLU) accu[r * NB + t] += dot_chunk<T>(v[k * R + r], a0, a1, ds);
+                        acc[r * NB + t] += dot_chunk<T>(w[k * R + r], x);
+                        if constexpr (SWIGLU) accu[r * NB + t] += dot_chunk<T>(v[k * R + r], x);
                     }
                 }
         }

@@ -231,11 +231,34 @@ __device__ __forceinline__ Chunk load_chunk_half(const GpuMat& W, int64_t row, i
     return r;
 }
 
-// sum_i w[i] * x[i] over the chunk, with x given as q8 (a0: elems 0..15, a1: 16..31; ds = d, d*sum(q)).
+// A q8 activation chunk as weight type T's dot reads it (act_chunk): the words a[k]
+// (elements 4k..4k+3) and a[4 + k] (16+4k..), ds = (d, d * sum(q)); for codebook types
+// the words pair with lookup16x8_paired's entries (book_pair_act), arranged once per
+// activation chunk for every weight row a lane dots it with.
 template <GgmlType T>
-__device__ __forceinline__ float dot_chunk(const Chunk& r, const int4& a0, const int4& a1, float2 ds) {
-    constexpr GpuFormat F = kFmt<T>;
+struct ActChunk {
+    int a[8];
+    float2 ds;
+};
+template <GgmlType T>
+__device__ __forceinline__ ActChunk<T> act_chunk(const int4& a0, const int4& a1, float2 ds) {
+    ActChunk<T> x;
     const int a[8] = {a0.x, a0.y, a0.z, a0.w, a1.x, a1.y, a1.z, a1.w};
+#pragma unroll
+    for (int k = 0; k < 4; ++k) {
+        if constexpr (kFmt<T>.book != GpuBook::kNone) book_pair_act(a[k], a[k + 4], &x.a[k], &x.a[k + 4]);
+        else x.a[k] = a[k], x.a[k + 4] = a[k + 4];
+    }
+    x.ds = ds;
+    return x;
+}
+
+// sum_i w[i] * x[i] over the chunk, with x given as q8 (act_chunk<T>).
+template <GgmlType T>
+__device__ __forceinline__ float dot_chunk(const Chunk& r, const ActChunk<T>& x) {
+    constexpr GpuFormat F = kFmt<T>;
+    const int* a = x.a;
+    const float2 ds = x.ds;
     int s0 = 0, s1 = 0;  // two accumulators: independent dot4 chains
     // kQ2K: the activation codes' sums per half (dot4 against ones: the same for every
     // weight row, so the compiler shares them between the rows and matrices of a wave).
@@ -250,7 +273,10 @@ __device__ __forceinline__ float dot_chunk(const Chunk& r, const int4& a0, const
         for (int k = 0; k < 4; ++k) {
             uint32_t lo, hi;
             if constexpr (F.book != GpuBook::kNone) {
-                book_values<T>(q[k], &lo, &hi);
+                // (s0, s1 each a mix of both halves here: codebook types scale the chunk as one.)
+                static_assert(!F.split_halves(), "codebook types: one scale a chunk");
+                constexpr BookWords b = book_words(F.book);
+                lookup16x8_paired(q[k], b.w0, b.w1, b.w2, b.w3, &lo, &hi);
             } else {
                 if constexpr (F.codes == GpuCodes::kPairs) codes<T>(q[0], q[1], r.h0, r.h1, k, &lo, &hi);
                 else codes<T>(q[k], 0u, r.h0, r.h1, k, &lo, &hi);
