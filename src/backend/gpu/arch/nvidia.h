@@ -73,10 +73,12 @@ constexpr int kMmaSmemBytes = 200 * 1024;
 //    wave means 1024-thread blocks (64 registers: the K-quants spill);
 //  - o / down with the residual + norm epilogue: one 32-row block per chunk, only
 //    128 blocks for 4096 rows, so the loads in flight per SM are waves x rows x
-//    unroll: 2 x 4 for Q8_0 and the K-quants (+0.5-0.8%), 1 x 4 for the rest;
+//    unroll: 2 x 4 for Q8_0 and the K-quants (+0.5-0.8%) and IQ4_XS (+0.7% on an
+//    H100, 2026-11-27; IQ4_NL and MXFP4 lost 0.9% and 1.1% with it), 1 x 4 for the rest;
 //  - q+k+v with the rope + cache-store epilogue: the plain shape.
 constexpr MatvecShape decode_shape(GgmlType t, Role role) {
-    const bool wide = t == GgmlType::Q8_0 || t == GgmlType::Q4_K || t == GgmlType::Q5_K || t == GgmlType::Q6_K;
+    const bool wide = t == GgmlType::Q8_0 || t == GgmlType::Q4_K || t == GgmlType::Q5_K || t == GgmlType::Q6_K ||
+                      t == GgmlType::IQ4_XS;
     switch (role) {
         case Role::kPlain: return {2, 2};
         case Role::kSwiglu: return {4, 1};
