@@ -52,9 +52,9 @@ def main() -> int:
         v = float(r[cols["Metric Value"]].replace(",", ""))
         m = r[cols["Metric Name"]]
         if m.startswith("gpu__time_duration"):
-            d["us"] = v / 1000.0 if unit == "nsecond" else v * (1e3 if unit == "msecond" else 1.0)
+            d["us"] = v * {"ns": 1e-3, "nsecond": 1e-3, "us": 1.0, "usecond": 1.0, "ms": 1e3, "msecond": 1e3}[unit]
         elif m.startswith("dram__bytes_read"):
-            scale = {"byte": 1, "Kbyte": 1e3, "Mbyte": 1e6, "Gbyte": 1e9, "KB": 1e3, "MB": 1e6, "GB": 1e9}.get(unit, 1)
+            scale = {"byte": 1, "B": 1, "Kbyte": 1e3, "Mbyte": 1e6, "Gbyte": 1e9, "KB": 1e3, "MB": 1e6, "GB": 1e9}[unit]
             d["bytes"] = v * scale
     agg = defaultdict(lambda: [0, 0.0, 0.0])
     for d in launches.values():
