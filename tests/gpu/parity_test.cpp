@@ -456,6 +456,22 @@ TEST_F(Parity, ArgmaxWithTies) {
     EXPECT_EQ(a, b);
     EXPECT_EQ(a[1], 100);
     EXPECT_EQ(a[2], n - 1);
+    // A llama3-sized vocabulary (float4 loads) and an odd one (one float at a time), a
+    // tie between indexes a block's threads reach in different rounds.
+    for (const int64_t m : {int64_t(128256), int64_t(128257)}) {
+        auto v = randn(size_t(m));
+        v[size_t(m - 3)] = 40.f, v[5] = 40.f, v[size_t(m / 2)] = 39.f;
+        auto vp = pair(v);
+        std::vector<int32_t> one(1, -1);
+        auto [g1, c1] = ints(one);
+        gpu_->argmax(vp.g, 1, m, g1);
+        cpu_->argmax(vp.c, 1, m, c1);
+        int32_t ga = -1, ca = -1;
+        gpu_->download(&ga, g1, 4);
+        cpu_->download(&ca, c1, 4);
+        EXPECT_EQ(ga, 5) << "vocabulary " << m;
+        EXPECT_EQ(ca, 5) << "vocabulary " << m;
+    }
 }
 
 TEST_F(Parity, TopKMatchesCpuWithTiesAndNan) {

@@ -569,7 +569,8 @@ private:
             return;
         }
         if (link.next_norm && link.next_quantized && fuse_ && !act_.ss && act_.q != act_q_ &&
-            ops::matvec_epi_ok(m, rows) && m.n_out <= act_n_ && deferred_router_ok(link.next_router, m.n_out) &&
+            ops::matvec_epi_ok(m, rows) && (epi_max_in_ <= 0 || m.n_in <= epi_max_in_) && m.n_out <= act_n_ &&
+            deferred_router_ok(link.next_router, m.n_out) &&
             (!link.next_router || act_.x != act_x_)) {
             ops::Epi e;
             e.x = x, e.w = f32(*link.next_norm), e.q = act_q_, e.ds = act_ds_, e.ss = ss_;
@@ -758,8 +759,11 @@ private:
     // VEGA_GPU_FUSE_SWIGLU_Q8=0 only the q8 epilogue of the gate/up kernel;
     // VEGA_GPU_ATTN_MERGE=0: the attention splits merged by a second kernel;
     // VEGA_GPU_FUSE_QKV_ROPE=0: rope + cache store as their own kernel after q+k+v;
-    // VEGA_GPU_TILED_ATTN=0: prompts through the split (decode) attention kernel.
+    // VEGA_GPU_TILED_ATTN=0: prompts through the split (decode) attention kernel;
+    // VEGA_GPU_EPI_MAX_IN=N: the residual + norm epilogue only for projections of at most
+    // N inputs (wider ones: the plain matvec, then the residual + norm kernel; 0: any).
     static bool env_on(const char* name) { return env::flag(name, true); }
+    const int epi_max_in_ = env::integer("VEGA_GPU_EPI_MAX_IN", 0);
     const bool fuse_ = env_on("VEGA_GPU_FUSE");
     const bool fuse_h_q8_ = fuse_ && env_on("VEGA_GPU_FUSE_SWIGLU_Q8");
     const bool merge_attn_ = env_on("VEGA_GPU_ATTN_MERGE");

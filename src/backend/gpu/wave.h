@@ -30,7 +30,8 @@ static_assert(__AMDGCN_WAVEFRONT_SIZE == kWave, "the target table's kWave is not
 #endif
 #if defined(__CUDA_ARCH__) && defined(VEGA_GPU_EMULATE_GFX906)
 static_assert(kWave == 64, "the gfx906 emulation runs 64-thread waves (two warps)");
-static_assert(arch::kRowThreads <= emu::kMaxWavesPerBlock * kWave && arch::kEltThreads <= emu::kMaxWavesPerBlock * kWave &&
+static_assert(arch::kRowThreads <= emu::kMaxWavesPerBlock * kWave && arch::kArgmaxThreads <= emu::kMaxWavesPerBlock * kWave &&
+                  arch::kEltThreads <= emu::kMaxWavesPerBlock * kWave &&
                   arch::kAttnThreads <= emu::kMaxWavesPerBlock * kWave &&
                   arch::kPrepThreads <= emu::kMaxWavesPerBlock * kWave &&
                   arch::kMatvecWaves <= emu::kMaxWavesPerBlock && arch::epi_waves(1) <= emu::kMaxWavesPerBlock,

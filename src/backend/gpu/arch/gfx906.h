@@ -30,6 +30,7 @@ constexpr int matvec_waves_max(int act_rows, bool swiglu, GgmlType t = GgmlType:
 // would be 2048 threads at 1 row per wave; more rows per wave spill (audit).
 constexpr int epi_waves(int) { return 8; }
 constexpr int kRowThreads = 256;      // one block per row: norms, activation quantization, argmax
+constexpr int kArgmaxThreads = kRowThreads;  // (the audit counts its waves at 256)
 constexpr int kPrepThreads = 512;     // residual + norm + q8 of a row held in registers (prep_fast_k): 8 waves,
                                       // 2 float4 a lane for n = 4096. 1024 would be legal on the card, but
                                       // the emulation build has named barriers for 15 waves per block only

@@ -220,13 +220,15 @@ __global__ void gather_k(const float* __restrict__ x, const int32_t* __restrict_
     if (i < n) y[int64_t(blockIdx.y) * n + i] = x[int64_t(idx[blockIdx.y]) * n + i];
 }
 
-// One block per row; (value, index) pairs reduced with the lowest index winning ties.
-__global__ void __launch_bounds__(kRowThreads) argmax_k(const float* __restrict__ logits, int64_t n,
-                                                        int32_t* __restrict__ out) {
+// One block per row (arch::kArgmaxThreads); (value, index) pairs reduced with the lowest
+// index winning ties.
+constexpr int kArgmaxThreads = arch::kArgmaxThreads;
+__global__ void __launch_bounds__(kArgmaxThreads) argmax_k(const float* __restrict__ logits, int64_t n,
+                                                           int32_t* __restrict__ out) {
     pdl_wait();
     pdl_trigger();
-    __shared__ float lv[kRowThreads / kWave];
-    __shared__ int li[kRowThreads / kWave];
+    __shared__ float lv[kArgmaxThreads / kWave];
+    __shared__ int li[kArgmaxThreads / kWave];
     const float* p = logits + int64_t(blockIdx.x) * n;
     float best = -INFINITY;
     int bi = int(n);  // larger than any index
@@ -238,7 +240,7 @@ __global__ void __launch_bounds__(kRowThreads) argmax_k(const float* __restrict_
         const float4* p4 = reinterpret_cast<const float4*>(p);
         const int64_t n4 = n / 4;
 #pragma unroll 4
-        for (int64_t i = threadIdx.x; i < n4; i += kRowThreads) {
+        for (int64_t i = threadIdx.x; i < n4; i += kArgmaxThreads) {
             const float4 v = p4[i];
             const int b = int(i * 4);
             if (v.x > best) best = v.x, bi = b;
@@ -247,7 +249,7 @@ __global__ void __launch_bounds__(kRowThreads) argmax_k(const float* __restrict_
             if (v.w > best) best = v.w, bi = b + 3;
         }
     } else {
-        for (int64_t i = threadIdx.x; i < n; i += kRowThreads) {
+        for (int64_t i = threadIdx.x; i < n; i += kArgmaxThreads) {
             const float v = p[i];
             if (v > best) best = v, bi = int(i);
         }
@@ -261,7 +263,7 @@ __global__ void __launch_bounds__(kRowThreads) argmax_k(const float* __restrict_
     if (threadIdx.x == 0) {
         float bv = lv[0];
         int bidx = li[0];
-        for (int k = 1; k < kRowThreads / kWave; ++k)
+        for (int k = 1; k < kArgmaxThreads / kWave; ++k)
             if (lv[k] > bv || (lv[k] == bv && li[k] < bidx)) bv = lv[k], bidx = li[k];
         out[blockIdx.x] = bidx >= n ? 0 : bidx;
     }
@@ -335,7 +337,7 @@ void ops::gather_rows(const float* x, const int32_t* idx, int n_idx, int64_t n, 
     if (n_idx > 0) launch(gather_k, dim3(grid_for(n, kEltThreads), unsigned(n_idx)), dim3(kEltThreads), s, x, idx, n, y);
 }
 void ops::argmax(const float* logits, int rows, int64_t n, int32_t* out, void* s) {
-    if (rows > 0) launch(argmax_k, dim3(unsigned(rows)), dim3(kRowThreads), s, logits, n, out);
+    if (rows > 0) launch(argmax_k, dim3(unsigned(rows)), dim3(kArgmaxThreads), s, logits, n, out);
 }
 
 }  // namespace vega::gpu

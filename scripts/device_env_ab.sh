@@ -1,0 +1,73 @@
+#!/usr/bin/env bash
+# Decode A/B between environment settings of one build, and optionally against an older
+# commit, on several shapes and types, same call: tg128 per (file, setting), ROUNDS
+# rounds alternating. Resumable background run (like device_types_run.sh): builds this
+# tree (vega + the GPU parity tests) and each base at once, runs PARITY_FILTER, makes
+# every synth file, then benches.
+#   start: setsid scripts/device_env_ab.sh &      poll: scripts/device_env_ab.sh poll SECONDS
+#   FILES="llama3-8b:Q4_0 llama2-7b:Q4_0"         shape:type pairs
+#   SETTINGS="base VEGA_GPU_FUSE=0 A=1+B=2"        "base" = none; '+' joins variables
+#   BASES=".devdata/ab-C.tgz ..."                  older commits, run with no setting
+#   PARITY_FILTER=...  ROUNDS=2  TESTS="-p 0 -n 128"
+W=${W:-/tmp/env_ab}
+[ "${1:-}" = poll ] && exec bash "$(dirname "$0")/device_poll.sh" "$W" "${2:-500}" 80
+set -u
+mkdir -p $W
+exec >> $W/log.txt 2>&1
+. scripts/device_env.sh
+SYNTH_DIR=${SYNTH_DIR:-/tmp/synth}
+mkdir -p $SYNTH_DIR
+NVCC=$(command -v nvcc || echo /usr/local/cuda/bin/nvcc)
+log() { echo "=== $* ($(date +%T))"; }
+nvidia-smi --query-gpu=name,memory.total --format=csv,noheader
+build() {  # build SRC DIR TESTS(ON/OFF) TARGETS...
+  local s=$1 b=$2 t=$3; shift 3
+  [ -f $W/built.$(basename $b) ] && return 0
+  cmake -S $s -B $b -G Ninja -DCMAKE_BUILD_TYPE=Release -DVEGA_CUDA=ON -DVEGA_ASAN_TESTS=OFF -DVEGA_NET=OFF -DVEGA_TESTS=$t \
+    -DCMAKE_CUDA_COMPILER=$NVCC > $W/configure.$(basename $b).log 2>&1 \
+    && cmake --build $b -j16 --target "$@" > $W/build.$(basename $b).log 2>&1 && touch $W/built.$(basename $b) \
+    || { grep -E "error|FAILED" $W/build.$(basename $b).log | head -20; return 1; }
+  log "built $b"
+}
+pids=()
+bins=("tree:build-h200/vega")
+for base in ${BASES:-}; do
+  label=$(basename $base .tgz); src=/tmp/env_ab_src/$label
+  if [ ! -f $src/CMakeLists.txt ]; then mkdir -p $src && tar xzf $base -C $src; fi
+  [ -e $src/.devdata ] || ln -s "$PWD/.devdata" $src/.devdata
+  (build $src /tmp/env_ab_src/build-$label OFF vega) &
+  pids+=($!)
+  bins+=("$label:/tmp/env_ab_src/build-$label/vega")
+done
+build . build-h200 ON vega vega_gpu_parity_tests || { touch $W/finished; exit 1; }
+for p in "${pids[@]}"; do wait $p; done
+if [ -n "${PARITY_FILTER:-}" ] && [ ! -f $W/parity.done ]; then
+  log "parity: $PARITY_FILTER"
+  timeout 300 build-h200/tests/gpu/vega_gpu_parity_tests --gtest_filter="$PARITY_FILTER" > $W/parity.log 2>&1; echo "rc=$?" >> $W/parity.log
+  grep -E "^\[  (PASSED|FAILED)|Failure|Expected|which is|rc=" $W/parity.log | head -30
+  touch $W/parity.done
+fi
+for f in ${FILES:-llama3-8b:Q4_0}; do
+  m=$SYNTH_DIR/${f%%:*}-${f#*:}.gguf
+  [ -f $m ] || { log "synth $f"; timeout 400 build-h200/vega synth --shape ${f%%:*} --type ${f#*:} -o $m > $W/synth.log 2>&1 || tail -2 $W/synth.log; }
+done
+for i in $(seq ${ROUNDS:-2}); do
+  for f in ${FILES:-llama3-8b:Q4_0}; do
+    m=$SYNTH_DIR/${f%%:*}-${f#*:}.gguf
+    for s in ${SETTINGS:-base}; do
+      [ -f "$W/done.$i.$f.$s" ] && continue
+      envs=$(echo "$s" | tr '+' ' '); [ "$s" = base ] && envs=
+      r=$(env $envs timeout 200 build-h200/vega bench -m $m --device gpu -r 2 ${TESTS:--p 0 -n 128} 2>&1 | grep -E "^\|.*(tg|pp)[0-9]" | awk -F'|' '{ print $7, $8 }' | tr '\n' ' ')
+      echo "round $i $f tree $s: $r"
+      touch "$W/done.$i.$f.$s"
+    done
+    for lb in "${bins[@]:1}"; do
+      [ -f "$W/done.$i.$f.${lb%%:*}" ] && continue
+      r=$(timeout 200 ${lb#*:} bench -m $m --device gpu -r 2 ${TESTS:--p 0 -n 128} 2>&1 | grep -E "^\|.*(tg|pp)[0-9]" | awk -F'|' '{ print $7, $8 }' | tr '\n' ' ')
+      echo "round $i $f ${lb%%:*}: $r"
+      touch "$W/done.$i.$f.${lb%%:*}"
+    done
+  done
+done
+log "finished"
+touch $W/finished
