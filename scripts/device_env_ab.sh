@@ -8,7 +8,7 @@
 #   FILES="llama3-8b:Q4_0 llama2-7b:Q4_0"         shape:type pairs
 #   SETTINGS="base VEGA_GPU_FUSE=0 A=1+B=2"        "base" = none; '+' joins variables
 #   BASES=".devdata/ab-C.tgz ..."                  older commits, run with no setting
-#   PARITY_FILTER=...  ROUNDS=2  TESTS="-p 0 -n 128"
+#   PARITY_FILTER=...  ROUNDS=2  TESTS="-p 0 -n 128"  CHECK_IDS=1 (greedy ids of every binary)
 W=${W:-/tmp/env_ab}
 [ "${1:-}" = poll ] && exec bash "$(dirname "$0")/device_poll.sh" "$W" "${2:-500}" 80
 set -u
@@ -51,6 +51,18 @@ for f in ${FILES:-llama3-8b:Q4_0}; do
   m=$SYNTH_DIR/${f%%:*}-${f#*:}.gguf
   [ -f $m ] || { log "synth $f"; timeout 400 build-h200/vega synth --shape ${f%%:*} --type ${f#*:} -o $m > $W/synth.log 2>&1 || tail -2 $W/synth.log; }
 done
+# Greedy ids of every binary on every file (CHECK_IDS=1): a base that is a tuning variant
+# must decode the same tokens as the tree (random weights: a broken kernel changes them).
+if [ "${CHECK_IDS:-0}" = 1 ] && [ ! -f $W/ids.done ]; then
+  for f in ${FILES:-llama3-8b:Q4_0}; do
+    m=$SYNTH_DIR/${f%%:*}-${f#*:}.gguf
+    for lb in "${bins[@]}"; do
+      h=$(timeout 120 ${lb#*:} run -m $m --device gpu -p "The quick brown fox" -n 48 --temp 0 2>/dev/null | md5sum | cut -c1-12)
+      echo "ids $f ${lb%%:*}: $h"
+    done
+  done
+  touch $W/ids.done
+fi
 for i in $(seq ${ROUNDS:-2}); do
   for f in ${FILES:-llama3-8b:Q4_0}; do
     m=$SYNTH_DIR/${f%%:*}-${f#*:}.gguf
