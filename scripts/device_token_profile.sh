@@ -37,7 +37,7 @@ for t in ${PROFILE_TYPES:-IQ4_XS IQ4_NL Q4_0}; do
   m=$SYNTH_DIR/$SHAPE-$t.gguf
   [ -f $W/done.$t ] && continue
   log "$SHAPE $t: tg128 (replayed)"
-  timeout 200 $B/vega bench -m $m --device gpu -r 3 -p 0 -n 128 2>&1 | grep -E "^\|.*tg" | awk -F'|' '{ print $7 }'
+  timeout 200 $B/vega bench -m $m --device gpu -r 3 -p 0 -n 128 2>&1 | grep -E "^\|.*tg" | awk -F'|' '{ print $7, $8 }'
   log "$SHAPE $t: ncu, every kernel of bench -p 0 -n 16"
   timeout 400 $NCU --clock-control none --cache-control none --csv \
     --metrics gpu__time_duration.sum,dram__bytes_read.sum \
