@@ -55,7 +55,7 @@ for t in $TYPES; do
   timeout 300 $L/llama-batched-bench -m $m -c 8192 -npp 128 -ntg 128 -npl 1,16 -fa 1 -ngl 99 2>&1 | grep -E "^\||rror" \
     | tee -a "$S"
   if case " ${PROFILE:-} " in *" $t "* | *" 1 "*) true ;; *) false ;; esac && command -v ncu > /dev/null; then
-    # Per-kernel times (scripts/ncu_sum.py sums them): a decode step, then a 512-row prompt.
+    # Per-kernel times (scripts/token_profile.py sums them): a decode step, then a 512-row prompt.
     log "ncu $t: decode (tg, one sequence) and a 512-row prompt"
     timeout 200 ncu --clock-control none --cache-control none --metrics gpu__time_duration.sum --csv --launch-count 3000 \
       "$B/vega" bench -m $m --device gpu -r 1 -p 0 -n 1 > "$OUT/ncu-tg-$t.csv" 2> "$OUT/ncu-tg-$t.err"
@@ -63,7 +63,7 @@ for t in $TYPES; do
       "$B/vega" bench -m $m --device gpu -r 1 -p 512 -n 0 > "$OUT/ncu-pp-$t.csv" 2> "$OUT/ncu-pp-$t.err"
     for k in tg pp; do
       echo "ncu $k $t (two runs: warm-up and timed)" | tee -a "$S"
-      python3 "$(dirname "$0")/ncu_sum.py" "$OUT/ncu-$k-$t.csv" 2>&1 | head -16 | tee -a "$S"
+      python3 "$(dirname "$0")/token_profile.py" "$OUT/ncu-$k-$t.csv" --top 14 2>&1 | tee -a "$S"
     done
   fi
   touch "$OUT/done.$t"

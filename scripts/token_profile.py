@@ -1,5 +1,5 @@
 #!/usr/bin/env python3
-"""Sum an ncu CSV (metrics gpu__time_duration.sum and dram__bytes_read.sum, one row per
+"""Sum an ncu CSV (metrics gpu__time_duration.sum and, optionally, dram__bytes_read.sum; one row per
 kernel launch and metric) by kernel: launches, mean us, mean MB read, GB/s, share of the
 summed time. Kernels are keyed by name (namespaces dropped, template arguments kept,
 shortened) and grid, so the matvec of each role and type is a line of its own.
@@ -24,7 +24,7 @@ def short_name(name: str) -> str:
             if depth == 0:
                 name = name[:i]
                 break
-    name = re.sub(r"\(anonymous namespace\)::|vega::gpu::|vega::|ops::|arch::", "", name)
+    name = re.sub(r"\(anonymous namespace\)::|<?unnamed>::|vega::gpu::|vega::|ops::|arch::", "", name)
     name = re.sub(r"\(GgmlType\)(\d+)", r"type \1", name)
     return name if len(name) <= 90 else name[:87] + "..."
 
