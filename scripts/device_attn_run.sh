@@ -16,15 +16,10 @@
 # attn_bench.sh), TYPES_BENCH="Q2_K ..." (scripts/types_bench.sh), AB_BASE=.devdata/ab-C.tgz
 # (scripts/dense_ab.sh of that commit against this tree: AB_TESTS, AB_TYPES).
 W=${W:-/tmp/attn_run}
-[ "${1:-}" = poll ] && exec bash "$(dirname "$0")/device_poll.sh" "$W" "${2:-500}" 60
-set -u
-mkdir -p $W
-exec >> $W/log.txt 2>&1
-. scripts/device_env.sh
+. "$(dirname "$0")/device_run_start.sh" 60 "$@"
 export VEGA_TEST_DATA=${VEGA_TEST_DATA:-$PWD/.devdata/testdata}
 PEERS=${PEERS:-$PWD/.devdata/peers}
 L=${LLAMA_PEER_DIR:-/tmp/llama-peer}/b/bin
-log() { echo "=== $* ($(date +%T))"; }
 nvidia-smi --query-gpu=name,memory.total --format=csv,noheader
 if [ "${BENCH:-1}" = 1 ] && [ ! -x $L/llama-bench ]; then
   (PEERS=$PEERS bash scripts/build_peer.sh llama-bench llama-batched-bench > $W/llama_build.log 2>&1

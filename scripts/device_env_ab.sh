@@ -10,15 +10,10 @@
 #   BASES=".devdata/ab-C.tgz ..."                  older commits, run with no setting
 #   PARITY_FILTER=...  ROUNDS=2  TESTS="-p 0 -n 128"  CHECK_IDS=1 (greedy ids of every binary)
 W=${W:-/tmp/env_ab}
-[ "${1:-}" = poll ] && exec bash "$(dirname "$0")/device_poll.sh" "$W" "${2:-500}" 80
-set -u
-mkdir -p $W
-exec >> $W/log.txt 2>&1
-. scripts/device_env.sh
+. "$(dirname "$0")/device_run_start.sh" 80 "$@"
 SYNTH_DIR=${SYNTH_DIR:-/tmp/synth}
 mkdir -p $SYNTH_DIR
 NVCC=$(command -v nvcc || echo /usr/local/cuda/bin/nvcc)
-log() { echo "=== $* ($(date +%T))"; }
 nvidia-smi --query-gpu=name,memory.total --format=csv,noheader
 build() {  # build SRC DIR TESTS(ON/OFF) TARGETS...
   local s=$1 b=$2 t=$3; shift 3

@@ -14,15 +14,10 @@
 # STEPS picks steps (default "parity bench emu").
 #   start: setsid scripts/device_gemm_run.sh &     poll: scripts/device_gemm_run.sh poll SECONDS
 W=${W:-/tmp/gemm_run}
-[ "${1:-}" = poll ] && exec bash "$(dirname "$0")/device_poll.sh" "$W" "${2:-500}" 80
-set -u
-mkdir -p $W
-exec >> $W/log.txt 2>&1
-. scripts/device_env.sh
+. "$(dirname "$0")/device_run_start.sh" 80 "$@"
 export VEGA_TEST_DATA=${VEGA_TEST_DATA:-$PWD/.devdata/testdata}
 STEPS=${STEPS:-parity bench emu}
 TYPES=${TYPES:-Q4_0 Q8_0 Q4_K_M}
-log() { echo "=== $* ($(date +%T))"; }
 want() { case " $STEPS " in *" $1 "*) return 0 ;; esac; return 1; }
 build() {  # build DIR EMULATE TARGETS...
   local b=$1 emu=$2; shift 2

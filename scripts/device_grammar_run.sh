@@ -7,13 +7,8 @@
 #      and 16 streams, greedy and sampled, and the server's grammar counters.
 #   start: setsid scripts/device_grammar_run.sh &     poll: scripts/device_grammar_run.sh poll SECONDS
 W=${W:-/tmp/grammar_run}
-[ "${1:-}" = poll ] && exec bash "$(dirname "$0")/device_poll.sh" "$W" "${2:-500}" 80
-set -u
-mkdir -p $W
-exec >> $W/log.txt 2>&1
-. scripts/device_env.sh
+. "$(dirname "$0")/device_run_start.sh" 80 "$@"
 export VEGA_TEST_DATA=${VEGA_TEST_DATA:-$PWD/.devdata/testdata}
-log() { echo "=== $* ($(date +%T))"; }
 B=build-h200
 nvidia-smi --query-gpu=name,memory.total,clocks.max.sm --format=csv,noheader
 if [ ! -f $W/built ]; then

@@ -9,16 +9,11 @@
 # (poll archives $W into the call's $OUT as run.tgz every 10 s, so a call cut short still returns logs).
 # Test data: $VEGA_TEST_DATA or .devdata/testdata. TYPES (default Q4_0 Q4_K_M Q8_0), E2E_FILTER.
 W=${W:-/tmp/moe_run}
-[ "${1:-}" = poll ] && exec bash "$(dirname "$0")/device_poll.sh" "$W" "${2:-500}" 80
-set -u
-mkdir -p $W
-exec >> $W/log.txt 2>&1
-. scripts/device_env.sh
+. "$(dirname "$0")/device_run_start.sh" 80 "$@"
 export VEGA_TEST_DATA=${VEGA_TEST_DATA:-$PWD/.devdata/testdata}
 B=build-h200
 PEERS=${PEERS:-$PWD/.devdata/peers}
 L=${LLAMA_PEER_DIR:-/tmp/llama-peer}/b/bin
-log() { echo "=== $* ($(date +%T))"; }
 if [ ! -x $L/llama-batched-bench ]; then
   (PEERS=$PEERS bash scripts/build_peer.sh llama-bench llama-batched-bench > $W/llama_build.log 2>&1
    echo "llama build rc=$?" >> $W/llama_build.log) &

@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# The poll half of a background device run (device_moe_run.sh, device_attn_run.sh): waits
+# The poll half of a background device run (device_run_start.sh hands "poll" here): waits
 # up to SECONDS for $W/finished, archiving $W into the call's $OUT as run.tgz every 10 s
 # (the device returns a few files only, and a call cut short still returns logs), then
 # prints the last LINES lines of $W/log.txt.

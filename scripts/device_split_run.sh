@@ -12,18 +12,13 @@
 # Tensor parallel has its own run: scripts/device_tp_run.sh. LLAMA=0 skips llama.cpp.
 #   start: setsid scripts/device_split_run.sh &     poll: scripts/device_split_run.sh poll SECONDS
 W=${W:-/tmp/split_run}
-[ "${1:-}" = poll ] && exec bash "$(dirname "$0")/device_poll.sh" "$W" "${2:-500}" 60
-set -u
-mkdir -p $W
-exec >> $W/log.txt 2>&1
-. scripts/device_env.sh
+. "$(dirname "$0")/device_run_start.sh" 60 "$@"
 export VEGA_TEST_DATA=${VEGA_TEST_DATA:-$PWD/.devdata/testdata}
 PEERS=${PEERS:-$PWD/.devdata/peers}
 L=${LLAMA_PEER_DIR:-/tmp/llama-peer}/b/bin
 DEVS=${DEVS:-0,1}
 L70=${L70:-16}
 B=build-h200
-log() { echo "=== $* ($(date +%T))"; }
 [ -f $W/topo.done ] || { nvidia-smi --query-gpu=index,name,memory.total --format=csv,noheader; nvidia-smi topo -m; touch $W/topo.done; }
 if [ "${BENCH:-1}" = 1 ] && [ "${LLAMA:-1}" = 1 ] && [ ! -x $L/llama-bench ]; then
   (PEERS=$PEERS bash scripts/build_peer.sh llama-bench llama-batched-bench > $W/llama_build.log 2>&1

@@ -8,16 +8,11 @@
 #   start: setsid scripts/device_token_profile.sh &      poll: scripts/device_token_profile.sh poll SECONDS
 #   PROFILE_TYPES="IQ4_XS IQ4_NL Q4_0"  SHAPE=llama3-8b  W=/tmp/token_profile
 W=${W:-/tmp/token_profile}
-[ "${1:-}" = poll ] && exec bash "$(dirname "$0")/device_poll.sh" "$W" "${2:-500}" 80
-set -u
-mkdir -p $W
-exec >> $W/log.txt 2>&1
-. scripts/device_env.sh
+. "$(dirname "$0")/device_run_start.sh" 80 "$@"
 SHAPE=${SHAPE:-llama3-8b}
 SYNTH_DIR=${SYNTH_DIR:-/tmp/synth}
 mkdir -p $SYNTH_DIR
 B=build-h200
-log() { echo "=== $* ($(date +%T))"; }
 nvidia-smi --query-gpu=name,memory.total --format=csv,noheader
 if [ ! -f $W/built ]; then
   log "build $B"

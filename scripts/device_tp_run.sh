@@ -21,11 +21,7 @@
 #   LLAMA_MODES, SYNTH70=0 / SYNTHQ=0 (no such file), E2E=0, SWEEP=0, PARITY_ALL=1.
 #   start: setsid scripts/device_tp_run.sh &     poll: scripts/device_tp_run.sh poll SECONDS
 W=${W:-/tmp/tp_run}
-[ "${1:-}" = poll ] && exec bash "$(dirname "$0")/device_poll.sh" "$W" "${2:-500}" 70
-set -u
-mkdir -p $W
-exec >> $W/log.txt 2>&1
-. scripts/device_env.sh
+. "$(dirname "$0")/device_run_start.sh" 70 "$@"
 export VEGA_TEST_DATA=${VEGA_TEST_DATA:-$PWD/.devdata/testdata}
 PEERS=${PEERS:-$PWD/.devdata/peers}
 L=${LLAMA_PEER_DIR:-/tmp/llama-peer}/b/bin
@@ -33,7 +29,6 @@ L70=${L70:-16} LMOE=${LMOE:-16}
 NG=$(nvidia-smi -L | wc -l)
 D2=0,1 D4=0,1,2,3
 B=build-h200
-log() { echo "=== $* ($(date +%T))"; }
 [ -f $W/topo.done ] || { nvidia-smi --query-gpu=index,name,memory.total --format=csv,noheader; nvidia-smi topo -m; touch $W/topo.done; }
 if [ -z "${VEGA_NCCL:-}" ]; then
   VEGA_NCCL=$(find /usr /opt $(python3 -c 'import site; print(" ".join(site.getsitepackages()))' 2>/dev/null) \

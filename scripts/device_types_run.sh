@@ -20,15 +20,10 @@
 #   EMU=0                        no emulation build
 W=${W:-/tmp/types_run}
 export SYNTH_DIR=${SYNTH_DIR:-/tmp/synth}  # synth files, shared by types_bench.sh and dense_ab.sh
-[ "${1:-}" = poll ] && exec bash "$(dirname "$0")/device_poll.sh" "$W" "${2:-500}" 60
-set -u
-mkdir -p $W
-exec >> $W/log.txt 2>&1
-. scripts/device_env.sh
+. "$(dirname "$0")/device_run_start.sh" 60 "$@"
 export VEGA_TEST_DATA=${VEGA_TEST_DATA:-$PWD/.devdata/testdata}
 PEERS=${PEERS:-$PWD/.devdata/peers}
 L=${LLAMA_PEER_DIR:-/tmp/llama-peer}/b/bin
-log() { echo "=== $* ($(date +%T))"; }
 nvidia-smi --query-gpu=name,memory.total --format=csv,noheader
 NVCC=$(command -v nvcc || echo /usr/local/cuda/bin/nvcc)
 build() {  # build SRC DIR EMULATE TARGETS...
