@@ -152,6 +152,11 @@ struct AttentionBlock {
 //                 [rows][n_embd] to buf.tmp (the all-reduce sums them); no next_norm.
 //   pending:      x += pending [rows][n_embd] (the previous block's all-reduced
 //                 output) before this block's norm; never with input_normed.
+//   pending_sum:  pending is still this device's part alone: the block's input
+//                 kernel sums it over the devices itself (the collective's state for
+//                 that, Collective::fused_sum), in place of an all-reduce before the
+//                 block. GPU backends only.
+struct FusedSum;  // (opaque outside the GPU backend: backend/gpu/collective_peer.h)
 struct BlockLink {
     bool input_normed = false;
     const Weight* next_norm = nullptr;
@@ -160,6 +165,7 @@ struct BlockLink {
     const Weight* next_router = nullptr;
     bool part_only = false;
     const float* pending = nullptr;
+    const FusedSum* pending_sum = nullptr;
 };
 
 // x += Wdown · (silu(Wgate·n(x)) * Wup·n(x)), or with routed experts (router set):

@@ -227,19 +227,27 @@ void Forward::hand_off(int s, int rows) {
 // Every device holds x (the same bits on each: the same sums are added to it). Each
 // block leaves its device's part in buf.tmp; the all-reduce sums the parts on every
 // device, and the next block (or, after the last, the output stage) adds the sum to x.
+// Where the collective offers it for this batch (decode: Collective::fused_sum), the
+// next block's input kernel takes the sum itself (BlockLink::pending_sum) and no
+// all-reduce runs between blocks; the last block's sum stays an all-reduce.
 void Forward::run_rank(int s, const BatchView& b, const int32_t* out_idx, int n_out, float* logits) {
     Stage& st = stages_[size_t(s)];
     Backend& be = *st.be;
     const int T = b.n_tokens;
-    const int64_t n = int64_t(T) * m_.hparams().n_embd;
+    const int64_t E = m_.hparams().n_embd, n = int64_t(T) * E;
+    const FusedSum* fused = collective_->fused_sum(s, T, E);
     be.embed(m_.weights(size_t(s)).token_embd, b.tokens, T, st.x);
-    for (int il = 0; il < m_.hparams().n_layer; ++il) {
+    const int L = m_.hparams().n_layer;
+    for (int il = 0; il < L; ++il) {
         const size_t i = size_t(il);
-        be.attention_block(st.attn[i], *st.cache, il, b, st.x, st.buf, st.attn_link[i]);
-        collective_->all_reduce_sum(s, st.buf.tmp, n);
-        be.ffn_block(st.ffn[i], st.x, T, st.buf, st.ffn_link[i]);
+        BlockLink la = st.attn_link[i], lf = st.ffn_link[i];
+        if (fused && la.pending) la.pending_sum = fused;
+        if (fused) lf.pending_sum = fused;
+        be.attention_block(st.attn[i], *st.cache, il, b, st.x, st.buf, la);
+        if (!fused) collective_->all_reduce_sum(s, st.buf.tmp, n);
+        be.ffn_block(st.ffn[i], st.x, T, st.buf, lf);
         keep_routes(s, il, T);
-        collective_->all_reduce_sum(s, st.buf.tmp, n);
+        if (!fused || il + 1 == L) collective_->all_reduce_sum(s, st.buf.tmp, n);
     }
     if (size_t(s) != m_.output_stage()) return;
     be.add(st.x, st.buf.tmp, n);

@@ -1,7 +1,8 @@
 // Tensor parallel's all-reduce on the GPU (make_gpu_collective): the peer-memory sums
 // (kernels/peer_sum.cu) against the host's rank-order float sum, bit for bit, on every
 // rank; op by op and replayed from each rank's recorded graph; sizes from one float4 to
-// several staging rounds. Ranks on one device named several times (any machine with a
+// several staging rounds. The sum fused with the next block's input (ops::peer_sum_norm)
+// against the sum and then prepare_act, byte for byte. Ranks on one device named several times (any machine with a
 // GPU) and, where there are two or more, on distinct devices.
 #include <gtest/gtest.h>
 
@@ -21,6 +22,8 @@
 #ifdef VEGA_HAVE_GPU
 #include "backend/gpu/collective_peer.h"
 #include "backend/gpu/gpu_backend.h"
+#include "backend/gpu/ops.h"
+#include "backend/gpu/runtime.h"
 #endif
 
 namespace vega {
@@ -106,6 +109,7 @@ class PeerSum : public ::testing::Test {
 protected:
     void SetUp() override {
         if (gpu_device_count_impl() == 0) GTEST_SKIP() << "no GPU device found";
+        if (!gpu::ops::peer_sums_allowed()) GTEST_SKIP() << "this target's table has no peer sums (arch kPeerSums)";
     }
     // The device lists to try with `ranks` ranks: one device named `ranks` times and,
     // where the machine has as many, distinct devices.
@@ -218,6 +222,133 @@ TEST_F(PeerSum, SumsReplayedFromEachRanksGraph) {
             expect_sums(k, want, true, k.coll->name() + ", replay " + std::to_string(rep));
         }
         for (size_t r = 0; r < devs.size(); ++r) k.be[r]->release_graph(graph[r]);
+    }
+}
+// The fused sum (ops::peer_sum_norm: x += the parts' sum, then the norm and q8 of the next
+// block's input) against the plain sum followed by prepare_act, byte for byte on every
+// rank, and x against the host's float sums. Steps of different row counts run back to
+// back in one go on each rank's thread (each row is a block with its own round counter:
+// a row missing from a step must not put its block out of step with the peers').
+TEST_F(PeerSum, FusedWithTheNextInputEqualsSumThenInput) {
+    std::mt19937 rng(13);
+    const float eps = 1e-5f;
+    for (int ranks : {2, 3, 4}) {
+        for (const auto& devs : layouts(ranks)) {
+            for (int64_t n : {int64_t(2080), int64_t(4096), int64_t(8192)}) {
+                const std::vector<int> steps{1, 5, 2, 1, 8, 3, 1};
+                const int max_rows = 8, S = int(steps.size());
+                const size_t rn = size_t(max_rows) * size_t(n);
+                Ranks k(devs, rn * size_t(S));  // k.buf: the fused path's parts, [S][max_rows][n]
+                ASSERT_TRUE(k.coll);
+                if (!k.coll->name().starts_with("peer memory")) GTEST_SKIP() << "peer sums not used here: " << k.coll->name();
+                ASSERT_NE(k.coll->fused_sum(0, 1, n), nullptr) << k.coll->name() << ": no fused sum of one row of " << n;
+                EXPECT_EQ(k.coll->fused_sum(0, gpu::ops::kPeerBlocks + 1, 32), nullptr) << "more rows than blocks";
+                EXPECT_EQ(k.coll->fused_sum(0, 1, 4016), nullptr) << "n % 32 != 0";
+                bool all_fit = true;
+                for (int R : steps) all_fit = all_fit && k.coll->fused_sum(0, R, n) != nullptr;
+                if (!all_fit) continue;  // (8 rows of 8192 over the staging slot of 4 ranks)
+                struct Bufs {
+                    float *x, *part, *xo, *ds;
+                    int8_t* q;
+                    uint16_t* h;
+                };
+                auto alloc_bufs = [&](Backend& be, float* part) {
+                    Bufs b;
+                    b.x = static_cast<float*>(be.alloc(rn * 4, "x"));
+                    b.part = part ? part : static_cast<float*>(be.alloc(rn * size_t(S) * 4, "parts"));
+                    b.xo = static_cast<float*>(be.alloc(rn * 4, "xo"));
+                    b.ds = static_cast<float*>(be.alloc(rn / 32 * 8, "ds"));
+                    b.q = static_cast<int8_t*>(be.alloc(rn, "q"));
+                    b.h = static_cast<uint16_t*>(be.alloc(rn * 2, "h"));
+                    return b;
+                };
+                std::vector<Bufs> fused, plain;
+                for (size_t r = 0; r < k.be.size(); ++r) {
+                    fused.push_back(alloc_bufs(*k.be[r], k.buf[r]));
+                    plain.push_back(alloc_bufs(*k.be[r], nullptr));
+                }
+                std::normal_distribution<float> d(0.f, 1.f);
+                std::vector<float> x0(rn), w(static_cast<size_t>(n));
+                for (auto& v : x0) v = d(rng);
+                for (auto& v : w) v = 0.5f + std::abs(d(rng));
+                std::vector<std::vector<float>> parts(size_t(ranks), std::vector<float>(rn * size_t(S)));
+                for (auto& p : parts)
+                    for (auto& v : p) v = d(rng) * 3.f;
+                float* w_dev[8] = {};
+                for (size_t r = 0; r < k.be.size(); ++r) {
+                    w_dev[r] = static_cast<float*>(k.be[r]->alloc(size_t(n) * 4, "w"));
+                    k.be[r]->upload(w_dev[r], w.data(), size_t(n) * 4);
+                    for (Bufs* b : {&fused[r], &plain[r]}) {
+                        k.be[r]->upload(b->x, x0.data(), rn * 4);
+                        k.be[r]->upload(b->part, parts[r].data(), rn * size_t(S) * 4);
+                    }
+                }
+                // The fused steps, then (a second run) the reference's: ranks sharing one device
+                // must all be resident at once, and a rank's next kernel, launched early (PDL),
+                // can hold the SM a 1024-thread fused block needs (4 ranks' peer_sum_k waiting
+                // on 128 SMs deadlocked here, the poll limit's trap). The engine never puts
+                // two ranks of the peer sums on one device (collective_peer.h).
+                k.threads->run([&](int r) {
+                    gpu::rt::set_device(devs[size_t(r)]);
+                    void* st = gpu_stream_of(*k.be[size_t(r)]);
+                    const FusedSum* fs = k.coll->fused_sum(r, 1, n);
+                    const Bufs& f = fused[size_t(r)];
+                    for (int j = 0; j < S; ++j)
+                        gpu::ops::peer_sum_norm(fs->peer, f.x, f.part + size_t(j) * rn, w_dev[r], eps, steps[size_t(j)], n,
+                                                f.xo, f.q, f.ds, f.h, st);
+                });
+                for (int j = 0; j < S; ++j)  // (a step at a time, for the same reason)
+                    k.threads->run([&](int r) {
+                        void* st = gpu_stream_of(*k.be[size_t(r)]);
+                        const Bufs& p = plain[size_t(r)];
+                        const int R = steps[size_t(j)];
+                        k.coll->all_reduce_sum(r, p.part + size_t(j) * rn, int64_t(R) * n);
+                        gpu::rt::set_device(devs[size_t(r)]);
+                        gpu::ops::prepare_act(p.x, p.part + size_t(j) * rn, w_dev[r], eps, R, n, p.xo, p.q, p.ds, p.h, st);
+                        k.be[size_t(r)]->synchronize();
+                    });
+                // The host: x += the rank-order sum of each step's parts, row by row.
+                std::vector<float> want = x0;
+                for (int j = 0; j < S; ++j)
+                    for (size_t i = 0; i < size_t(steps[size_t(j)]) * size_t(n); ++i) {
+                        float sum = parts[0][size_t(j) * rn + i];
+                        for (int q = 1; q < ranks; ++q) sum += parts[size_t(q)][size_t(j) * rn + i];
+                        want[i] += sum;
+                    }
+                const std::string what = std::to_string(ranks) + " ranks on " +
+                                         (devs.front() == devs.back() ? "one device" : "distinct devices") + ", n " +
+                                         std::to_string(n);
+                auto bytes = [&](Backend& be, const void* p, size_t nb) {
+                    std::vector<uint8_t> out(nb);
+                    be.download(out.data(), p, nb);
+                    return out;
+                };
+                const size_t last = size_t(steps.back()) * size_t(n);  // the last step's rows
+                for (size_t r = 0; r < k.be.size(); ++r) {
+                    Backend& be = *k.be[r];
+                    be.synchronize();
+                    std::vector<float> got(rn);
+                    be.download(got.data(), fused[r].x, rn * 4);
+                    size_t bad = 0;
+                    for (size_t i = 0; i < rn; ++i) bad += std::memcmp(&got[i], &want[i], 4) != 0;
+                    EXPECT_EQ(bad, 0u) << what << ", rank " << r << ": x differs from the host's sums";
+                    const Bufs &f = fused[r], &p = plain[r];
+                    EXPECT_EQ(bytes(be, f.x, rn * 4), bytes(be, p.x, rn * 4)) << what << ", rank " << r << ": x";
+                    EXPECT_EQ(bytes(be, f.xo, last * 4), bytes(be, p.xo, last * 4)) << what << ", rank " << r << ": xo";
+                    EXPECT_EQ(bytes(be, f.q, last), bytes(be, p.q, last)) << what << ", rank " << r << ": q8";
+                    EXPECT_EQ(bytes(be, f.ds, last / 32 * 8), bytes(be, p.ds, last / 32 * 8))
+                        << what << ", rank " << r << ": q8 scales";
+                    EXPECT_EQ(bytes(be, f.h, last * 2), bytes(be, p.h, last * 2)) << what << ", rank " << r << ": f16";
+                }
+                for (size_t r = 0; r < k.be.size(); ++r) {
+                    Backend& be = *k.be[r];
+                    for (Bufs* b : {&fused[r], &plain[r]}) {
+                        be.release(b->x), be.release(b->xo), be.release(b->ds), be.release(b->q), be.release(b->h);
+                    }
+                    be.release(plain[r].part), be.release(w_dev[r]);
+                }
+            }
+        }
     }
 }
 #endif

@@ -23,32 +23,15 @@ namespace {
 class PeerCollective final : public Collective {
 public:
     PeerCollective(std::vector<int> devs, std::vector<void*> streams, std::string list, std::unique_ptr<Collective> large,
-                   int64_t n_stage)
+                   int64_t n_stage, bool fused)
         : devs_(std::move(devs)), streams_(std::move(streams)), list_(std::move(list)), large_(std::move(large)) {
-        const size_t n = devs_.size();
-        ops::PeerSum shared;
-        shared.n_ranks = int(n);
-        shared.n_stage = n_stage;
-        std::vector<uint32_t*> rounds(n);
         try {
-            for (size_t r = 0; r < n; ++r) {
-                rt::set_device(devs_[r]);
-                shared.stage[r] = static_cast<float*>(alloc(size_t(2 * n_stage) * sizeof(float), r));
-                shared.flags[r] = static_cast<uint32_t*>(alloc(kFlagBytes, r));
-                rounds[r] = static_cast<uint32_t*>(alloc(kRoundBytes, r));
-                rt::memset(shared.flags[r], 0, kFlagBytes, streams_[r]);
-                rt::memset(rounds[r], 0, kRoundBytes, streams_[r]);
-                rt::stream_sync(streams_[r]);
-            }
+            ranks_ = make_states(n_stage);
+            if (fused)
+                for (const ops::PeerSum& p : make_states(n_stage)) fused_.push_back(FusedSum{p});
         } catch (...) {
             release();
             throw;
-        }
-        for (size_t r = 0; r < n; ++r) {  // every rank sees every rank's slots and flags
-            ops::PeerSum p = shared;
-            p.rank = int(r);
-            p.rounds = rounds[r];
-            ranks_.push_back(p);
         }
     }
     ~PeerCollective() override { release(); }
@@ -56,7 +39,8 @@ public:
         const std::string kb = std::to_string(ranks_.front().n_stage * 4 / 1024);
         return "peer memory over devices " + list_ +
                (large_ ? " (sums of up to " + kb + " KiB; larger ones through " + large_->name() + ")"
-                       : " (every sum; rounds of " + kb + " KiB)");
+                       : " (every sum; rounds of " + kb + " KiB)") +
+               (fused_.empty() ? "" : ", decode sums fused with the next norm");
     }
     void all_reduce_sum(int r, float* buf, int64_t n) override {
         const bool fits = n % 4 == 0 && reinterpret_cast<uintptr_t>(buf) % 16 == 0;  // (float4 loads)
@@ -73,8 +57,38 @@ public:
         if (large_) large_->reset();
     }
     bool capturable() const override { return !large_ || large_->capturable(); }
+    const FusedSum* fused_sum(int r, int rows, int64_t n) const override {
+        if (fused_.empty() || !ops::peer_sum_norm_ok(fused_[size_t(r)].peer, rows, n)) return nullptr;
+        return &fused_[size_t(r)];
+    }
 
 private:
+    // One state per rank (staging slots, flags, rounds on each device, zeroed), every
+    // rank seeing every rank's slots and flags.
+    std::vector<ops::PeerSum> make_states(int64_t n_stage) {
+        const size_t n = devs_.size();
+        ops::PeerSum shared;
+        shared.n_ranks = int(n);
+        shared.n_stage = n_stage;
+        std::vector<uint32_t*> rounds(n);
+        for (size_t r = 0; r < n; ++r) {
+            rt::set_device(devs_[r]);
+            shared.stage[r] = static_cast<float*>(alloc(size_t(2 * n_stage) * sizeof(float), r));
+            shared.flags[r] = static_cast<uint32_t*>(alloc(kFlagBytes, r));
+            rounds[r] = static_cast<uint32_t*>(alloc(kRoundBytes, r));
+            rt::memset(shared.flags[r], 0, kFlagBytes, streams_[r]);
+            rt::memset(rounds[r], 0, kRoundBytes, streams_[r]);
+            rt::stream_sync(streams_[r]);
+        }
+        std::vector<ops::PeerSum> out;
+        for (size_t r = 0; r < n; ++r) {
+            ops::PeerSum p = shared;
+            p.rank = int(r);
+            p.rounds = rounds[r];
+            out.push_back(p);
+        }
+        return out;
+    }
     static constexpr size_t kFlagBytes = size_t(ops::kPeerBlocks) * ops::kPeerMaxRanks * sizeof(uint32_t);
     static constexpr size_t kRoundBytes = size_t(ops::kPeerBlocks) * sizeof(uint32_t);
     void release() {
@@ -96,6 +110,7 @@ private:
     std::string list_;
     std::unique_ptr<Collective> large_;
     std::vector<ops::PeerSum> ranks_;
+    std::vector<FusedSum> fused_;  // empty: no fused sums (VEGA_PEER_SUM_FUSE=0)
     std::vector<std::pair<int, void*>> owned_;
 };
 
@@ -137,7 +152,10 @@ std::unique_ptr<Collective> make_peer_collective(const std::vector<int>& devs, c
     const int kb = env::integer("VEGA_PEER_SUM_KB", 512);
     if (kb < 16) fail("VEGA_PEER_SUM_KB={} is under 16", kb);
     const int64_t n_stage = int64_t(kb) * 1024 / 4 / int64_t(devs.size() - 1) / 4 * 4;
-    return std::make_unique<PeerCollective>(devs, streams, list, std::move(large), n_stage);
+    // VEGA_PEER_SUM_FUSE=0: every sum a launch of its own before the next block's input
+    // kernel (the A/B against the fused sums).
+    const bool fused = env::flag("VEGA_PEER_SUM_FUSE", true);
+    return std::make_unique<PeerCollective>(devs, streams, list, std::move(large), n_stage, fused);
 }
 
 }  // namespace vega::gpu

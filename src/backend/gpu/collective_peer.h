@@ -6,6 +6,15 @@
 #include <vector>
 
 #include "backend/collective.h"
+#include "backend/gpu/ops.h"
+
+namespace vega {
+// One rank's state for the sums the next block's input kernel takes (BlockLink::
+// pending_sum, ops::peer_sum_norm): staging slots, flags and rounds of their own.
+struct FusedSum {
+    gpu::ops::PeerSum peer;
+};
+}  // namespace vega
 
 namespace vega::gpu {
 
@@ -18,7 +27,8 @@ namespace vega::gpu {
 // likely cause: one rank's thread makes a call that waits for the whole device (cudaFree
 // does) while the other rank's sum spins on that device, waiting for the first rank's
 // next launch. The GPU tests, whose threads make no such call, pass true to run the
-// kernel on one GPU.
+// kernel on one GPU. With VEGA_PEER_SUM_FUSE unset or 1 it also offers fused sums
+// (Collective::fused_sum) for the sizes ops::peer_sum_norm serves.
 std::unique_ptr<Collective> make_peer_collective(const std::vector<int>& devs, const std::vector<void*>& streams,
                                                  const std::string& list, std::unique_ptr<Collective>& large,
                                                  std::string& why, bool shared_device_ok = false);

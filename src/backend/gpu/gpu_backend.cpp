@@ -11,6 +11,7 @@
 #include <unordered_map>
 #include <vector>
 
+#include "backend/gpu/collective_peer.h"
 #include "backend/gpu/ops.h"
 #include "backend/gpu/repack.h"
 #include "backend/gpu/runtime.h"
@@ -548,8 +549,9 @@ private:
 
     // The matmul input of a block: rms_norm(x) * norm, unless the previous block
     // already left it (link.input_normed).
-    void block_input(const float* x, const Weight& norm, float eps, int rows, int64_t n, const BlockLink& link) {
+    void block_input(float* x, const Weight& norm, float eps, int rows, int64_t n, const BlockLink& link) {
         if (link.pending && link.input_normed) fail("GPU block op: a pending part with an input already normed");
+        if (link.pending_sum) return sum_input(x, link.pending, *link.pending_sum, f32(norm), eps, rows, n);
         if (!link.input_normed) return set_input(x, link.pending, f32(norm), eps, rows, n);  // (x += pending first)
         if (act_.rows != rows || act_.n != n)
             fail("GPU block op: the input is marked normed, but the matmul input is [{}][{}], not [{}][{}]", act_.rows,
@@ -726,6 +728,18 @@ private:
         act_.h = h;
         act_.rows = rows;
         act_.n = n;
+    }
+    // Tensor parallel: x += part summed over the devices, and the matmul input from it,
+    // in one kernel (ops::peer_sum_norm).
+    void sum_input(float* x, const float* part, const FusedSum& sum, const float* w, float eps, int rows, int64_t n) {
+        if (!part) fail("GPU block op: a fused sum without this device's part");
+        if (rows > act_rows_ || n > act_n_)
+            fail("GPU backend: matmul input [{}][{}] exceeds the reserved [{}][{}]", rows, n, act_rows_, act_n_);
+        uint16_t* h = want_h(rows) ? act_h_ : nullptr;
+        ops::peer_sum_norm(sum.peer, x, part, w, eps, rows, n, act_x_, act_q_, act_ds_, h, stream_);
+        rt::check("peer sum + matmul input");
+        act_ = {};
+        act_.x = act_x_, act_.q = act_q_, act_.ds = act_ds_, act_.h = h, act_.rows = rows, act_.n = n;
     }
     void check_input(const Weight& w) const {
         if (w.n_in != act_.n) fail("matmul '{}': input has {} columns, weight has {}", w.name, act_.n, w.n_in);

@@ -307,6 +307,16 @@ struct PeerSum {
 void peer_sum(const PeerSum& p, float* buf, int64_t n, void* s);
 // Whether this build's target table allows peer sums (arch kPeerSums).
 bool peer_sums_allowed();
+// The peer sum fused with the next block's input (tensor parallel's decode, one launch):
+// x [rows][n] += the sum over the ranks of part [rows][n] (rank order, the bits of
+// peer_sum), then xo, q, ds (and h) as prepare_act with the norm w. Row b has block b's
+// flags and round, so p must be a state this op alone uses (peer_sum's blocks slice
+// rows differently). peer_sum_norm_ok: whether it serves [rows][n] (rows <= kPeerBlocks,
+// rows * n within the staging slot, n % 32 == 0, a row within one block's registers);
+// peer_sum_norm fails otherwise. Every rank must make the same calls in the same order.
+bool peer_sum_norm_ok(const PeerSum& p, int rows, int64_t n);
+void peer_sum_norm(const PeerSum& p, float* x, const float* part, const float* w, float eps, int rows, int64_t n,
+                   float* xo, int8_t* q, float* ds, uint16_t* h, void* s);
 
 // y[j][:] = x[idx[j]][:], n floats per row.
 void gather_rows(const float* x, const int32_t* idx, int n_idx, int64_t n, float* y, void* s);

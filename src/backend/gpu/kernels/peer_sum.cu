@@ -16,20 +16,44 @@
 // A peer that never arrives traps the kernel after ~2^24 polls (seconds) instead of
 // hanging the device.
 //
+// peer_sum_norm_k is the same exchange fused with the next block's input (prep_row.h):
+// tensor parallel's decode then spends one launch, not two, between a block's part and
+// the next block's matmuls. There block b is row b: its own flags and round, read
+// and written by that op alone (a state of its own, ops::PeerSum), so the row count may
+// change from launch to launch (a block that has no row neither stages nor counts).
+//
 // @audit kernel=*peer_sum_k* min_waves=4
+// @audit kernel=*peer_sum_norm_k* min_waves=1
 #include "backend/gpu/arch/arch.h"
 #include "backend/gpu/launch.h"
 #include "backend/gpu/ops.h"
+#include "backend/gpu/kernels/prep_row.h"
 #include "backend/gpu/peer_memory.h"
 
 namespace vega::gpu {
 namespace {
 
+using arch::kPrepThreads;
 constexpr int kThreads = 256;
 constexpr uint32_t kMaxPolls = 1u << 24;
 
 __device__ __forceinline__ float4 add4(float4 a, float4 b) {
     return make_float4(a.x + b.x, a.y + b.y, a.z + b.z, a.w + b.w);
+}
+
+// One block's step of the exchange, after its stores to its own staging slot: each
+// thread that is a peer's (active) raises that peer's flag for this rank (raise = e)
+// and waits until the peer has raised this rank's (watch >= e); then the whole block
+// may read the peers' round-e slots.
+__device__ __forceinline__ void exchange_flags(bool active, uint32_t* raise, const uint32_t* watch, uint32_t e) {
+    __syncthreads();
+    if (active) {
+        publish_flag(raise, e);
+        for (uint32_t polls = 0; int32_t(poll_flag(watch) - e) < 0; ++polls)
+            if (polls == kMaxPolls) trap_kernel();
+        __threadfence_system();
+    }
+    __syncthreads();
 }
 
 // buf4 [n4] float4; grid: the blocks, each one slice of every round.
@@ -50,15 +74,9 @@ __global__ void __launch_bounds__(kThreads) peer_sum_k(ops::PeerSum p, float4* b
         const int64_t slot = int64_t(e & 1u) * stage4;
         float4* mine = reinterpret_cast<float4*>(p.stage[p.rank]) + slot;
         for (int64_t i = lo + t; i < hi; i += kThreads) mine[i] = buf4[off + i];
-        __syncthreads();
-        if (t < p.n_ranks && t != p.rank) {
-            publish_flag(p.flags[t] + b * ops::kPeerMaxRanks + p.rank, e);
-            const uint32_t* seen = p.flags[p.rank] + b * ops::kPeerMaxRanks + t;
-            for (uint32_t polls = 0; int32_t(poll_flag(seen) - e) < 0; ++polls)
-                if (polls == kMaxPolls) trap_kernel();
-            __threadfence_system();
-        }
-        __syncthreads();
+        const bool peer = t < p.n_ranks && t != p.rank;
+        exchange_flags(peer, peer ? p.flags[t] + b * ops::kPeerMaxRanks + p.rank : nullptr,
+                       p.flags[p.rank] + b * ops::kPeerMaxRanks + (peer ? t : 0), e);
         for (int64_t i = lo + t; i < hi; i += kThreads) {
             const float4 own = buf4[off + i];
             float4 sum = p.rank == 0 ? own : load_fresh4(reinterpret_cast<const float4*>(p.stage[0]) + slot + i);
@@ -73,9 +91,70 @@ __global__ void __launch_bounds__(kThreads) peer_sum_k(ops::PeerSum p, float4* b
     if (t == 0) p.rounds[b] = round;
 }
 
+// grid (1, rows), rows <= kPeerBlocks, rows * n <= n_stage; kPrepThreads * V * 4 >= n.
+// part [rows][n]: this rank's part. Row b: staged at slot (e & 1) + b * n, summed over
+// the ranks in rank order (this rank's own from part: the bits of peer_sum), added to
+// x, normed and quantized (prep_row). p is read in place, never through a reference
+// (gfx906: a kernel argument whose address escapes is copied to scratch).
+template <int V>
+__global__ void __launch_bounds__(kPrepThreads) peer_sum_norm_k(ops::PeerSum p, float* x, const float* __restrict__ part,
+                                                              const float* __restrict__ w, float eps, int64_t n,
+                                                              float* __restrict__ xo, int8_t* __restrict__ q,
+                                                              float* __restrict__ ds, uint16_t* __restrict__ h) {
+    __shared__ double lds[kPrepThreads / kWave];
+    pdl_wait();
+    pdl_trigger();
+    const int b = int(blockIdx.y), t = int(threadIdx.x);
+    const int64_t n4 = n / 4;
+    const uint32_t e = p.rounds[b] + 1;  // (read by every thread before thread 0 writes it, below)
+    const int64_t slot4 = (int64_t(e & 1u) * p.n_stage + int64_t(b) * n) / 4;
+    const float4* own = reinterpret_cast<const float4*>(part + int64_t(b) * n);
+    float4 mine[V];
+#pragma unroll
+    for (int k = 0; k < V; ++k) {
+        const int64_t i4 = t + int64_t(k) * kPrepThreads;
+        mine[k] = i4 < n4 ? own[i4] : make_float4(0.f, 0.f, 0.f, 0.f);
+        if (i4 < n4) reinterpret_cast<float4*>(p.stage[p.rank])[slot4 + i4] = mine[k];
+    }
+    const bool peer = t < p.n_ranks && t != p.rank;
+    exchange_flags(peer, peer ? p.flags[t] + b * ops::kPeerMaxRanks + p.rank : nullptr,
+                   p.flags[p.rank] + b * ops::kPeerMaxRanks + (peer ? t : 0), e);
+    float4 sum[V];
+#pragma unroll
+    for (int k = 0; k < V; ++k) {
+        const int64_t i4 = t + int64_t(k) * kPrepThreads;
+        sum[k] = mine[k];
+        if (i4 >= n4) continue;
+        if (p.rank != 0) sum[k] = load_fresh4(reinterpret_cast<const float4*>(p.stage[0]) + slot4 + i4);
+        for (int r = 1; r < p.n_ranks; ++r)
+            sum[k] = add4(sum[k], r == p.rank ? mine[k] : load_fresh4(reinterpret_cast<const float4*>(p.stage[r]) + slot4 + i4));
+    }
+    prep_row<kPrepThreads, V>(x, true, [&](int k, int64_t) { return sum[k]; }, w, eps, n, b, t, xo, q, ds, h, lds);
+    __syncthreads();
+    if (t == 0) p.rounds[b] = e;
+}
+
 }  // namespace
 
 bool ops::peer_sums_allowed() { return arch::kPeerSums; }
+
+bool ops::peer_sum_norm_ok(const PeerSum& p, int rows, int64_t n) {
+    return rows >= 1 && rows <= kPeerBlocks && n % 32 == 0 && int64_t(rows) * n <= p.n_stage &&
+           n <= int64_t(4) * 4 * kPrepThreads;
+}
+
+void ops::peer_sum_norm(const PeerSum& p, float* x, const float* part, const float* w, float eps, int rows, int64_t n,
+                        float* xo, int8_t* q, float* ds, uint16_t* h, void* s) {
+    if (!peer_sum_norm_ok(p, rows, n) || !w || !q || !ds)
+        gpu_fail("peer_sum_norm: [" + std::to_string(rows) + "][" + std::to_string(n) + "] with a staging slot of " +
+                 std::to_string(p.n_stage) + " floats (needs n % 32 == 0, at most " + std::to_string(kPeerBlocks) +
+                 " rows, " + std::to_string(4 * 4 * kPrepThreads) + " columns, the norm and the q8 buffers)");
+    const dim3 grid(1, unsigned(rows));
+    const int64_t v = (n / 4 + kPrepThreads - 1) / kPrepThreads;
+    if (v <= 1) return launch(peer_sum_norm_k<1>, grid, dim3(kPrepThreads), s, p, x, part, w, eps, n, xo, q, ds, h);
+    if (v <= 2) return launch(peer_sum_norm_k<2>, grid, dim3(kPrepThreads), s, p, x, part, w, eps, n, xo, q, ds, h);
+    launch(peer_sum_norm_k<4>, grid, dim3(kPrepThreads), s, p, x, part, w, eps, n, xo, q, ds, h);
+}
 
 void ops::peer_sum(const PeerSum& p, float* buf, int64_t n, void* s) {
     if (n <= 0) return;

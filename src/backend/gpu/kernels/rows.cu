@@ -13,6 +13,7 @@
 #include "backend/gpu/runtime.h"
 #include "backend/gpu/wave.h"
 #include "backend/gpu/kernels/norm.h"
+#include "backend/gpu/kernels/prep_row.h"
 #include "backend/gpu/kernels/silu.h"
 
 namespace vega::gpu {
@@ -23,13 +24,6 @@ using arch::kPrepThreads;
 using arch::kRowThreads;
 
 unsigned grid_for(int64_t n, int per) { return unsigned((n + per - 1) / per); }
-
-// Act::h: four q8 values q0..q3 of scale d as f16 (f16(q * d)), one 8-byte store.
-__device__ __forceinline__ void store_f16x4(uint16_t* h, float d, int q0, int q1, int q2, int q3) {
-    const uint32_t lo = uint32_t(f2h(float(q0) * d)) | uint32_t(f2h(float(q1) * d)) << 16;
-    const uint32_t hi = uint32_t(f2h(float(q2) * d)) | uint32_t(f2h(float(q3) * d)) << 16;
-    *reinterpret_cast<uint2*>(h) = make_uint2(lo, hi);
-}
 
 // The device's bit conversions for repacked_elem.
 struct DeviceConv {
@@ -113,8 +107,8 @@ __global__ void __launch_bounds__(kRowThreads) prepare_act_k(float* x, const flo
 }
 
 // Fast form of prepare_act_k for n % 32 == 0, V float4 per thread held in registers
-// (one read of x, no second pass over memory). With w or res: one block per row
-// (grid (1, rows)), kPrepThreads * V * 4 >= n, block-wide sum of squares. Without:
+// (one read of x, no second pass over memory; prep_row.h). With w or res: one block per
+// row (grid (1, rows)), kPrepThreads * V * 4 >= n, block-wide sum of squares. Without:
 // grid (ceil(n / (4 * kPrepThreads)), rows), V == 1, chunk-local quantization only.
 // The q8 blocks are computed exactly as in prepare_act_k.
 // With res_k > 0 the residual is the weighted sum of res_k slices, res [rows][res_k][n]
@@ -130,54 +124,19 @@ __global__ void __launch_bounds__(kPrepThreads) prep_fast_k(float* x, const floa
     pdl_wait();
     pdl_trigger();
     const int64_t r = blockIdx.y;
-    const int64_t n4 = n / 4, nc = n / 32;
-    float* xr = x + r * n;
     const int64_t base = int64_t(blockIdx.x) * kPrepThreads + threadIdx.x;  // float4 index of k = 0
-    float4 v[V];
-    double ss = 0.0;
-#pragma unroll
-    for (int k = 0; k < V; ++k) {
-        const int64_t i4 = base + int64_t(k) * kPrepThreads;
-        v[k] = make_float4(0.f, 0.f, 0.f, 0.f);
-        if (i4 < n4) {
-            v[k] = reinterpret_cast<const float4*>(xr)[i4];
-            if (res) {
-                float4 rr;
-                if (res_k == 0) {
-                    rr = reinterpret_cast<const float4*>(res + r * n)[i4];
-                } else {
-                    rr = make_float4(0.f, 0.f, 0.f, 0.f);
-                    for (int j = 0; j < res_k; ++j) {
-                        const float wj = res_w[r * res_k + j];
-                        if (wj == 0.f) continue;  // (an expert another device holds: y unwritten)
-                        const float4 y = reinterpret_cast<const float4*>(res + (r * res_k + j) * n)[i4];
-                        rr.x += wj * y.x, rr.y += wj * y.y, rr.z += wj * y.z, rr.w += wj * y.w;
-                    }
-                }
-                v[k].x += rr.x, v[k].y += rr.y, v[k].z += rr.z, v[k].w += rr.w;
-                reinterpret_cast<float4*>(xr)[i4] = v[k];
-            }
+    auto residual = [&](int, int64_t i4) {
+        if (res_k == 0) return reinterpret_cast<const float4*>(res + r * n)[i4];
+        float4 rr = make_float4(0.f, 0.f, 0.f, 0.f);
+        for (int j = 0; j < res_k; ++j) {
+            const float wj = res_w[r * res_k + j];
+            if (wj == 0.f) continue;  // (an expert another device holds: y unwritten)
+            const float4 y = reinterpret_cast<const float4*>(res + (r * res_k + j) * n)[i4];
+            rr.x += wj * y.x, rr.y += wj * y.y, rr.z += wj * y.z, rr.w += wj * y.w;
         }
-        ss += double(v[k].x) * v[k].x + double(v[k].y) * v[k].y + double(v[k].z) * v[k].z + double(v[k].w) * v[k].w;
-    }
-    float scale = 1.f;
-    if (w) scale = norm_scale(block_reduce_sum_f64<kPrepThreads>(ss, lds), n, eps);
-#pragma unroll
-    for (int k = 0; k < V; ++k) {
-        const int64_t i4 = base + int64_t(k) * kPrepThreads;
-        const bool valid = i4 < n4;  // uniform over each group of 8 lanes (n4 % 8 == 0)
-        float4 a = v[k];
-        const float4 g = (w && valid) ? reinterpret_cast<const float4*>(w)[i4] : make_float4(1.f, 1.f, 1.f, 1.f);
-        a.x = a.x * scale * g.x, a.y = a.y * scale * g.y, a.z = a.z * scale * g.z, a.w = a.w * scale * g.w;
-        if (valid) reinterpret_cast<float4*>(xo + r * n)[i4] = a;
-        const Q8Quad qq = q8_quad(a);
-        if (valid) {
-            const int64_t c = i4 / 8;
-            reinterpret_cast<uint32_t*>(q + r * n)[i4] = qq.packed;
-            if (i4 % 8 == 0) reinterpret_cast<float2*>(ds)[r * nc + c] = make_float2(qq.d, qq.dsum);
-            if (h) store_f16x4(h + r * n + i4 * 4, qq.d, qq.q[0], qq.q[1], qq.q[2], qq.q[3]);
-        }
-    }
+        return rr;
+    };
+    prep_row<kPrepThreads, V>(x, res != nullptr, residual, w, eps, n, r, base, xo, q, ds, h, lds);
 }
 
 __global__ void add_bias_k(float* __restrict__ y, const float* __restrict__ b, int n, int64_t total) {
