@@ -200,6 +200,25 @@ TEST_P(BlockOps, LinkedBlocksEqualUnlinked) {
     EXPECT_GT(nmse(plain, step), 1e-8);  // the blocks did change x
 }
 
+// A part whose sum over the devices is left to the next block's input kernel
+// (BlockLink::pending_sum, tensor parallel's fused decode sums) is the GPU backend's to
+// take; the reference compositions refuse it by name rather than add a part as a sum.
+TEST(BlockLinks, CpuRefusesAPartLeftToTheInputKernelToSum) {
+    if (test_device() != "cpu") GTEST_SKIP() << "the CPU's reference compositions only";
+    VEGA_REQUIRE_TEST_DATA();
+    Fixture fx("models/synth-llama-q4_0.gguf", 4);
+    const int one = 0;
+    BlockLink lf;
+    lf.pending = fx.buf.tmp;
+    lf.pending_sum = reinterpret_cast<const FusedSum*>(&one);  // (never dereferenced: refused first)
+    try {
+        fx.be->ffn_block(fx.ffn, fx.x, 1, fx.buf, lf);
+        ADD_FAILURE() << "the CPU backend took a pending_sum";
+    } catch (const std::exception& e) {
+        EXPECT_NE(std::string(e.what()).find("pending_sum"), std::string::npos) << e.what();
+    }
+}
+
 INSTANTIATE_TEST_SUITE_P(Models, BlockOps,
                          ::testing::Combine(::testing::Values("models/synth-llama-q4_0.gguf", "models/synth-qwen2-q8_0.gguf",
                                                               "models/synth-qwen3-f32.gguf"),
