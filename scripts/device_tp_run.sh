@@ -20,7 +20,8 @@
 #      qwen3moe-30b-a3b synth of $LMOE blocks; no bench starts before every synth has
 #      ended (a synth takes every core, and the ranks' host threads would compete).
 #   Knobs: CONFIG_TAGS="one tp2 ..." (which vega placements), BENCH_MODELS, LLAMA_MODELS,
-#   LLAMA_MODES, SYNTH70=0 / SYNTHQ=0 (no such file), E2E=0, SWEEP=0, PARITY_ALL=1.
+#   LLAMA_MODES, SYNTH70=0 / SYNTHQ=0 (no such file), E2E=0, SWEEP=0, PARITY_ALL=1,
+#   TYPES_BENCH="IQ4_XS ..." (scripts/types_bench.sh on GPU 0 alone, at the end).
 #   start: setsid scripts/device_tp_run.sh &     poll: scripts/device_tp_run.sh poll SECONDS
 W=${W:-/tmp/tp_run}
 . "$(dirname "$0")/device_run_start.sh" 70 "$@"
@@ -168,6 +169,15 @@ sweep() {  # sweep TAG SPLIT: scripts/gpu_sweep.sh with the device run over SPLI
 if [ "${SWEEP:-1}" = 1 ]; then
   sweep tp2 "$D2 --split-mode tensor"
   if [ $NG -ge 4 ]; then sweep tp4 "$D4 --split-mode tensor"; sweep layer4 "$D4"; fi
+fi
+# One-GPU types table on the same build (issue 26's bars are an H200's: worth a step when a
+# several-GPU H200 machine comes): TYPES_BENCH="IQ4_XS MXFP4" runs scripts/types_bench.sh
+# with only GPU 0 visible (llama-bench would otherwise split over every GPU).
+if [ -n "${TYPES_BENCH:-}" ] && [ ! -f $W/types.done ]; then
+  log "types bench on GPU 0 alone: $TYPES_BENCH"
+  CUDA_VISIBLE_DEVICES=0 TYPES="$TYPES_BENCH" OUT=$W/types PEERS=$PEERS bash scripts/types_bench.sh $B > $W/types.log 2>&1
+  cat $W/types/summary.txt 2>/dev/null | tail -20
+  touch $W/types.done
 fi
 if [ "${PARITY_ALL:-0}" = 1 ] && [ ! -f $W/parity_all.done ]; then
   log "every GPU parity test on device 0 (Parity.*, MoeParity.*, PeerSum.*)"
