@@ -94,6 +94,28 @@ TEST(RepackView, EveryQuantizedTypeHasAGpuFormat) {
     }
 }
 
+// NVIDIA's codebook dot (wave.h book_dot8): for every code, the lower table's lookup
+// by c plus the upper table's by c ^ 8 (prmt's sign mode on the other half) is the
+// book's entry plus the split's bias, in the byte lanes the selectors' nibbles name.
+TEST(RepackView, SplitCodebookLookupsAddUpToTheEntries) {
+    for (GpuBook b : {GpuBook::kIq4nl, GpuBook::kMxfp4}) {
+        const SplitBook t = split_book(b);
+        ASSERT_TRUE(t.ok);
+        EXPECT_EQ(t.bias, b == GpuBook::kIq4nl ? 0 : -1);
+        for (uint32_t c0 = 0; c0 < 16; ++c0)
+            for (uint32_t c1 = 0; c1 < 16; ++c1) {
+                // four selector nibbles: c0, c1, c1 ^ 5, c0 ^ 10 (every code in every lane)
+                const uint32_t sel = c0 | c1 << 4 | (c1 ^ 5u) << 8 | (c0 ^ 10u) << 12 | 0xABCD0000u;
+                const uint32_t lo = prmt_host(t.lo0, t.lo1, sel), up = prmt_host(t.up0, t.up1, sel ^ 0x88888888u);
+                for (int i = 0; i < 4; ++i) {
+                    const int c = int(sel >> (4 * i)) & 15;
+                    const int sum = int(int8_t(uint8_t(lo >> (8 * i)))) + int(int8_t(uint8_t(up >> (8 * i))));
+                    EXPECT_EQ(sum, book_value(b, c) + t.bias) << "book " << int(b) << " code " << c << " lane " << i;
+                }
+            }
+    }
+}
+
 TEST(RepackView, FloatTypesKeepTheirRows) {
     static const uint8_t b = 0;
     const GpuMat m = gpu_mat_view(GgmlType::F16, 64, 3, &b);

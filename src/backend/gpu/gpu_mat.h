@@ -123,4 +123,45 @@ constexpr int book_value(GpuBook b, int i) {
     return int(int8_t(uint8_t(w >> (8 * (i & 3)))));
 }
 
+// A codebook as two 8-entry tables whose lookups add up to its entries plus a
+// constant (NVIDIA's codebook dot, wave.h book_dot8): prmt looks up 8 bytes by a
+// selector's low 3 bits, and with the selector's bit 3 set gives the selected byte's
+// sign instead (0x00 or 0xFF). With the selectors c (lower) and c ^ 8 (upper):
+//   lower(c) = c < 8 ? book[c] : sign(lower entries)          (lo: entries 0..7)
+//   upper(c) = c >= 8 ? book[c] + delta : sign(upper entries)   (up: entries 8..15 + delta)
+// so lower + upper = book[c] + bias for every c, when each half keeps one sign: bias =
+// the upper entries' sign value (0 or -1), delta = bias - the lower entries' sign value.
+// IQ4_NL's book: lower entries negative, upper +1 non-negative, bias 0; MXFP4's e2m1:
+// lower non-negative, upper -1 negative, bias -1 (the dot adds the activation's sum back).
+struct SplitBook {
+    uint32_t lo0, lo1, up0, up1;
+    int bias;
+    bool ok;  // every entry's half has one sign and every shifted entry fits an int8
+};
+constexpr SplitBook split_book(GpuBook b) {
+    const int s_lo = book_value(b, 0) < 0 ? -1 : 0;
+    const int bias = s_lo == -1 ? 0 : -1, delta = bias - s_lo;
+    SplitBook r{0, 0, 0, 0, bias, true};
+    for (int i = 0; i < 8; ++i) {
+        const int l = book_value(b, i), u = book_value(b, 8 + i) + delta;
+        if ((l < 0 ? -1 : 0) != s_lo || (u < 0 ? -1 : 0) != bias || u < -128 || u > 127) r.ok = false;
+        (i < 4 ? r.lo0 : r.lo1) |= uint32_t(uint8_t(l)) << (8 * (i & 3));
+        (i < 4 ? r.up0 : r.up1) |= uint32_t(uint8_t(u)) << (8 * (i & 3));
+    }
+    return r;
+}
+static_assert(split_book(GpuBook::kIq4nl).ok && split_book(GpuBook::kMxfp4).ok, "each codebook half keeps one sign");
+
+// prmt.b32's default mode on the host (tests): byte (sel >> 4i) & 7 of {a, b}, or its
+// sign replicated when the selector's bit 3 is set.
+constexpr uint32_t prmt_host(uint32_t a, uint32_t b, uint32_t sel) {
+    const uint64_t ab = uint64_t(a) | uint64_t(b) << 32;
+    uint32_t r = 0;
+    for (int i = 0; i < 4; ++i) {
+        const uint32_t s = (sel >> (4 * i)) & 0xFu, byte = uint32_t(ab >> (8 * (s & 7u))) & 0xFFu;
+        r |= ((s & 8u) ? ((byte & 0x80u) ? 0xFFu : 0u) : byte) << (8 * i);
+    }
+    return r;
+}
+
 }  // namespace vega::gpu

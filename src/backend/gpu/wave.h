@@ -13,6 +13,7 @@
 #include "backend/gpu/gfx906_emulation.h"
 #endif
 #include "backend/gpu/gfx906_lanes.h"
+#include "backend/gpu/gpu_mat.h"
 
 // The wave primitives are gfx906's cross-lane instructions: on the card, or emulated.
 #if defined(VEGA_GPU_HIP) || defined(VEGA_GPU_EMULATE_GFX906)
@@ -153,6 +154,41 @@ __device__ __forceinline__ void book_pair_act(int lo, int hi, int* b0, int* b1) 
 #else
     *b0 = int(prmt_b32(uint32_t(lo), uint32_t(hi), 0x5140u));  // (4k, 16+4k, 4k+1, 17+4k)
     *b1 = int(prmt_b32(uint32_t(lo), uint32_t(hi), 0x7362u));  // (4k+2, 18+4k, 4k+3, 19+4k)
+#endif
+}
+
+// The codebook dot of chunk word q's 8 codes (as lookup16x8_paired) against the
+// activation words b0, b1 that book_pair_act arranged: s0 += entries(p0) . b0, s1 +=
+// entries(p1) . b1, every entry plus kBookDotBias<B>:
+//  - gfx906: lookup16x8_paired, one dot4 each; exact entries (bias 0).
+//  - NVIDIA: the book as two sign-split tables (gpu_mat.h SplitBook): the lower table by
+//    the selectors q, the upper by q ^ 0x8888, prmt's sign mode giving each table's
+//    constant for the other half's codes, and both lookups dotted: 1 xor, 2 shifts, 4
+//    prmt and 4 dp4a for 8 codes, where the lookup and a lop3 select took 13 ALU ops
+//    and 2 dp4a. The entries come out plus SplitBook.bias (MXFP4: -1), which the
+//    chunk's value takes back through the activation's sum.
+template <GpuBook B>
+inline constexpr int kBookDotBias =
+#if defined(VEGA_GPU_GFX906_ISA)
+    0;
+#else
+    split_book(B).bias;
+#endif
+template <GpuBook B>
+__device__ __forceinline__ void book_dot8(uint32_t q, int b0, int b1, int* s0, int* s1) {
+#if defined(VEGA_GPU_GFX906_ISA)
+    constexpr BookWords w = book_words(B);
+    uint32_t p0, p1;
+    lookup16x8_paired(q, w.w0, w.w1, w.w2, w.w3, &p0, &p1);
+    *s0 = dot4_i8(int(p0), b0, *s0);
+    *s1 = dot4_i8(int(p1), b1, *s1);
+#else
+    constexpr SplitBook t = split_book(B);
+    const uint32_t qx = q ^ 0x88888888u;  // upper table: bit 3 clear for codes 8..15
+    *s0 = dot4_i8(int(prmt_b32(t.lo0, t.lo1, q)), b0, *s0);
+    *s0 = dot4_i8(int(prmt_b32(t.up0, t.up1, qx)), b0, *s0);
+    *s1 = dot4_i8(int(prmt_b32(t.lo0, t.lo1, q >> 16)), b1, *s1);
+    *s1 = dot4_i8(int(prmt_b32(t.up0, t.up1, qx >> 16)), b1, *s1);
 #endif
 }
 

@@ -180,6 +180,8 @@ __device__ __forceinline__ float chunk_value(float f0, float f1, float g0, float
     constexpr GpuFormat F = kFmt<T>;
     if constexpr (F.scales == GpuScales::kQ2K) return ds.x * (f0 * float(s0) + f1 * float(s1) - (g0 * float(x0) + g1 * float(x1)));
     if constexpr (F.split_halves()) return ds.x * (f0 * float(s0) + f1 * float(s1));
+    if constexpr (F.book != GpuBook::kNone && kBookDotBias<F.book> != 0)  // dot_chunk's s = sum (entry + bias) x
+        return f0 * (ds.x * float(s0 + s1) - float(kBookDotBias<F.book>) * ds.y);
     if constexpr (F.scales == GpuScales::kDM) return f0 * ds.x * float(s0 + s1) + g0 * ds.y;
     if constexpr (F.scales == GpuScales::kK4) return f0 * ds.x * float(s0 + s1) - g0 * ds.y;
     if constexpr (F.offset != 0) return f0 * (ds.x * float(s0 + s1) - float(F.offset) * ds.y);
@@ -271,19 +273,19 @@ __device__ __forceinline__ float dot_chunk(const Chunk& r, const ActChunk<T>& x)
         const uint32_t q[4] = {r.q0.x, r.q0.y, r.q0.z, r.q0.w};
 #pragma unroll
         for (int k = 0; k < 4; ++k) {
-            uint32_t lo, hi;
             if constexpr (F.book != GpuBook::kNone) {
-                // (s0, s1 each a mix of both halves here: codebook types scale the chunk as one.)
+                // (s0, s1 each a mix of both halves here: codebook types scale the chunk as one;
+                // every entry plus kBookDotBias, which chunk_value takes back.)
                 static_assert(!F.split_halves(), "codebook types: one scale a chunk");
-                constexpr BookWords b = book_words(F.book);
-                lookup16x8_paired(q[k], b.w0, b.w1, b.w2, b.w3, &lo, &hi);
+                book_dot8<F.book>(q[k], a[k], a[k + 4], &s0, &s1);
             } else {
+                uint32_t lo, hi;
                 if constexpr (F.codes == GpuCodes::kPairs) codes<T>(q[0], q[1], r.h0, r.h1, k, &lo, &hi);
                 else codes<T>(q[k], 0u, r.h0, r.h1, k, &lo, &hi);
                 lo = uint32_t(code_values<T>(lo)), hi = uint32_t(code_values<T>(hi));
+                s0 = dot4_i8(int(lo), a[k], s0);
+                s1 = dot4_i8(int(hi), a[k + 4], s1);
             }
-            s0 = dot4_i8(int(lo), a[k], s0);
-            s1 = dot4_i8(int(hi), a[k + 4], s1);
             if constexpr (F.scales == GpuScales::kQ2K) {
                 x0 = dot4_i8(0x01010101, a[k], x0);
                 x1 = dot4_i8(0x01010101, a[k + 4], x1);
