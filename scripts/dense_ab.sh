@@ -8,7 +8,8 @@
 # TESTS="b1 b16" picks the benches (b1: tg128, b16: -B 16 -d 128, pp512: the prompt);
 # AB_TYPES="Q4_0 Q4_K_M ..." the synth types (default Q4_0), each file made once; SHAPE (default
 # llama2-7b) the synth shape; SYNTH_DIR (default $W) where the files are (shared with types_bench.sh);
-# DROP=1 deletes each file after its type's last bench.
+# DROP=1 deletes each file after its type's last bench. AB_BUILD_ONLY=1: the builds only (a
+# background step while something else runs).
 set -u
 ROUNDS=${ROUNDS:-2}
 TESTS=${TESTS:-b1 b16}
@@ -24,6 +25,8 @@ for src in "$@"; do
     [ -e $dir/.devdata ] || ln -s "$PWD/.devdata" $dir/.devdata  # its sysroot: this one
   fi
   b=$W/build-$label
+  # TREE_VEGA: this tree's vega already built (no second build of ".")
+  if [ "$label" = tree ] && [ -n "${TREE_VEGA:-}" ] && [ -x "$TREE_VEGA" ]; then mkdir -p $b; ln -sf "$TREE_VEGA" $b/vega; fi
   if [ ! -x $b/vega ]; then
     cmake -S $dir -B $b -G Ninja -DCMAKE_BUILD_TYPE=Release -DVEGA_CUDA=ON -DVEGA_TESTS=OFF -DVEGA_NET=OFF \
       -DCMAKE_CUDA_COMPILER=$(command -v nvcc || echo /usr/local/cuda/bin/nvcc) > $b.configure.log 2>&1 \
@@ -31,6 +34,7 @@ for src in "$@"; do
   fi
   labels+=("$label")
 done
+[ "${AB_BUILD_ONLY:-0}" = 1 ] && { echo "built: ${labels[*]}"; exit 0; }
 AB_TYPES=${AB_TYPES:-Q4_0}
 SHAPE=${SHAPE:-llama2-7b}
 SYNTH_DIR=${SYNTH_DIR:-$W}

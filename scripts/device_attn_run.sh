@@ -14,7 +14,11 @@
 # SWEEP_SHAPES / SWEEP_TYPES (the sweep's SHAPES / TYPES), SWEEP_AB=1 (the sweep again with
 # VEGA_GPU_TILED_ATTN=0), KV_TYPES="f16 q8_0" (attn_bench.sh's KV cache types), ATTN=0 (no
 # attn_bench.sh), TYPES_BENCH="Q2_K ..." (scripts/types_bench.sh), AB_BASE=.devdata/ab-C.tgz
-# (scripts/dense_ab.sh of that commit against this tree: AB_TESTS, AB_TYPES).
+# (scripts/dense_ab.sh of that commit against this tree: AB_TESTS, AB_TYPES, AB_SHAPE; its build
+# starts in the background once this tree's is done), PARITY_ENV="NAME=VALUE" with
+# PARITY_ENV_FILTER (the parity tests again under that setting), SYNTH="shape:type ..." (made in
+# the background into /tmp/synth while the tests run; types_bench.sh and dense_ab.sh use them),
+# ATTN_ENV_AB (attn_bench.sh's ENV_AB), ATTN_Q8_TG=1 (tg rows with a q8_0 cache, both engines).
 W=${W:-/tmp/attn_run}
 . "$(dirname "$0")/device_run_start.sh" 60 "$@"
 export VEGA_TEST_DATA=${VEGA_TEST_DATA:-$PWD/.devdata/testdata}
@@ -49,6 +53,25 @@ tests() {  # tests DIR TAG PARITY_FILTER E2E_FILTER
   touch $W/tests.$tag.done
 }
 build build-h200 OFF vega vega_gpu_parity_tests vega_engine_tests || { touch $W/finished; exit 1; }
+bg=
+if [ -n "${AB_BASE:-}" ]; then  # the A/B base's build (dense_ab.sh's paths) beside the tests
+  (W=$W/ab AB_BUILD_ONLY=1 bash scripts/dense_ab.sh $AB_BASE > $W/ab_build.log 2>&1) &
+  bg="$bg $!"
+fi
+if [ -n "${SYNTH:-}" ]; then
+  (mkdir -p /tmp/synth; for spec in $SYNTH; do
+     f=/tmp/synth/${spec%%:*}-${spec##*:}.gguf
+     [ -f $f ] || build-h200/vega synth --shape ${spec%%:*} --type ${spec##*:} -o $f > /dev/null 2>&1 || rm -f $f
+   done; ls -la /tmp/synth > $W/synth.log) &
+  bg="$bg $!"
+fi
+if [ -n "${PARITY_ENV:-}" ] && [ ! -f $W/parity_env.done ]; then
+  log "parity with $PARITY_ENV: ${PARITY_ENV_FILTER:-PromptAttention.*}"
+  env "$PARITY_ENV" timeout 400 build-h200/tests/gpu/vega_gpu_parity_tests --gtest_filter="${PARITY_ENV_FILTER:-PromptAttention.*}" \
+    > $W/parity_env.log 2>&1; echo "rc=$?" >> $W/parity_env.log
+  grep -E "^\[  (PASSED|FAILED)|Failure|rc=" $W/parity_env.log | head -30
+  touch $W/parity_env.done
+fi
 tests build-h200 cuda "${PARITY_FILTER:-PromptAttention.*:Parity.*}" \
   "${E2E_FILTER:--*llama_f32*:*qwen3_f32*:*qwen3moe_f32*:Cli.Tokenize*:ToolCalls.*}"
 if [ "${PPL:-0}" = 1 ] && [ ! -f $W/ppl.done ]; then
@@ -81,10 +104,14 @@ if [ "${EMU:-1}" = 1 ]; then
 fi
 if [ "${BENCH:-1}" = 1 ]; then
   if [ -n "$lb" ]; then log "waiting for llama.cpp"; wait $lb; fi
+  if [ -n "$bg" ]; then log "waiting for the A/B build and the synth files"; wait $bg; tail -3 $W/ab_build.log 2>/dev/null; fi
   tail -1 $W/llama_build.log 2>/dev/null
-  [ "${ATTN:-1}" = 1 ] && OUT=$W/bench TILED_AB=${TILED_AB:-1} KV_TYPES=${KV_TYPES:-f16} bash scripts/attn_bench.sh build-h200
-  [ -n "${TYPES_BENCH:-}" ] && OUT=$W/types TYPES="$TYPES_BENCH" bash scripts/types_bench.sh build-h200
-  [ -n "${AB_BASE:-}" ] && W=$W/ab TESTS="${AB_TESTS:-b1 pp512}" AB_TYPES="${AB_TYPES:-Q4_0 Q4_K_M Q8_0}" bash scripts/dense_ab.sh $AB_BASE .
+  [ "${ATTN:-1}" = 1 ] && OUT=$W/bench TILED_AB=${TILED_AB:-0} KV_TYPES=${KV_TYPES:-f16} ENV_AB="${ATTN_ENV_AB:-}" \
+    bash scripts/attn_bench.sh build-h200
+  [ "${ATTN_Q8_TG:-0}" = 1 ] && OUT=$W/bench_q8 KV_TYPES=q8_0 PP=none bash scripts/attn_bench.sh build-h200
+  [ -n "${TYPES_BENCH:-}" ] && OUT=$W/types TYPES="$TYPES_BENCH" SYNTH_DIR=/tmp/synth KEEP=1 bash scripts/types_bench.sh build-h200
+  [ -n "${AB_BASE:-}" ] && W=$W/ab TESTS="${AB_TESTS:-b1 pp512}" AB_TYPES="${AB_TYPES:-Q4_0 Q4_K_M Q8_0}" \
+    SHAPE=${AB_SHAPE:-llama2-7b} SYNTH_DIR=/tmp/synth TREE_VEGA=$PWD/build-h200/vega bash scripts/dense_ab.sh $AB_BASE .
   if [ -n "${ATTN_BLOCKS_AB:-}" ]; then
     m=/tmp/attn-llama2-7b-Q4_0.gguf
     [ -f $m ] || build-h200/vega synth --shape llama2-7b --type Q4_0 -o $m > /dev/null 2>&1

@@ -29,6 +29,9 @@ constexpr int kAttnBlocksPerSm = 12;
 // positions: one block per pair writes its output directly (no partials, no
 // merge). A/B 2026-11-24, B=16 (512 pairs): one block per pair +3% over 3 splits.
 constexpr int kAttnWholePairsPerSm = 2;
+// Prompt (flash) attention, attention_mma.cu: 2 m-tiles per warp (128-row blocks, half the
+// shared-memory reads per mma) when that grid fills at least this percent of the SMs, else 1.
+constexpr int kAttnMmaPairedMinFill = 90;
 constexpr bool kPdl = true;             // programmatic dependent launch (sm_90; checked at run time)
 // Tensor parallel's small sums read the peers' parts directly (kernels/peer_sum.cu)
 // where every pair of devices has peer access: device memory is coherent for peers at

@@ -48,7 +48,7 @@ struct Dot2Tile {
     static constexpr int kLoads = (kBn * kCh + kThreads - 1) / kThreads;  // chunks of K (and V) per thread
     static constexpr int kDl = (HD + kWave - 1) / kWave;  // dims per lane in p.v
     static_assert(HD % 8 == 0 && HD <= 256, "head dims: multiples of 8 up to 256");
-    static_assert(kBn % 8 == 0 && kBm <= 64, "tiles of whole b128 reads; one pending bit per token");
+    static_assert(kBn % 8 == 0 && kBm <= kMaxTileTokens, "tiles of whole b128 reads; one pending bit per token");
 };
 
 template <int HD>
@@ -82,7 +82,7 @@ __global__ void __launch_bounds__(kThreads) attn_dot2_k(ops::KvLayer c, const fl
         s_q[r][w] = pack_h2(v.x * qscale, v.y * qscale);
     }
 
-    uint64_t pending = threadIdx.x == 0 ? tile_tokens(t0, bt, rows) : 0;  // thread 0: tokens not yet attended
+    PendingTokens pending = threadIdx.x == 0 ? tile_tokens(t0, bt, rows) : PendingTokens{0, 0};  // thread 0: tokens not yet attended
     for (;;) {
         __syncthreads();  // the previous pass has read s_pos (and q is in place)
         if (threadIdx.x == 0) next_tile_pass(pending, pos, seq, t0, bt, G, kBm, s_pos, &s_seq, &s_len);
