@@ -30,8 +30,10 @@ constexpr int kAttnBlocksPerSm = 12;
 // merge). A/B 2026-11-24, B=16 (512 pairs): one block per pair +3% over 3 splits.
 constexpr int kAttnWholePairsPerSm = 2;
 // Prompt (flash) attention, attention_mma.cu: 2 m-tiles per warp (128-row blocks, half the
-// shared-memory reads per mma) when that grid fills at least this percent of the SMs, else 1.
-constexpr int kAttnMmaPairedMinFill = 90;
+// shared-memory reads per mma) when that grid has at least this many blocks per 100 SMs,
+// else 1. A/B (H100, 2026-11-27, VEGA_GPU_ATTN_MT): pp2048 @ d8192 +2.5% (llama2-7b) and
+// +3.1% (llama3-8b) with 2 (512 blocks); pp512 @ d8192 -11% and -1.4% (128 blocks, one an SM).
+constexpr int kAttnMmaPairedMinFill = 200;
 constexpr bool kPdl = true;             // programmatic dependent launch (sm_90; checked at run time)
 // Tensor parallel's small sums read the peers' parts directly (kernels/peer_sum.cu)
 // where every pair of devices has peer access: device memory is coherent for peers at

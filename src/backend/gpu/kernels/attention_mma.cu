@@ -38,6 +38,7 @@
 #include "backend/gpu/wave.h"
 
 #include <algorithm>
+#include <climits>
 #include <string>
 
 namespace vega::gpu {
@@ -66,6 +67,14 @@ struct Tile {
     static_assert(kBm <= kMaxTileTokens, "one pending bit per token");
     static_assert(MT == 1 || HD <= 128, "hd 256 at MT 2 would need 256 O registers");
 };
+
+// 2^x by the SFU alone (ex2.approx.ftz: results under 2^-126 flush to 0, weights too
+// small to reach a sum); exp2f adds the subnormal range's scaling around it.
+__device__ __forceinline__ float fast_exp2(float x) {
+    float y;
+    asm("ex2.approx.ftz.f32 %0, %1;" : "=f"(y) : "f"(x));
+    return y;
+}
 
 // K and V rows [j0, j0 + kBn) of one (seq, kv head) into shared buffers; rows from
 // kv_len on zero-filled.
@@ -130,15 +139,21 @@ __global__ void __launch_bounds__(kThreads) attn_mma_k(ops::KvLayer c, const flo
         if (s_seq < 0) break;  // every token attended
         const int kv_len = s_len;
         int p_lo[MT], p_hi[MT];  // this lane's rows of m-tile m: row0 + 16m + g and + 8
-        int wmax = -1;
+        int wmax = -1, wmin = INT_MAX;
 #pragma unroll
         for (int m = 0; m < MT; ++m) {
             p_lo[m] = s_pos[row0 + 16 * m + g], p_hi[m] = s_pos[row0 + 16 * m + g + 8];
             wmax = max(wmax, max(p_lo[m], p_hi[m]));
+            wmin = min(wmin, min(p_lo[m] < 0 ? INT_MAX : p_lo[m], p_hi[m] < 0 ? INT_MAX : p_hi[m]));
         }
         // The warp's last useful position: tiles past it only cost it masking, skip them.
+        // Tiles up to its rows' first position need no mask (a masked row, p < 0, is
+        // never stored, so its unmasked scores do not matter).
 #pragma unroll
-        for (int o = 16; o >= 1; o >>= 1) wmax = max(wmax, __shfl_xor_sync(0xffffffffu, wmax, o));
+        for (int o = 16; o >= 1; o >>= 1) {
+            wmax = max(wmax, __shfl_xor_sync(0xffffffffu, wmax, o));
+            wmin = min(wmin, __shfl_xor_sync(0xffffffffu, wmin, o));
+        }
         const int64_t base = c.row(s_seq, kvh, 0);
         const uint16_t* kg = static_cast<const uint16_t*>(c.k) + base;
         const uint16_t* vg = static_cast<const uint16_t*>(c.v) + base;
@@ -198,14 +213,19 @@ __global__ void __launch_bounds__(kThreads) attn_mma_k(ops::KvLayer c, const flo
 #pragma unroll
                 for (int m = 0; m < MT; ++m) {
                     // Causal mask and the tile's row maxima (quad: the 4 lanes of a row).
+                    if (j0 + kBn - 1 > wmin) {  // (warp-uniform)
+#pragma unroll
+                        for (int n = 0; n < kBn / 8; ++n) {
+                            const int j = j0 + n * 8 + 2 * tq;
+                            s[m][n][0] = j <= p_lo[m] ? s[m][n][0] : -INFINITY;
+                            s[m][n][1] = j + 1 <= p_lo[m] ? s[m][n][1] : -INFINITY;
+                            s[m][n][2] = j <= p_hi[m] ? s[m][n][2] : -INFINITY;
+                            s[m][n][3] = j + 1 <= p_hi[m] ? s[m][n][3] : -INFINITY;
+                        }
+                    }
                     float mx_lo = -INFINITY, mx_hi = -INFINITY;
 #pragma unroll
                     for (int n = 0; n < kBn / 8; ++n) {
-                        const int j = j0 + n * 8 + 2 * tq;
-                        s[m][n][0] = j <= p_lo[m] ? s[m][n][0] : -INFINITY;
-                        s[m][n][1] = j + 1 <= p_lo[m] ? s[m][n][1] : -INFINITY;
-                        s[m][n][2] = j <= p_hi[m] ? s[m][n][2] : -INFINITY;
-                        s[m][n][3] = j + 1 <= p_hi[m] ? s[m][n][3] : -INFINITY;
                         mx_lo = fmaxf(mx_lo, fmaxf(s[m][n][0], s[m][n][1]));
                         mx_hi = fmaxf(mx_hi, fmaxf(s[m][n][2], s[m][n][3]));
                     }
@@ -217,18 +237,22 @@ __global__ void __launch_bounds__(kThreads) attn_mma_k(ops::KvLayer c, const flo
                     const float mn_lo = fmaxf(m_lo[m], mx_lo), mn_hi = fmaxf(m_hi[m], mx_hi);
                     // A row with no position yet (mn = -inf) keeps corr 1 and p 0.
                     const float b_lo = mn_lo == -INFINITY ? 0.f : mn_lo, b_hi = mn_hi == -INFINITY ? 0.f : mn_hi;
-                    const float corr_lo = exp2f(m_lo[m] - b_lo), corr_hi = exp2f(m_hi[m] - b_hi);
+                    const float corr_lo = fast_exp2(m_lo[m] - b_lo), corr_hi = fast_exp2(m_hi[m] - b_hi);
                     m_lo[m] = mn_lo, m_hi[m] = mn_hi;
                     l_lo[m] *= corr_lo, l_hi[m] *= corr_hi;
+                    // Deep in a sequence the maxima rarely move: a warp whose corrections
+                    // are all 1 skips the rescale (x * 1 is x: the same result).
+                    if (!__all_sync(0xffffffffu, corr_lo == 1.f && corr_hi == 1.f)) {
 #pragma unroll
-                    for (int i = 0; i < HD / 8; ++i) {
-                        o_acc[m][i][0] *= corr_lo, o_acc[m][i][1] *= corr_lo;
-                        o_acc[m][i][2] *= corr_hi, o_acc[m][i][3] *= corr_hi;
+                        for (int i = 0; i < HD / 8; ++i) {
+                            o_acc[m][i][0] *= corr_lo, o_acc[m][i][1] *= corr_lo;
+                            o_acc[m][i][2] *= corr_hi, o_acc[m][i][3] *= corr_hi;
+                        }
                     }
 #pragma unroll
                     for (int n = 0; n < kBn / 8; ++n) {
-                        const float e0 = exp2f(s[m][n][0] - b_lo), e1 = exp2f(s[m][n][1] - b_lo);
-                        const float e2 = exp2f(s[m][n][2] - b_hi), e3 = exp2f(s[m][n][3] - b_hi);
+                        const float e0 = fast_exp2(s[m][n][0] - b_lo), e1 = fast_exp2(s[m][n][1] - b_lo);
+                        const float e2 = fast_exp2(s[m][n][2] - b_hi), e3 = fast_exp2(s[m][n][3] - b_hi);
                         l_lo[m] += e0 + e1, l_hi[m] += e2 + e3;
                         pa[m][n / 2][(n & 1) * 2 + 0] = pack_half2(e0, e1);  // rows g: a0 (n even) / a2 (n odd)
                         pa[m][n / 2][(n & 1) * 2 + 1] = pack_half2(e2, e3);  // rows g + 8: a1 / a3
