@@ -489,9 +489,7 @@ public:
             if (ops::prepare_act_experts(x, buf.expert_out, buf.expert_w, K, f32(*link.next_norm), link.next_eps, rows,
                                          E, act_x_, act_q_, act_ds_, h, stream_)) {
                 rt::check("experts combine + residual + norm");
-                act_ = {};
-                act_.x = act_x_, act_.q = act_q_, act_.ds = act_ds_, act_.h = h, act_.rows = rows, act_.n = E;
-                return;
+                return use_own_input(rows, E, true, h);
             }
         }
         ops::combine_experts(buf.expert_out, buf.expert_w, rows, K, E, buf.tmp, stream_);
@@ -714,32 +712,36 @@ private:
     // tensor-core matmul reads it, from mma_min_rows() rows on.
     bool want_h(int rows) const { return act_h_ && rows >= ops::mma_min_rows(); }
 
-    void set_input(const float* x, const float* res, const float* w, float eps, int rows, int64_t n) {
+    // The input kernels below write the backend's own buffers (act_x_, act_q_, ...), sized
+    // at reserve time.
+    void check_reserved_input(int rows, int64_t n) const {
         if (rows > act_rows_ || n > act_n_)
             fail("GPU backend: matmul input [{}][{}] exceeds the reserved [{}][{}]", rows, n, act_rows_, act_n_);
+    }
+    // act_ = those buffers as an input kernel left them: the f32 rows, their q8 form where q,
+    // the f16 form where h.
+    void use_own_input(int rows, int64_t n, bool q, uint16_t* h) {
+        act_ = {};
+        act_.x = act_x_, act_.q = q ? act_q_ : nullptr, act_.ds = q ? act_ds_ : nullptr, act_.h = h;
+        act_.rows = rows, act_.n = n;
+    }
+    void set_input(const float* x, const float* res, const float* w, float eps, int rows, int64_t n) {
+        check_reserved_input(rows, n);
         const bool q = n % 32 == 0;
         uint16_t* h = q && want_h(rows) ? act_h_ : nullptr;
         ops::prepare_act(const_cast<float*>(x), res, w, eps, rows, n, act_x_, q ? act_q_ : nullptr, act_ds_, h, stream_);
         rt::check("matmul input");
-        act_ = {};
-        act_.x = act_x_;
-        act_.q = q ? act_q_ : nullptr;
-        act_.ds = q ? act_ds_ : nullptr;
-        act_.h = h;
-        act_.rows = rows;
-        act_.n = n;
+        use_own_input(rows, n, q, h);
     }
     // Tensor parallel: x += part summed over the devices, and the matmul input from it,
     // in one kernel (ops::peer_sum_norm).
     void sum_input(float* x, const float* part, const FusedSum& sum, const float* w, float eps, int rows, int64_t n) {
         if (!part) fail("GPU block op: a fused sum without this device's part");
-        if (rows > act_rows_ || n > act_n_)
-            fail("GPU backend: matmul input [{}][{}] exceeds the reserved [{}][{}]", rows, n, act_rows_, act_n_);
+        check_reserved_input(rows, n);
         uint16_t* h = want_h(rows) ? act_h_ : nullptr;
         ops::peer_sum_norm(sum.peer, x, part, w, eps, rows, n, act_x_, act_q_, act_ds_, h, stream_);
         rt::check("peer sum + matmul input");
-        act_ = {};
-        act_.x = act_x_, act_.q = act_q_, act_.ds = act_ds_, act_.h = h, act_.rows = rows, act_.n = n;
+        use_own_input(rows, n, true, h);
     }
     void check_input(const Weight& w) const {
         if (w.n_in != act_.n) fail("matmul '{}': input has {} columns, weight has {}", w.name, act_.n, w.n_in);

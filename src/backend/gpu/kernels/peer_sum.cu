@@ -140,7 +140,7 @@ bool ops::peer_sums_allowed() { return arch::kPeerSums; }
 
 bool ops::peer_sum_norm_ok(const PeerSum& p, int rows, int64_t n) {
     return rows >= 1 && rows <= kPeerBlocks && n % 32 == 0 && int64_t(rows) * n <= p.n_stage &&
-           n <= int64_t(4) * 4 * kPrepThreads;
+           n <= int64_t(4) * kMaxPrepVectors * kPrepThreads;
 }
 
 void ops::peer_sum_norm(const PeerSum& p, float* x, const float* part, const float* w, float eps, int rows, int64_t n,
@@ -148,12 +148,11 @@ void ops::peer_sum_norm(const PeerSum& p, float* x, const float* part, const flo
     if (!peer_sum_norm_ok(p, rows, n) || !w || !q || !ds)
         gpu_fail("peer_sum_norm: [" + std::to_string(rows) + "][" + std::to_string(n) + "] with a staging slot of " +
                  std::to_string(p.n_stage) + " floats (needs n % 32 == 0, at most " + std::to_string(kPeerBlocks) +
-                 " rows, " + std::to_string(4 * 4 * kPrepThreads) + " columns, the norm and the q8 buffers)");
+                 " rows, " + std::to_string(4 * kMaxPrepVectors * kPrepThreads) + " columns, the norm and the q8 buffers)");
     const dim3 grid(1, unsigned(rows));
-    const int64_t v = (n / 4 + kPrepThreads - 1) / kPrepThreads;
-    if (v <= 1) return launch(peer_sum_norm_k<1>, grid, dim3(kPrepThreads), s, p, x, part, w, eps, n, xo, q, ds, h);
-    if (v <= 2) return launch(peer_sum_norm_k<2>, grid, dim3(kPrepThreads), s, p, x, part, w, eps, n, xo, q, ds, h);
-    launch(peer_sum_norm_k<4>, grid, dim3(kPrepThreads), s, p, x, part, w, eps, n, xo, q, ds, h);
+    with_prep_vectors<kPrepThreads>(n, [&](auto v) {
+        launch(peer_sum_norm_k<decltype(v)::value>, grid, dim3(kPrepThreads), s, p, x, part, w, eps, n, xo, q, ds, h);
+    });
 }
 
 void ops::peer_sum(const PeerSum& p, float* buf, int64_t n, void* s) {

@@ -5,6 +5,7 @@
 // alike bit for bit.
 #pragma once
 #include <cstdint>
+#include <type_traits>
 
 #include "backend/gpu/kernels/norm.h"
 #include "backend/gpu/kernels/q8_chunk.h"
@@ -17,6 +18,21 @@ __device__ __forceinline__ void store_f16x4(uint16_t* h, float d, int q0, int q1
     const uint32_t lo = uint32_t(f2h(float(q0) * d)) | uint32_t(f2h(float(q1) * d)) << 16;
     const uint32_t hi = uint32_t(f2h(float(q2) * d)) | uint32_t(f2h(float(q3) * d)) << 16;
     *reinterpret_cast<uint2*>(h) = make_uint2(lo, hi);
+}
+
+// The one-block row kernels' vectors (float4s) per thread, V = 1, 2 or 4: the fewest whose
+// Threads x V float4s cover a row of n floats. f(std::integral_constant<int, V>{}) for that
+// V; false (f not called) for rows past Threads x 16 floats. prepare_act,
+// prepare_act_experts and peer_sum_norm dispatch through it, and peer_sum_norm_ok states
+// its bound with kMaxPrepVectors.
+constexpr int kMaxPrepVectors = 4;
+template <int Threads, class F>
+inline bool with_prep_vectors(int64_t n, F&& f) {
+    const int64_t v = (n / 4 + Threads - 1) / Threads;
+    if (v <= 1) return f(std::integral_constant<int, 1>{}), true;
+    if (v <= 2) return f(std::integral_constant<int, 2>{}), true;
+    if (v <= kMaxPrepVectors) return f(std::integral_constant<int, kMaxPrepVectors>{}), true;
+    return false;
 }
 
 // Row r of x [rows][n] (n % 32 == 0), thread t of a block of Threads owning the float4s

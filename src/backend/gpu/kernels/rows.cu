@@ -247,11 +247,8 @@ void prep_fast(float* x, const float* res, const float* w, float eps, int rows, 
 bool ops::prepare_act_experts(float* x, const float* y, const float* yw, int k, const float* w, float eps, int rows,
                               int64_t n, float* xo, int8_t* q, float* ds, uint16_t* h, void* s) {
     if (rows <= 0 || !q || !w || n % 32 != 0 || k < 1) return false;
-    const int64_t v = (n / 4 + kPrepThreads - 1) / kPrepThreads;
-    if (v <= 1) return prep_fast<1>(x, y, w, eps, rows, n, xo, q, ds, h, 1, s, yw, k), true;
-    if (v <= 2) return prep_fast<2>(x, y, w, eps, rows, n, xo, q, ds, h, 1, s, yw, k), true;
-    if (v <= 4) return prep_fast<4>(x, y, w, eps, rows, n, xo, q, ds, h, 1, s, yw, k), true;
-    return false;
+    return with_prep_vectors<kPrepThreads>(
+        n, [&](auto v) { prep_fast<decltype(v)::value>(x, y, w, eps, rows, n, xo, q, ds, h, 1, s, yw, k); });
 }
 
 void ops::prepare_act(float* x, const float* res, const float* w, float eps, int rows, int64_t n, float* xo, int8_t* q,
@@ -260,10 +257,9 @@ void ops::prepare_act(float* x, const float* res, const float* w, float eps, int
     if (q && n % 32 == 0) {
         const int64_t n4 = n / 4;
         if (!w && !res) return prep_fast<1>(x, res, w, eps, rows, n, xo, q, ds, h, grid_for(n4, kPrepThreads), s);
-        const int64_t v = (n4 + kPrepThreads - 1) / kPrepThreads;
-        if (v <= 1) return prep_fast<1>(x, res, w, eps, rows, n, xo, q, ds, h, 1, s);
-        if (v <= 2) return prep_fast<2>(x, res, w, eps, rows, n, xo, q, ds, h, 1, s);
-        if (v <= 4) return prep_fast<4>(x, res, w, eps, rows, n, xo, q, ds, h, 1, s);
+        if (with_prep_vectors<kPrepThreads>(
+                n, [&](auto v) { prep_fast<decltype(v)::value>(x, res, w, eps, rows, n, xo, q, ds, h, 1, s); }))
+            return;
         launch(prepare_act_k<true>, dim3(unsigned(rows)), dim3(kRowThreads), s, x, res, w, eps, n, xo, q, ds, h);
     } else {
         launch(prepare_act_k<false>, dim3(unsigned(rows)), dim3(kRowThreads), s, x, res, w, eps, n, xo, (int8_t*)nullptr,
