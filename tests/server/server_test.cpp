@@ -728,6 +728,11 @@ TEST_F(Serve, LoadTestLosesAndMixesNothing) {
     EXPECT_EQ(ok.load(), 200);
     EXPECT_EQ(wrong.load(), 0);
     EXPECT_EQ(failed.load(), 0);
+    // The engine loop publishes its slot count after the step that answered: a reply can
+    // reach the client first. Idle within 5 s, or a slot was never freed.
+    const auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(5);
+    while (metric(port(), "vega_slots_busy") != 0 && std::chrono::steady_clock::now() < deadline)
+        std::this_thread::sleep_for(std::chrono::milliseconds(10));
     EXPECT_EQ(metric(port(), "vega_slots_busy"), 0);
     EXPECT_EQ(metric(port(), "vega_queue_size"), 0);
 }
