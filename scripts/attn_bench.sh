@@ -42,8 +42,7 @@ for spec in ${MODELS:-llama2-7b:Q4_0 llama3-8b:Q4_K_M}; do
     fi
     for e in ${ENV_AB:-}; do
       log "$shape $t, $kv cache: vega with $e"
-      env "$e" timeout 400 "$B/vega" bench --device gpu -m $m -c $CTX -r 2 -p $PP -n 0 -d $DEPTHS $vkv 2>&1 \
-        | grep -E "^\||rror" | cut -d'|' -f2,6- | tee -a "$S"
+      (export "$e"; vbench -m $m -c $CTX -r 2 -p $PP -n 0 -d $DEPTHS $vkv)
     done
     log "$shape $t, $kv cache: llama.cpp"
     lbench -m $m -r 2 -p $PP -n 0 -d $DEPTHS $lkv

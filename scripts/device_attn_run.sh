@@ -17,11 +17,12 @@
 # (scripts/dense_ab.sh of that commit against this tree: AB_TESTS, AB_TYPES, AB_SHAPE; its build
 # starts in the background once this tree's is done), PARITY_ENV="NAME=VALUE" with
 # PARITY_ENV_FILTER (the parity tests again under that setting), SYNTH="shape:type ..." (made in
-# the background into /tmp/synth while the tests run; types_bench.sh and dense_ab.sh use them),
+# the background into $SYNTH_DIR, default /tmp/synth, while the tests run; the bench scripts use them),
 # ATTN_ENV_AB (attn_bench.sh's ENV_AB), ATTN_Q8_TG=1 (tg rows with a q8_0 cache, both engines).
 W=${W:-/tmp/attn_run}
 . "$(dirname "$0")/device_run_start.sh" 60 "$@"
 export VEGA_TEST_DATA=${VEGA_TEST_DATA:-$PWD/.devdata/testdata}
+export SYNTH_DIR=${SYNTH_DIR:-/tmp/synth}  # the synth files of every bench script below
 PEERS=${PEERS:-$PWD/.devdata/peers}
 L=${LLAMA_PEER_DIR:-/tmp/llama-peer}/b/bin
 nvidia-smi --query-gpu=name,memory.total --format=csv,noheader
@@ -59,10 +60,10 @@ if [ -n "${AB_BASE:-}" ]; then  # the A/B base's build (dense_ab.sh's paths) bes
   bg="$bg $!"
 fi
 if [ -n "${SYNTH:-}" ]; then
-  (mkdir -p /tmp/synth; for spec in $SYNTH; do
-     f=/tmp/synth/${spec%%:*}-${spec##*:}.gguf
+  (mkdir -p $SYNTH_DIR; for spec in $SYNTH; do
+     f=$SYNTH_DIR/${spec%%:*}-${spec##*:}.gguf
      [ -f $f ] || build-h200/vega synth --shape ${spec%%:*} --type ${spec##*:} -o $f > /dev/null 2>&1 || rm -f $f
-   done; ls -la /tmp/synth > $W/synth.log) &
+   done; ls -la $SYNTH_DIR > $W/synth.log) &
   bg="$bg $!"
 fi
 if [ -n "${PARITY_ENV:-}" ] && [ ! -f $W/parity_env.done ]; then
@@ -109,11 +110,11 @@ if [ "${BENCH:-1}" = 1 ]; then
   [ "${ATTN:-1}" = 1 ] && OUT=$W/bench TILED_AB=${TILED_AB:-0} KV_TYPES=${KV_TYPES:-f16} ENV_AB="${ATTN_ENV_AB:-}" \
     bash scripts/attn_bench.sh build-h200
   [ "${ATTN_Q8_TG:-0}" = 1 ] && OUT=$W/bench_q8 KV_TYPES=q8_0 PP=none bash scripts/attn_bench.sh build-h200
-  [ -n "${TYPES_BENCH:-}" ] && OUT=$W/types TYPES="$TYPES_BENCH" SYNTH_DIR=/tmp/synth KEEP=1 bash scripts/types_bench.sh build-h200
+  [ -n "${TYPES_BENCH:-}" ] && OUT=$W/types TYPES="$TYPES_BENCH" KEEP=1 bash scripts/types_bench.sh build-h200
   [ -n "${AB_BASE:-}" ] && W=$W/ab TESTS="${AB_TESTS:-b1 pp512}" AB_TYPES="${AB_TYPES:-Q4_0 Q4_K_M Q8_0}" \
-    SHAPE=${AB_SHAPE:-llama2-7b} SYNTH_DIR=/tmp/synth TREE_VEGA=$PWD/build-h200/vega bash scripts/dense_ab.sh $AB_BASE .
+    SHAPE=${AB_SHAPE:-llama2-7b} TREE_VEGA=$PWD/build-h200/vega bash scripts/dense_ab.sh $AB_BASE .
   if [ -n "${ATTN_BLOCKS_AB:-}" ]; then
-    m=/tmp/attn-llama2-7b-Q4_0.gguf
+    m=$SYNTH_DIR/llama2-7b-Q4_0.gguf; mkdir -p $SYNTH_DIR
     [ -f $m ] || build-h200/vega synth --shape llama2-7b --type Q4_0 -o $m > /dev/null 2>&1
     for nb in ${ATTN_BLOCKS_AB}; do
       log "tg128 @ d8192, VEGA_GPU_ATTN_BLOCKS=$nb"

@@ -82,7 +82,8 @@ __global__ void __launch_bounds__(kThreads) attn_dot2_k(ops::KvLayer c, const fl
         s_q[r][w] = pack_h2(v.x * qscale, v.y * qscale);
     }
 
-    PendingTokens pending = threadIdx.x == 0 ? tile_tokens(t0, bt, rows) : PendingTokens{0, 0};  // thread 0: tokens not yet attended
+    // thread 0: tokens not yet attended
+    PendingTokens pending = threadIdx.x == 0 ? tile_tokens(t0, bt, rows) : PendingTokens{0, 0};
     for (;;) {
         __syncthreads();  // the previous pass has read s_pos (and q is in place)
         if (threadIdx.x == 0) next_tile_pass(pending, pos, seq, t0, bt, G, kBm, s_pos, &s_seq, &s_len);

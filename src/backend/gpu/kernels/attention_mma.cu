@@ -5,13 +5,15 @@
 //
 //   out [rows][n_head][hd] = softmax(q k^T * scale) v over positions 0..pos[t] of seq[t]
 //
-// Block (4 warps): a tile of kBm = 64 query rows, rows = (token, head of one GQA
+// Block (4 warps): a tile of kBm = 64 * MT query rows, rows = (token, head of one GQA
 // group): row r is token t0 + r / G, head kvh * G + r % G (G = n_head / n_kv_head,
 // kBm / G tokens a tile), so every row of the block reads the same K/V rows. Grid
 // (token tiles, kv heads), the last tokens' tiles (the most positions) first.
-// Warp w owns rows 16w..16w+15 (the mma's M). Per K/V tile of BN positions:
+// Warp w owns MT m-tiles of 16 rows (the mma's M) from row 16 MT w. Per K/V tile of
+// BN positions, per m-tile:
 //   S [16][BN] = Q K^T     mma.m16n8k16, Q (f16, scale * log2 e folded in) and K
-//                          from shared memory by ldmatrix;
+//                          from shared memory by ldmatrix (a K fragment serves the
+//                          warp's MT m-tiles);
 //   causal mask, online softmax in the log2 domain (exp2), rows' maxima and sums
 //   across the 4 lanes of a quad (each lane holds 2 columns of every 8);
 //   O [16][hd] += P V      P from S's accumulators (the C fragment of two n-tiles is
@@ -25,8 +27,9 @@
 // the other sequences' rows; a prompt's tiles take one pass.
 //
 // Shared memory (row stride hd + 8 halves: ldmatrix's 8 rows hit 8 distinct 16-byte
-// bank groups): Q [64][hd+8] + 2 x (K, V) [BN][hd+8] f16: 87 KB at hd 128 (BN 64),
-// 101 KB at hd 256 (BN 32, the O accumulators being 128 registers).
+// bank groups): Q [kBm][hd+8] + 2 x (K, V) [BN][hd+8] f16: MT 1 87 KB at hd 128 (BN 64),
+// 101 KB at hd 256 (BN 32, the O accumulators being 128 registers); MT 2 102 KB at hd
+// 128 (BN 32).
 #include "core/env.h"
 #include "backend/gpu/launch.h"
 #include "backend/gpu/ops.h"
@@ -317,8 +320,9 @@ bool launch_hd(const ops::KvLayer& c, const float* q, float* out, int rows, int 
 }
 
 // The m-tiles per warp for a launch: 2 (half the shared-memory reads per mma) for head
-// dims up to 128 when its grid fills arch::kAttnMmaPairedMinFill percent of the SMs, else
-// 1 (two blocks an SM either way); VEGA_GPU_ATTN_MT=1/2 forces one (A/B, read once).
+// dims up to 128 when its grid has arch::kAttnMmaPairedMinFill blocks per 100 SMs, else 1
+// (two blocks are resident an SM either way); VEGA_GPU_ATTN_MT=1/2 forces one (A/B, read
+// once).
 template <int HD>
 int m_tiles(const ops::KvLayer& c, int rows, int n_head) {
     static const int forced = env::integer("VEGA_GPU_ATTN_MT", 0);
