@@ -116,6 +116,27 @@ TEST(RepackView, SplitCodebookLookupsAddUpToTheEntries) {
     }
 }
 
+// The tensor-core matmul's codebook dequantization (matmul_mma.cu book_dequant8): the
+// lower table looked up by the codes minus the upper looked up by codes ^ 8 is the entry,
+// every code in every byte lane; both bytes as f16 (1024 + byte) are exact, so is their
+// difference.
+TEST(RepackView, DiffCodebookLookupsDifferByTheEntries) {
+    for (GpuBook b : {GpuBook::kIq4nl, GpuBook::kMxfp4}) {
+        const DiffBook t = diff_book(b);
+        ASSERT_TRUE(t.ok);
+        for (uint32_t c0 = 0; c0 < 16; ++c0)
+            for (uint32_t c1 = 0; c1 < 16; ++c1) {
+                const uint32_t sel = c0 | c1 << 4 | (c1 ^ 5u) << 8 | (c0 ^ 10u) << 12 | 0xABCD0000u;
+                const uint32_t lo = prmt_host(t.lo0, t.lo1, sel), up = prmt_host(t.up0, t.up1, sel ^ 0x88888888u);
+                for (int i = 0; i < 4; ++i) {
+                    const int c = int(sel >> (4 * i)) & 15;
+                    const int diff = int((lo >> (8 * i)) & 0xFFu) - int((up >> (8 * i)) & 0xFFu);
+                    EXPECT_EQ(diff, book_value(b, c)) << "book " << int(b) << " code " << c << " lane " << i;
+                }
+            }
+    }
+}
+
 TEST(RepackView, FloatTypesKeepTheirRows) {
     static const uint8_t b = 0;
     const GpuMat m = gpu_mat_view(GgmlType::F16, 64, 3, &b);

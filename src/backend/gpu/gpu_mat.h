@@ -152,6 +152,36 @@ constexpr SplitBook split_book(GpuBook b) {
 }
 static_assert(split_book(GpuBook::kIq4nl).ok && split_book(GpuBook::kMxfp4).ok, "each codebook half keeps one sign");
 
+// A codebook as two 8-entry tables of unsigned bytes whose lookups differ by its
+// entries (NVIDIA's f16 dequantization in the tensor-core matmul, wave.h book_f16x8):
+// with the selectors c (lower table) and c ^ 8 (upper), prmt's sign mode giving each
+// table's constant (kl, ku: 0 or 255, the sign of its bytes) for the other half's codes,
+//   lower(c) - upper(c ^ 8) = book[c]  for every c,
+// when lower = entries 0..7 + ku and upper = kl - entries 8..15 are bytes whose sign
+// bits give back kl and ku. As f16 (1024 + byte, one prmt with 0x64 each) the
+// difference is exact, so a weight is (lower - upper) * scale: the codes themselves
+// select, no select or mask per byte. IQ4_NL: kl = ku = 255; MXFP4's e2m1: kl = ku = 0.
+struct DiffBook {
+    uint32_t lo0, lo1, up0, up1;
+    bool ok;  // both tables' bytes fit and keep the sign their constant needs
+};
+constexpr DiffBook diff_book(GpuBook b) {
+    for (int kl = 0; kl <= 255; kl += 255)
+        for (int ku = 0; ku <= 255; ku += 255) {
+            DiffBook r{0, 0, 0, 0, true};
+            for (int i = 0; i < 8; ++i) {
+                const int l = book_value(b, i) + ku, u = kl - book_value(b, 8 + i);
+                if (l < 0 || l > 255 || u < 0 || u > 255 || (l >= 128 ? 255 : 0) != kl || (u >= 128 ? 255 : 0) != ku)
+                    r.ok = false;
+                (i < 4 ? r.lo0 : r.lo1) |= uint32_t(l & 0xFF) << (8 * (i & 3));
+                (i < 4 ? r.up0 : r.up1) |= uint32_t(u & 0xFF) << (8 * (i & 3));
+            }
+            if (r.ok) return r;
+        }
+    return DiffBook{0, 0, 0, 0, false};
+}
+static_assert(diff_book(GpuBook::kIq4nl).ok && diff_book(GpuBook::kMxfp4).ok, "each codebook has a difference form");
+
 // prmt.b32's default mode on the host (tests): byte (sel >> 4i) & 7 of {a, b}, or its
 // sign replicated when the selector's bit 3 is set.
 constexpr uint32_t prmt_host(uint32_t a, uint32_t b, uint32_t sel) {

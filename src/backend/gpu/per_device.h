@@ -24,4 +24,15 @@ private:
     bool set_[kMaxDevices] = {};
 };
 
+// The current device's SM (CU) count, at least 1, asked of the runtime once per device
+// (the launch shapes that fill the device: the tensor-core matmul's persistent grid, the
+// prompt attention's m-tiles).
+inline int current_device_sms() {
+    static PerDevice<int> n;
+    return n.get([] {
+        const int sms = rt::device_info(rt::current_device()).n_sm;
+        return sms > 1 ? sms : 1;
+    });
+}
+
 }  // namespace vega::gpu

@@ -326,12 +326,11 @@ bool launch_hd(const ops::KvLayer& c, const float* q, float* out, int rows, int 
 template <int HD>
 int m_tiles(const ops::KvLayer& c, int rows, int n_head) {
     static const int forced = env::integer("VEGA_GPU_ATTN_MT", 0);
-    static PerDevice<int> sms;
     if (HD > 128) return 1;
     if (forced == 1 || forced == 2) return forced;
     const int bt = Tile<HD, 2>::kBm / (n_head / c.n_kv_head);
     const int64_t blocks = int64_t((rows + bt - 1) / bt) * c.n_kv_head;
-    const int n_sm = sms.get([] { return std::max(1, rt::device_info(rt::current_device()).n_sm); });
+    const int n_sm = current_device_sms();
     return blocks * 100 >= int64_t(n_sm) * arch::kAttnMmaPairedMinFill ? 2 : 1;
 }
 

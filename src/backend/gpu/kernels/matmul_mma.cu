@@ -291,12 +291,12 @@ struct Copies {
 };
 
 // Weight codes minus this offset, times the half's scale, plus its min, are the
-// weights (codes: quant_chunk.h; Q8_0's bytes and codebook values made unsigned by
-// flipping bit 7).
+// weights (codes: quant_chunk.h; Q8_0's bytes made unsigned by flipping bit 7).
+// Codebook types dequantize through book_dequant8 instead.
 template <GgmlType T>
 constexpr int code_offset() {
     constexpr GpuFormat F = kFmt<T>;
-    return F.codes == GpuCodes::kBytes || F.book != GpuBook::kNone ? 128 : F.offset;
+    return F.codes == GpuCodes::kBytes ? 128 : F.offset;
 }
 
 __device__ __forceinline__ uint32_t splat_f16(uint32_t bits16) { return (bits16 & 0xFFFFu) * 0x10001u; }
@@ -334,7 +334,7 @@ __device__ __forceinline__ void ring_scales(const uint32_t* w, uint32_t sb, int 
 // Chunk cl of shared row r: lane t's codes of elements 4t.. (lo) and 16+4t.. (hi),
 // unsigned with code_offset: 4-bit codes from the row's qs word w (ldmatrix), 2-bit
 // codes from the chunk's two words (one 8-byte shared load; the 4 lanes of a row
-// read the same address), with their high-bit planes; codebook entries by lookup16.
+// read the same address), with their high-bit planes (codebook types: book_dequant8).
 template <GgmlType T, int MT, int NT, int WM>
 __device__ __forceinline__ void ring_codes(const unsigned char* slot, int r, int cl, int t, uint32_t w, uint32_t* lo,
                                            uint32_t* hi) {
@@ -346,10 +346,8 @@ __device__ __forceinline__ void ring_codes(const unsigned char* slot, int r, int
         const uint2 h = reinterpret_cast<const uint2*>(slot + L::kQh + r * L::kQhStride)[cl];
         h0 = h.x, h1 = h.y;
     }
-    if constexpr (F.book != GpuBook::kNone) {
-        book_values<T>(w, lo, hi);
-        *lo ^= 0x80808080u, *hi ^= 0x80808080u;
-    } else if constexpr (F.codes == GpuCodes::kPairs) {
+    static_assert(F.book == GpuBook::kNone, "codebook chunks: book_dequant8");
+    if constexpr (F.codes == GpuCodes::kPairs) {
         (void)w;
         const uint2 q = *reinterpret_cast<const uint2*>(slot + r * L::kWqStride + cl * 8);
         codes<T>(q.x, q.y, h0, h1, t, lo, hi);
@@ -373,6 +371,39 @@ __device__ __forceinline__ void dequant4(uint32_t u, uint32_t s, uint32_t m, uin
         : "r"(u), "r"(s), "r"(m), "r"(bias));
 #else
     (void)u, (void)s, (void)m, w01 = w23 = 0;  // never launched (mma_device_ok)
+#endif
+}
+
+// A codebook type's chunk word w (8 codes, as ring_codes' qs word: byte j = code of
+// element 4t + j | code of 16 + 4t + j << 4) -> f16 weights, half2 bit patterns: a0 =
+// elements (4t, 4t+1), a1 = (4t+2, 4t+3) times s0, a2 = (16+4t, 17+4t), a3 = (18+4t,
+// 19+4t) times s1. The codes select from the book's two difference tables (gpu_mat.h
+// DiffBook) in nibble order, four codes a prmt, so each pair's bytes sit in one word;
+// one prmt per table and pair makes them 1024 + byte in f16, the difference is the
+// entry (exact), the multiply the one rounding, as dequant4's fma. Per 8 codes: 3
+// selector ops, 4 lookups, 8 prmt and 8 f16 ops, where the lookup, its byte masks and
+// select, the reorder, the xor and dequant4 took about 30.
+template <GpuBook B>
+__device__ __forceinline__ void book_dequant8(uint32_t w, uint32_t s0, uint32_t s1, uint32_t& a0, uint32_t& a1,
+                                              uint32_t& a2, uint32_t& a3) {
+#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 800
+    constexpr DiffBook d = diff_book(B);
+    const uint32_t wx = w ^ 0x88888888u;  // the upper table's selectors
+    // codes (4t, 16+4t, 4t+1, 17+4t) of the low half-word, (4t+2, 18+4t, 4t+3, 19+4t) of the high
+    const uint32_t la = prmt_b32(d.lo0, d.lo1, w), ua = prmt_b32(d.up0, d.up1, wx);
+    const uint32_t lb = prmt_b32(d.lo0, d.lo1, w >> 16), ub = prmt_b32(d.up0, d.up1, wx >> 16);
+#define VEGA_BOOK_PAIR(OUT, L, U, SEL, S)                                                           \
+    asm("{\n .reg .b32 a, b;\n prmt.b32 a, %1, 0x64646464, " SEL ";\n prmt.b32 b, %2, 0x64646464, " SEL \
+        ";\n sub.rn.f16x2 a, a, b;\n mul.rn.f16x2 %0, a, %3;\n}"                                   \
+        : "=r"(OUT)                                                                                 \
+        : "r"(L), "r"(U), "r"(S))
+    VEGA_BOOK_PAIR(a0, la, ua, "0x4240", s0);  // bytes 0 and 2: the pair's lower codes
+    VEGA_BOOK_PAIR(a1, lb, ub, "0x4240", s0);
+    VEGA_BOOK_PAIR(a2, la, ua, "0x4341", s1);  // bytes 1 and 3: 16 elements on
+    VEGA_BOOK_PAIR(a3, lb, ub, "0x4341", s1);
+#undef VEGA_BOOK_PAIR
+#else
+    (void)w, (void)s0, (void)s1, a0 = a1 = a2 = a3 = 0;  // never launched (mma_device_ok)
 #endif
 }
 
@@ -455,25 +486,33 @@ __device__ __forceinline__ void compute_stage(const unsigned char* slot, SmemAdd
 #pragma unroll
         for (int mt = 0; mt < MT; ++mt) {
             const int r0 = rb + mt * kMmaM + g, r1 = r0 + 8;
-            uint32_t lo0, hi0, lo1, hi1;
-            if constexpr (kFmt<T>.codes == GpuCodes::kBytes) {
-                lo0 = wa[mt][0] ^ 0x80808080u, lo1 = wa[mt][1] ^ 0x80808080u;
-                hi0 = wa[mt][2] ^ 0x80808080u, hi1 = wa[mt][3] ^ 0x80808080u;
-            } else {
+            if constexpr (kFmt<T>.scales == GpuScales::kQ2K) {
+                uint32_t lo0, hi0, lo1, hi1;
                 ring_codes<T, MT, NT, WM>(slot, r0, cl, t, wa[mt][0], &lo0, &hi0);
                 ring_codes<T, MT, NT, WM>(slot, r1, cl, t, wa[mt][1], &lo1, &hi1);
-            }
-            if constexpr (kFmt<T>.scales == GpuScales::kQ2K) {
                 dequant4_q2k<T>(scw[mt][0], sbw[mt][0], k, lo0, hi0, a[mt][0], a[mt][2], a[mt][4], a[mt][6]);
                 dequant4_q2k<T>(scw[mt][1], sbw[mt][1], k, lo1, hi1, a[mt][1], a[mt][3], a[mt][5], a[mt][7]);
             } else {
                 uint32_t s00, s01, m00, m01, s10, s11, m10, m11;
                 ring_scales<T, MT, NT, WM>(scw[mt][0], sbw[mt][0], k, s00, s01, m00, m01);
                 ring_scales<T, MT, NT, WM>(scw[mt][1], sbw[mt][1], k, s10, s11, m10, m11);
-                dequant4<kOff>(lo0, s00, m00, a[mt][0], a[mt][2]);
-                dequant4<kOff>(lo1, s10, m10, a[mt][1], a[mt][3]);
-                dequant4<kOff>(hi0, s01, m01, a[mt][4], a[mt][6]);
-                dequant4<kOff>(hi1, s11, m11, a[mt][5], a[mt][7]);
+                if constexpr (kFmt<T>.book != GpuBook::kNone) {  // codebook: the weights straight from the codes
+                    book_dequant8<kFmt<T>.book>(wa[mt][0], s00, s01, a[mt][0], a[mt][2], a[mt][4], a[mt][6]);
+                    book_dequant8<kFmt<T>.book>(wa[mt][1], s10, s11, a[mt][1], a[mt][3], a[mt][5], a[mt][7]);
+                } else {
+                    uint32_t lo0, hi0, lo1, hi1;
+                    if constexpr (kFmt<T>.codes == GpuCodes::kBytes) {
+                        lo0 = wa[mt][0] ^ 0x80808080u, lo1 = wa[mt][1] ^ 0x80808080u;
+                        hi0 = wa[mt][2] ^ 0x80808080u, hi1 = wa[mt][3] ^ 0x80808080u;
+                    } else {
+                        ring_codes<T, MT, NT, WM>(slot, r0, cl, t, wa[mt][0], &lo0, &hi0);
+                        ring_codes<T, MT, NT, WM>(slot, r1, cl, t, wa[mt][1], &lo1, &hi1);
+                    }
+                    dequant4<kOff>(lo0, s00, m00, a[mt][0], a[mt][2]);
+                    dequant4<kOff>(lo1, s10, m10, a[mt][1], a[mt][3]);
+                    dequant4<kOff>(hi0, s01, m01, a[mt][4], a[mt][6]);
+                    dequant4<kOff>(hi1, s11, m11, a[mt][5], a[mt][7]);
+                }
             }
         }
 #pragma unroll
@@ -659,11 +698,6 @@ __global__ void __launch_bounds__(Ring<T, MT, NT, WM>::kThreads, 1) matmul_mma_k
 // An integer tuning override from the environment, or fallback when unset or empty.
 int env_int(const char* name, int fallback) { return env::integer(name, fallback); }
 
-int device_sms() {  // of the current device
-    static PerDevice<int> n;
-    return n.get([] { return std::max(1, rt::device_info(rt::current_device()).n_sm); });
-}
-
 // Whether blocks walk several row tiles (grid: about one block per SM) or take one
 // each; VEGA_GPU_MMA_PERSIST=0 turns it off (read once).
 bool mma_persistent() {
@@ -696,7 +730,7 @@ bool launch_nt(const MmaMats& P, const ops::Act& a, void* s) {
     const int64_t pairs = int64_t(a.rows) * (Q.per_slot ? 1 : Q.n_used);
     const int cols = Q.grouped ? int((pairs + L::kCols - 1) / L::kCols + std::min<int64_t>(Q.plan_slots, pairs))
                                : (a.rows + L::kCols - 1) / L::kCols;
-    const int64_t per_col = mma_persistent() ? std::min(tiles, int64_t(std::max(1, (Q.grouped ? 2 : 1) * device_sms() / cols)))
+    const int64_t per_col = mma_persistent() ? std::min(tiles, int64_t(std::max(1, (Q.grouped ? 2 : 1) * current_device_sms() / cols)))
                                              : tiles;
     const dim3 grid{unsigned(cols), unsigned(per_col)};
     if (Q.grouped) launch_smem(matmul_mma_k<T, MT, NT, WM, SW, true>, grid, dim3(L::kThreads), size_t(L::kBytes), s, Q, a);
@@ -720,7 +754,7 @@ int row_groups(const MmaMats& P, int rows) {
     int64_t tiles = 0;
     for (int m = 0; m < P.n_mat; ++m) tiles += (P.w[m].n_out + per_tile - 1) / per_tile;
     const int64_t cols = (rows + NT * 8 - 1) / (NT * 8);
-    return tiles * cols >= device_sms() ? 2 : 1;
+    return tiles * cols >= current_device_sms() ? 2 : 1;
 }
 
 template <GgmlType T, int NT, bool SW>
