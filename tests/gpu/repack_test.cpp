@@ -94,6 +94,21 @@ TEST(RepackView, EveryQuantizedTypeHasAGpuFormat) {
     }
 }
 
+// A codebook's two 8-entry tables looked up as NVIDIA's kernels do: the lower by the
+// selectors, the upper by the selectors ^ 8 (prmt's sign mode on the other half).
+// check(code, lane, lower byte, upper byte) for every code in every byte lane: four
+// selector nibbles c0, c1, c1 ^ 5, c0 ^ 10, and bits above them that prmt ignores.
+template <class Check>
+void each_code_in_each_lane(uint32_t lo0, uint32_t lo1, uint32_t up0, uint32_t up1, Check check) {
+    for (uint32_t c0 = 0; c0 < 16; ++c0)
+        for (uint32_t c1 = 0; c1 < 16; ++c1) {
+            const uint32_t sel = c0 | c1 << 4 | (c1 ^ 5u) << 8 | (c0 ^ 10u) << 12 | 0xABCD0000u;
+            const uint32_t lo = prmt_host(lo0, lo1, sel), up = prmt_host(up0, up1, sel ^ 0x88888888u);
+            for (int i = 0; i < 4; ++i)
+                check(int(sel >> (4 * i)) & 15, i, uint8_t(lo >> (8 * i)), uint8_t(up >> (8 * i)));
+        }
+}
+
 // NVIDIA's codebook dot (wave.h book_dot8): for every code, the lower table's lookup
 // by c plus the upper table's by c ^ 8 (prmt's sign mode on the other half) is the
 // book's entry plus the split's bias, in the byte lanes the selectors' nibbles name.
@@ -102,17 +117,10 @@ TEST(RepackView, SplitCodebookLookupsAddUpToTheEntries) {
         const SplitBook t = split_book(b);
         ASSERT_TRUE(t.ok);
         EXPECT_EQ(t.bias, b == GpuBook::kIq4nl ? 0 : -1);
-        for (uint32_t c0 = 0; c0 < 16; ++c0)
-            for (uint32_t c1 = 0; c1 < 16; ++c1) {
-                // four selector nibbles: c0, c1, c1 ^ 5, c0 ^ 10 (every code in every lane)
-                const uint32_t sel = c0 | c1 << 4 | (c1 ^ 5u) << 8 | (c0 ^ 10u) << 12 | 0xABCD0000u;
-                const uint32_t lo = prmt_host(t.lo0, t.lo1, sel), up = prmt_host(t.up0, t.up1, sel ^ 0x88888888u);
-                for (int i = 0; i < 4; ++i) {
-                    const int c = int(sel >> (4 * i)) & 15;
-                    const int sum = int(int8_t(uint8_t(lo >> (8 * i)))) + int(int8_t(uint8_t(up >> (8 * i))));
-                    EXPECT_EQ(sum, book_value(b, c) + t.bias) << "book " << int(b) << " code " << c << " lane " << i;
-                }
-            }
+        each_code_in_each_lane(t.lo0, t.lo1, t.up0, t.up1, [&](int c, int i, uint8_t lo, uint8_t up) {
+            const int sum = int(int8_t(lo)) + int(int8_t(up));  // signed bytes
+            EXPECT_EQ(sum, book_value(b, c) + t.bias) << "book " << int(b) << " code " << c << " lane " << i;
+        });
     }
 }
 
@@ -124,16 +132,10 @@ TEST(RepackView, DiffCodebookLookupsDifferByTheEntries) {
     for (GpuBook b : {GpuBook::kIq4nl, GpuBook::kMxfp4}) {
         const DiffBook t = diff_book(b);
         ASSERT_TRUE(t.ok);
-        for (uint32_t c0 = 0; c0 < 16; ++c0)
-            for (uint32_t c1 = 0; c1 < 16; ++c1) {
-                const uint32_t sel = c0 | c1 << 4 | (c1 ^ 5u) << 8 | (c0 ^ 10u) << 12 | 0xABCD0000u;
-                const uint32_t lo = prmt_host(t.lo0, t.lo1, sel), up = prmt_host(t.up0, t.up1, sel ^ 0x88888888u);
-                for (int i = 0; i < 4; ++i) {
-                    const int c = int(sel >> (4 * i)) & 15;
-                    const int diff = int((lo >> (8 * i)) & 0xFFu) - int((up >> (8 * i)) & 0xFFu);
-                    EXPECT_EQ(diff, book_value(b, c)) << "book " << int(b) << " code " << c << " lane " << i;
-                }
-            }
+        each_code_in_each_lane(t.lo0, t.lo1, t.up0, t.up1, [&](int c, int i, uint8_t lo, uint8_t up) {
+            const int diff = int(lo) - int(up);  // unsigned bytes
+            EXPECT_EQ(diff, book_value(b, c)) << "book " << int(b) << " code " << c << " lane " << i;
+        });
     }
 }
 

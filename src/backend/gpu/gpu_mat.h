@@ -153,7 +153,7 @@ constexpr SplitBook split_book(GpuBook b) {
 static_assert(split_book(GpuBook::kIq4nl).ok && split_book(GpuBook::kMxfp4).ok, "each codebook half keeps one sign");
 
 // A codebook as two 8-entry tables of unsigned bytes whose lookups differ by its
-// entries (NVIDIA's f16 dequantization in the tensor-core matmul, wave.h book_f16x8):
+// entries (NVIDIA's f16 dequantization in the tensor-core matmul, matmul_mma.cu book_dequant8):
 // with the selectors c (lower table) and c ^ 8 (upper), prmt's sign mode giving each
 // table's constant (kl, ku: 0 or 255, the sign of its bytes) for the other half's codes,
 //   lower(c) - upper(c ^ 8) = book[c]  for every c,
