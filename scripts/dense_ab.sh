@@ -5,7 +5,8 @@
 #   for c in C1 C2; do git archive $c | gzip > .devdata/ab-$c.tgz; done   (dev machine; carry .devdata)
 #   scripts/dense_ab.sh .devdata/ab-C1.tgz .devdata/ab-C2.tgz .           (GPU machine; "." = this tree)
 # Builds each (vega only) under $W, then ROUNDS (default 2) rounds over all of them.
-# TESTS="b1 b16" picks the benches (b1: tg128, b16: -B 16 -d 128, pp512: the prompt);
+# TESTS="b1 b16" picks the benches (b1: tg128, b16: -B 16 -d 128, pp512 / pp2048: the prompt,
+# pp2048d8k: pp2048 at depth 8192, tgd8k: tg128 at depth 8192; the depth rows with -c 10304);
 # AB_TYPES="Q4_0 Q4_K_M ..." the synth types (default Q4_0), each file made once; SHAPE (default
 # llama2-7b) the synth shape; SYNTH_DIR (default $W) where the files are (shared with types_bench.sh);
 # DROP=1 deletes each file after its type's last bench. AB_BUILD_ONLY=1: the builds only (a
@@ -49,7 +50,12 @@ for i in $(seq "$ROUNDS"); do
       || { echo "$ty: synth failed: $(tail -1 $W/synth.log)"; continue; }
     for l in "${labels[@]}"; do
       for t in $TESTS; do
-        case $t in b1) a="-p 0 -n 128";; b16) a="-p 0 -n 128 -d 128 -B 16";; pp512) a="-p 512 -n 0";; esac
+        case $t in
+          b1) a="-p 0 -n 128";; b16) a="-p 0 -n 128 -d 128 -B 16";;
+          pp512) a="-p 512 -n 0";; pp2048) a="-p 2048 -n 0";;
+          pp2048d8k) a="-c 10304 -p 2048 -n 0 -d 8192";; tgd8k) a="-c 10304 -p 0 -n 128 -d 8192";;
+          *) echo "unknown test $t"; continue;;
+        esac
         r=$($W/build-$l/vega bench -m $m --device gpu -r 2 $a 2>&1 | grep -E "^\|.*(tg|pp)[0-9]" | awk -F'|' '{ print $7, $8 }')
         echo "round $i $ty $l $t: $r"
       done
