@@ -41,6 +41,7 @@ constexpr int kAttnSplit = 64;        // KV positions per split (a block walks i
 constexpr int kAttnAhead = 1;         // steps (positions per group) whose K, V are loaded before use;
                                       // more would cost the 4-wave floor
 constexpr int kAttnBlocksPerSm = 8;   // split-attention blocks per CU over all (token, head) pairs (not measured on a card)
+constexpr int kAttnMergeAhead = 8;    // split parts merged per round trip (3 VGPRs each at 256 threads: the 4-wave floor)
 constexpr int kAttnWholePairsPerSm = 2;  // from this many (token, head) pairs per CU on: one block per pair (as NVIDIA)
 // Prompt attention (kernels/attention_dot2.cu): blocks of kTiledAttnWaves waves over
 // one K/V tile of a wave's width in positions (lane = position for q.k, lane = dims

@@ -25,6 +25,9 @@ constexpr int kAttnAhead = 8;         // steps whose K, V are loaded before use:
 // llama2-7b Q4_0 tg128 @ d8192, one call, alternating): 12 gives 365.8 / 365.4 t/s against
 // 8's 355.1 / 355.9 (+3%); 16 358.2, 4 333.9.
 constexpr int kAttnBlocksPerSm = 12;
+// Parts of a split head merged per L2 round trip (attention.cu, combine_head): their
+// (max, sum) and a thread's dims, 2 + 2 floats each (head dims up to 256 over 128 threads).
+constexpr int kAttnMergeAhead = 16;
 // From this many (token, head) pairs per SM on, attention does not split a pair's
 // positions: one block per pair writes its output directly (no partials, no
 // merge). A/B 2026-11-24, B=16 (512 pairs): one block per pair +3% over 3 splits.

@@ -17,7 +17,8 @@
 // the variant serves (2-6 KB; was s_acc[16][256], 16.5-18.6 KB: 3 waves/SIMD); the
 // softmax update is branch-free, so K and V of a step are in flight together:
 // 1 round trip per step up to 128 dims. 256 dims (8, 2) load V after the score
-// (registers): 2-3. The MERGE variants' hottest loop is the merge's (8 loads).
+// (registers): 2-3. The MERGE variants' hottest loop is the merge's (kAttnMergeAhead
+// parts a round trip, 3 loads each at one dim a thread, no selects).
 // @audit kernel=*attn_split<* min_waves=4 expect=dpp loop_inflight=2 loop_trips=1 loop_vmcnt0=0 loop_cndmask=6 no_flat no_glc
 // @audit kernel=*attn_split<*,?false,?8,?1>* min_waves=4 expect=dpp loop_inflight=2 loop_trips=1 loop_vmcnt0=0 loop_cndmask=6 loop_x4 no_flat no_glc
 // @audit kernel=*attn_split<*,?false,?8,?2>* min_waves=4 expect=dpp loop_inflight=2 loop_trips=3 loop_vmcnt0=2 loop_cndmask=6 loop_x4 no_flat no_glc
@@ -38,6 +39,7 @@
 #include "backend/gpu/kernels/vector_load.h"
 
 #include <algorithm>
+#include <cfloat>
 #include <cstdlib>
 #include <type_traits>
 
@@ -46,10 +48,13 @@ namespace {
 
 using arch::kAttnAhead;
 using arch::kAttnGroup;
+using arch::kAttnMergeAhead;
 using arch::kAttnSplit;
 using arch::kAttnThreads;
 using arch::kEltThreads;
 constexpr int kMaxHd = 256;
+static_assert(kAttnMergeAhead >= 1 && kAttnMergeAhead <= 32 && (kAttnMergeAhead & (kAttnMergeAhead - 1)) == 0,
+              "combine_head's rest covers power-of-two chunks up to 32");
 static_assert(kAttnSplit % (kAttnThreads / kAttnGroup * kAttnAhead) == 0, "whole load batches per split");
 constexpr int kGroups = kAttnThreads / kAttnGroup;
 constexpr int kAttnWaves = kAttnThreads / kWave;
@@ -214,15 +219,14 @@ __device__ __forceinline__ float2 part_ml(const float* p, int j, int stride) {
 // One head's output out[d] = acc[k] * inv for d = k * NT + threadIdx.x < hd, and
 // with oq its q8 blocks (ods: (d, d * sum q) per 32 dims; oh: f16(q * d)) at
 // element e0 + d of the q8 row.
-template <int NT>
-__device__ __forceinline__ void store_head(const float (&acc)[(kMaxHd + NT - 1) / NT], float inv, float* __restrict__ out,
+template <int NT, int ND>
+__device__ __forceinline__ void store_head(const float (&acc)[ND], float inv, float* __restrict__ out,
                                            int hd, int8_t* __restrict__ oq, float* __restrict__ ods,
                                            uint16_t* __restrict__ oh, int64_t e0) {
     static_assert(NT % kWave == 0 && NT >= 32, "whole waves, 32-lane groups for the q8 blocks");
-    constexpr int kDims = (kMaxHd + NT - 1) / NT;
     const int tid = int(threadIdx.x);
 #pragma unroll
-    for (int k = 0; k < kDims; ++k) {  // uniform trip count: every lane reaches the reductions
+    for (int k = 0; k < ND; ++k) {  // uniform trip count: every lane reaches the reductions
         if (k * NT >= hd) break;        // block-uniform
         const int d = k * NT + tid;
         const float val = acc[k] * inv;
@@ -242,7 +246,8 @@ __device__ __forceinline__ void store_head(const float (&acc)[(kMaxHd + NT - 1) 
     }
 }
 constexpr int kCombineChunk = 256;  // split weights staged in LDS per pass
-template <int NT>
+// MAXD: the most head dims the caller serves (its registers: MAXD / NT dims a thread).
+template <int NT, int MAXD>
 __device__ __forceinline__ void combine_head(const float* p, float* __restrict__ out, int hd, int n_used,
                                              int8_t* __restrict__ oq, float* __restrict__ ods, uint16_t* __restrict__ oh,
                                              int64_t e0) {
@@ -250,36 +255,65 @@ __device__ __forceinline__ void combine_head(const float* p, float* __restrict__
     __shared__ float s_red[NT / kWave];
     __shared__ float s_w[kCombineChunk];
     const int tid = int(threadIdx.x), stride = hd + 2;
-    constexpr int kDims = (kMaxHd + NT - 1) / NT;  // dims per thread at most
+    constexpr int kDims = (MAXD + NT - 1) / NT;  // dims per thread at most
     float acc[kDims];
 #pragma unroll
     for (int k = 0; k < kDims; ++k) acc[k] = 0.f;
     float inv = 0.f;
     if (n_used <= kCombineChunk) {
-        // Decode's usual case (attention_parts keeps the parts few): the parts'
-        // (max, sum) staged in LDS in one round trip, the maximum, weights and
-        // sum from LDS, then one round trip for the dims.
-        __shared__ float s_m[kCombineChunk];
-        for (int j = tid; j < n_used; j += NT) {
-            const float2 ml = part_ml(p, j, stride);
-            s_m[j] = ml.y > 0.f ? ml.x : -INFINITY;  // a part that saw no position: weight 0
-            s_w[j] = ml.y;
-        }
-        __syncthreads();
-        float M = -INFINITY;
-        for (int j = 0; j < n_used; ++j) M = fmaxf(M, s_m[j]);
-        __syncthreads();  // all have read s_m
-        for (int j = tid; j < n_used; j += NT) s_m[j] = s_w[j] > 0.f ? expf(s_m[j] - M) : 0.f;  // weights
-        __syncthreads();
-        float L = 0.f;
-        for (int j = 0; j < n_used; ++j) L += s_m[j] * s_w[j];
-        inv = L > 0.f ? 1.f / L : 0.f;
+        // Decode's usual case (attention_parts keeps the parts few): one pass with an
+        // online maximum, kAttnMergeAhead parts at a time, their (max, sum) and this
+        // thread's dims loaded together: one L2 round trip per kAttnMergeAhead parts
+        // (the merge is the serial tail of a head's attention at depth; two passes, the
+        // (max, sum) first, took 1 + n_used / 8 round trips).
+        // M starts finite (-FLT_MAX): every weight is then expf(finite or -inf), never
+        // NaN, and a part that saw no position (max -inf, sum 0) weighs 0, with no select.
+        float M = -FLT_MAX, L = 0.f;
+        // Parts j0 .. j0 + A - 1, all of them in the head's used parts.
+        auto merge_parts = [&](auto count, int j0) {
+            constexpr int A = decltype(count)::value;
+            float m[A], l[A], v[A][kDims];
 #pragma unroll
-        for (int k = 0; k < kDims; ++k) {
-            const int d = k * NT + tid;
-            if (d >= hd) continue;
-            acc[k] = weighted_column_sum(p + 2 + d, stride, s_m, n_used);
-        }
+            for (int u = 0; u < A; ++u) {
+                const float2 ml = part_ml(p, j0 + u, stride);
+                m[u] = ml.x, l[u] = ml.y;
+#pragma unroll
+                for (int k = 0; k < kDims; ++k)  // (dims past hd: the last dim again, never stored)
+                    v[u][k] = load_l2(p + (j0 + u) * stride + 2 + min(k * NT + tid, hd - 1));
+            }
+            float Mn = M;
+#pragma unroll
+            for (int u = 0; u < A; ++u) Mn = fmaxf(Mn, m[u]);
+            // __expf: one exp instruction (expf's range checks are selects on gfx906);
+            // the weights are at most 1, where its error is a few ulp.
+            const float corr = __expf(M - Mn);  // 1 when the maximum stays
+            L *= corr;
+#pragma unroll
+            for (int k = 0; k < kDims; ++k) acc[k] *= corr;
+#pragma unroll
+            for (int u = 0; u < A; ++u) {
+                const float w = __expf(m[u] - Mn);
+                L += w * l[u];
+#pragma unroll
+                for (int k = 0; k < kDims; ++k) acc[k] += w * v[u][k];
+            }
+            M = Mn;
+        };
+        int j0 = 0;
+        for (; j0 + kAttnMergeAhead <= n_used; j0 += kAttnMergeAhead)
+            merge_parts(std::integral_constant<int, kAttnMergeAhead>{}, j0);
+        // The rest (fewer than kAttnMergeAhead parts) in halving chunks, a round trip each.
+        auto rest = [&](auto count) {
+            constexpr int A = decltype(count)::value;
+            if constexpr (A < kAttnMergeAhead)
+                if (n_used - j0 >= A) merge_parts(count, j0), j0 += A;
+        };
+        rest(std::integral_constant<int, 16>{});
+        rest(std::integral_constant<int, 8>{});
+        rest(std::integral_constant<int, 4>{});
+        rest(std::integral_constant<int, 2>{});
+        rest(std::integral_constant<int, 1>{});
+        inv = L > 0.f ? 1.f / L : 0.f;
     } else {
         float m = -INFINITY;
         for (int s = tid; s < n_used; s += NT) {
@@ -310,7 +344,7 @@ __device__ __forceinline__ void combine_head(const float* p, float* __restrict__
             }
         }
     }
-    store_head<NT>(acc, inv, out, hd, oq, ods, oh, e0);
+    store_head<NT, kDims>(acc, inv, out, hd, oq, ods, oh, e0);
 }
 
 // part [rows][n_head][n_part][hd + 2]: (max, sum, acc[hd]) of one block's splits, unnormalized.
@@ -525,7 +559,7 @@ __global__ void __launch_bounds__(kAttnThreads) attn_split(ops::KvLayer c, const
             o[k] = d < hd ? merged(d) : 0.f;
         }
         const float L = merged(hd);
-        store_head<kAttnThreads>(o, L > 0.f ? 1.f / L : 0.f, mg.out + th * hd, hd, mg.oq, mg.ods, mg.oh, th * hd);
+        store_head<kAttnThreads, kOut>(o, L > 0.f ? 1.f / L : 0.f, mg.out + th * hd, hd, mg.oq, mg.ods, mg.oh, th * hd);
         return;
     }
     float* out = part + (th * n_part + blockIdx.x) * (hd + 2);
@@ -546,7 +580,7 @@ __global__ void __launch_bounds__(kAttnThreads) attn_split(ops::KvLayer c, const
         __syncthreads();
         if (!s_last) return;
         acquire_fence();
-        combine_head<kAttnThreads>(part + th * n_part * (hd + 2), mg.out + th * hd, hd, n_used, mg.oq, mg.ods, mg.oh,
+        combine_head<kAttnThreads, kDims>(part + th * n_part * (hd + 2), mg.out + th * hd, hd, n_used, mg.oq, mg.ods, mg.oh,
                                    th * hd);
     }
 }
@@ -562,7 +596,7 @@ __global__ void __launch_bounds__(kEltThreads) attn_combine(const float* __restr
     const int h = blockIdx.x, t = blockIdx.y;
     const int n_used = min(n_part, (pos[t] + 1 + kAttnSplit - 1) / kAttnSplit);
     const int64_t th = int64_t(t) * n_head + h;
-    combine_head<kEltThreads>(part + th * n_part * (hd + 2), out + th * hd, hd, n_used, oq, ods, oh, th * hd);
+    combine_head<kEltThreads, kMaxHd>(part + th * n_part * (hd + 2), out + th * hd, hd, n_used, oq, ods, oh, th * hd);
 }
 
 }  // namespace
