@@ -263,9 +263,10 @@ __device__ __forceinline__ void combine_head(const float* p, float* __restrict__
     if (n_used <= kCombineChunk) {
         // Decode's usual case (attention_parts keeps the parts few): one pass with an
         // online maximum, kAttnMergeAhead parts at a time, their (max, sum) and this
-        // thread's dims loaded together: one L2 round trip per kAttnMergeAhead parts
-        // (the merge is the serial tail of a head's attention at depth; two passes, the
-        // (max, sum) first, took 1 + n_used / 8 round trips).
+        // thread's dims loaded together: one L2 round trip per kAttnMergeAhead parts.
+        // (The two-pass form, the (max, sum) staged in LDS first, took 1 + n_used / 8
+        // round trips and two barriers: H200 decode +3% with this one where tokens have
+        // 2-3 parts, +0.4% at depth 8192 with 50; docs/PERFORMANCE.md, 2026-11-28.)
         // M starts finite (-FLT_MAX): every weight is then expf(finite or -inf), never
         // NaN, and a part that saw no position (max -inf, sum 0) weighs 0, with no select.
         float M = -FLT_MAX, L = 0.f;
