@@ -29,6 +29,10 @@ set -u
 B=${1:-build-h200}
 OUT=${OUT:-$PWD/gpu_sweep_out}
 mkdir -p "$OUT"
+# Scratch (models, logits, routes) in a directory of this run's own: two sweeps at once
+# (say a normal and an emulation build on two GPUs) must not read each other's files.
+S=$(mktemp -d "${TMPDIR:-/tmp}/gpu_sweep.XXXXXX")
+trap 'rm -rf "$S"' EXIT
 SHAPES=${SHAPES:-1b llama2-7b llama3-8b qwen2-7b qwen3moe-tiny qwen3moe-30b-a3b}
 TYPES=${TYPES:-Q4_0 Q8_0 Q4_K_M Q6_K}
 DEVICE=${DEVICE:-gpu}
@@ -46,7 +50,7 @@ tokens() {
 fail=0
 for shape in $SHAPES; do
   for type in $TYPES; do
-    m=/tmp/sweep-$shape-$type.gguf
+    m=$S/$shape-$type.gguf
     name="$shape $type"
     if ! timeout 600 "$B/vega" synth --shape "$shape" --type "$type" $layers_opt -o "$m" > "$OUT/synth.log" 2>&1; then
       echo "$name: synth FAILED: $(tail -1 "$OUT/synth.log")" | tee -a "$OUT/sweep.txt"; fail=1; continue
@@ -59,7 +63,7 @@ for shape in $SHAPES; do
     dev_log="$OUT/$shape-$type-$DEVICE.log"
     dev_opts="--device $DEVICE"; [ -n "${SPLIT:-}" ] && dev_opts="--devices $SPLIT"
     if ! timeout 600 "$B/vega" eval -m "$m" $dev_opts -c 64 --tokens-file "$OUT/tokens.txt" \
-         --logits-out /tmp/sweep-dev.f32 --routes-out /tmp/sweep-routes.txt > "$dev_log" 2>&1; then
+         --logits-out $S/dev.f32 --routes-out $S/routes.txt > "$dev_log" 2>&1; then
       if [ -n "${SPLIT:-}" ] && grep -q "cannot be split\|must divide\|to divide by" "$dev_log"; then
         # (a split that refuses a shape by name is right: its heads or block columns do not divide)
         echo "$name: skipped, the split refuses it: $(tail -1 "$dev_log")" | tee -a "$OUT/sweep.txt"; rm -f "$m"; continue
@@ -67,16 +71,16 @@ for shape in $SHAPES; do
       echo "$name: $DEVICE eval FAILED: $(tail -1 "$dev_log")" | tee -a "$OUT/sweep.txt"; fail=1; rm -f "$m"; continue
     fi
     if ! timeout 900 "$B/vega" eval -m "$m" --device cpu -t "$T" -c 64 --tokens-file "$OUT/tokens.txt" \
-         --logits-out /tmp/sweep-cpu.f32 --routes-in /tmp/sweep-routes.txt > "$OUT/$shape-$type-cpu.log" 2>&1; then
+         --logits-out $S/cpu.f32 --routes-in $S/routes.txt > "$OUT/$shape-$type-cpu.log" 2>&1; then
       echo "$name: cpu eval FAILED: $(tail -1 "$OUT/$shape-$type-cpu.log")" | tee -a "$OUT/sweep.txt"; fail=1; rm -f "$m"; continue
     fi
-    r=$(python3 "$here/logits_nmse.py" /tmp/sweep-dev.f32 /tmp/sweep-cpu.f32 "$n_vocab" "$BOUND") || fail=1
+    r=$(python3 "$here/logits_nmse.py" $S/dev.f32 $S/cpu.f32 "$n_vocab" "$BOUND") || fail=1
     routes=$(python3 "$here/route_check.py" "$OUT/$shape-$type-cpu.log" "$BOUND") || fail=1
     [ -n "$routes" ] && r="$r; $routes"
     if [ -n "${SPLIT:-}" ]; then  # the split against one device (the same kernels: routes as well)
       if timeout 600 "$B/vega" eval -m "$m" --device "$DEVICE" -c 64 --tokens-file "$OUT/tokens.txt" \
-           --logits-out /tmp/sweep-one.f32 > "$OUT/$shape-$type-one.log" 2>&1; then
-        one=$(python3 "$here/logits_nmse.py" /tmp/sweep-dev.f32 /tmp/sweep-one.f32 "$n_vocab" "$BOUND") || fail=1
+           --logits-out $S/one.f32 > "$OUT/$shape-$type-one.log" 2>&1; then
+        one=$(python3 "$here/logits_nmse.py" $S/dev.f32 $S/one.f32 "$n_vocab" "$BOUND") || fail=1
         r="$r; split vs one: $one"
       else
         r="$r; one-device eval FAILED: $(tail -1 "$OUT/$shape-$type-one.log")"; fail=1

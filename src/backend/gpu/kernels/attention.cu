@@ -197,21 +197,6 @@ __device__ __forceinline__ KvChunk<E, D> load_kv(const void* base, int64_t i) {
     return r;
 }
 
-// sum_j w[j] * col[j * stride] for j < n, in order of j, the column's loads issued
-// 8 at a time before they are used (gfx906: one round trip per 8, not per load).
-__device__ __forceinline__ float weighted_column_sum(const float* col, int stride, const float* w, int n) {
-    float a = 0.f;
-    int j = 0;
-    for (; j + 8 <= n; j += 8) {
-        float v[8];
-#pragma unroll
-        for (int u = 0; u < 8; ++u) v[u] = load_l2(col + (j + u) * stride);
-#pragma unroll
-        for (int u = 0; u < 8; ++u) a += w[j + u] * v[u];
-    }
-    for (; j < n; ++j) a += w[j] * load_l2(col + j * stride);
-    return a;
-}
 // Part j's (max, sum) from the partials p [n_part][stride]: both loads issued together.
 __device__ __forceinline__ float2 part_ml(const float* p, int j, int stride) {
     return make_float2(load_l2(p + j * stride), load_l2(p + j * stride + 1));
@@ -245,107 +230,71 @@ __device__ __forceinline__ void store_head(const float (&acc)[ND], float inv, fl
         }
     }
 }
-constexpr int kCombineChunk = 256;  // split weights staged in LDS per pass
+// The head's merge over its n_used parts p [n_used][hd + 2] ((max, sum, acc[hd]) each),
+// in one pass with an online maximum, for any n_used: kAttnMergeAhead parts at a time,
+// their (max, sum) and this thread's dims loaded together, one L2 round trip per
+// kAttnMergeAhead parts. (The two-pass form, the (max, sum) staged in LDS first, took
+// 1 + n_used / 8 round trips and two barriers: H200 decode +3% with this one where
+// tokens have 2-3 parts, +0.4% at depth 8192 with 50; docs/PERFORMANCE.md, 2026-11-28.)
 // MAXD: the most head dims the caller serves (its registers: MAXD / NT dims a thread).
 template <int NT, int MAXD>
 __device__ __forceinline__ void combine_head(const float* p, float* __restrict__ out, int hd, int n_used,
                                              int8_t* __restrict__ oq, float* __restrict__ ods, uint16_t* __restrict__ oh,
                                              int64_t e0) {
     static_assert(NT % kWave == 0 && NT >= 32, "whole waves, 32-lane groups for the q8 blocks");
-    __shared__ float s_red[NT / kWave];
-    __shared__ float s_w[kCombineChunk];
     const int tid = int(threadIdx.x), stride = hd + 2;
     constexpr int kDims = (MAXD + NT - 1) / NT;  // dims per thread at most
     float acc[kDims];
 #pragma unroll
     for (int k = 0; k < kDims; ++k) acc[k] = 0.f;
-    float inv = 0.f;
-    if (n_used <= kCombineChunk) {
-        // Decode's usual case (attention_parts keeps the parts few): one pass with an
-        // online maximum, kAttnMergeAhead parts at a time, their (max, sum) and this
-        // thread's dims loaded together: one L2 round trip per kAttnMergeAhead parts.
-        // (The two-pass form, the (max, sum) staged in LDS first, took 1 + n_used / 8
-        // round trips and two barriers: H200 decode +3% with this one where tokens have
-        // 2-3 parts, +0.4% at depth 8192 with 50; docs/PERFORMANCE.md, 2026-11-28.)
-        // M starts finite (-FLT_MAX): every weight is then expf(finite or -inf), never
-        // NaN, and a part that saw no position (max -inf, sum 0) weighs 0, with no select.
-        float M = -FLT_MAX, L = 0.f;
-        // Parts j0 .. j0 + A - 1, all of them in the head's used parts.
-        auto merge_parts = [&](auto count, int j0) {
-            constexpr int A = decltype(count)::value;
-            float m[A], l[A], v[A][kDims];
+    // M starts finite (-FLT_MAX): every weight is then expf(finite or -inf), never
+    // NaN, and a part that saw no position (max -inf, sum 0) weighs 0, with no select.
+    float M = -FLT_MAX, L = 0.f;
+    // Parts j0 .. j0 + A - 1, all of them in the head's used parts.
+    auto merge_parts = [&](auto count, int j0) {
+        constexpr int A = decltype(count)::value;
+        float m[A], l[A], v[A][kDims];
 #pragma unroll
-            for (int u = 0; u < A; ++u) {
-                const float2 ml = part_ml(p, j0 + u, stride);
-                m[u] = ml.x, l[u] = ml.y;
+        for (int u = 0; u < A; ++u) {
+            const float2 ml = part_ml(p, j0 + u, stride);
+            m[u] = ml.x, l[u] = ml.y;
 #pragma unroll
-                for (int k = 0; k < kDims; ++k)  // (dims past hd: the last dim again, never stored)
-                    v[u][k] = load_l2(p + (j0 + u) * stride + 2 + min(k * NT + tid, hd - 1));
-            }
-            float Mn = M;
-#pragma unroll
-            for (int u = 0; u < A; ++u) Mn = fmaxf(Mn, m[u]);
-            // __expf: one exp instruction (expf's range checks are selects on gfx906);
-            // the weights are at most 1, where its error is a few ulp.
-            const float corr = __expf(M - Mn);  // 1 when the maximum stays
-            L *= corr;
-#pragma unroll
-            for (int k = 0; k < kDims; ++k) acc[k] *= corr;
-#pragma unroll
-            for (int u = 0; u < A; ++u) {
-                const float w = __expf(m[u] - Mn);
-                L += w * l[u];
-#pragma unroll
-                for (int k = 0; k < kDims; ++k) acc[k] += w * v[u][k];
-            }
-            M = Mn;
-        };
-        int j0 = 0;
-        for (; j0 + kAttnMergeAhead <= n_used; j0 += kAttnMergeAhead)
-            merge_parts(std::integral_constant<int, kAttnMergeAhead>{}, j0);
-        // The rest (fewer than kAttnMergeAhead parts) in halving chunks, a round trip each.
-        auto rest = [&](auto count) {
-            constexpr int A = decltype(count)::value;
-            if constexpr (A < kAttnMergeAhead)
-                if (n_used - j0 >= A) merge_parts(count, j0), j0 += A;
-        };
-        rest(std::integral_constant<int, 16>{});
-        rest(std::integral_constant<int, 8>{});
-        rest(std::integral_constant<int, 4>{});
-        rest(std::integral_constant<int, 2>{});
-        rest(std::integral_constant<int, 1>{});
-        inv = L > 0.f ? 1.f / L : 0.f;
-    } else {
-        float m = -INFINITY;
-        for (int s = tid; s < n_used; s += NT) {
-            const float2 ml = part_ml(p, s, stride);
-            if (ml.y > 0.f) m = fmaxf(m, ml.x);
+            for (int k = 0; k < kDims; ++k)  // (dims past hd: the last dim again, never stored)
+                v[u][k] = load_l2(p + (j0 + u) * stride + 2 + min(k * NT + tid, hd - 1));
         }
-        const float M = block_reduce_max<NT>(m, s_red);
-        float l = 0.f;
-        for (int s = tid; s < n_used; s += NT) {
-            const float ls = load_l2(p + s * stride + 1);
-            if (ls > 0.f) l += ls * expf(load_l2(p + s * stride) - M);
-        }
-        const float L = block_reduce_sum<NT>(l, s_red);
-        inv = L > 0.f ? 1.f / L : 0.f;
-        for (int s0 = 0; s0 < n_used; s0 += kCombineChunk) {
-            const int n = min(kCombineChunk, n_used - s0);
-            __syncthreads();  // the previous pass is done with s_w
-            for (int j = tid; j < n; j += NT) {
-                const float2 ml = part_ml(p, s0 + j, stride);
-                s_w[j] = ml.y > 0.f ? expf(ml.x - M) : 0.f;
-            }
-            __syncthreads();
+        float Mn = M;
 #pragma unroll
-            for (int k = 0; k < kDims; ++k) {
-                const int d = k * NT + tid;
-                if (d >= hd) continue;
-                acc[k] += weighted_column_sum(p + s0 * stride + 2 + d, stride, s_w, n);
-            }
+        for (int u = 0; u < A; ++u) Mn = fmaxf(Mn, m[u]);
+        // __expf: one exp instruction (expf's range checks are selects on gfx906);
+        // the weights are at most 1, where its error is a few ulp.
+        const float corr = __expf(M - Mn);  // 1 when the maximum stays
+        L *= corr;
+#pragma unroll
+        for (int k = 0; k < kDims; ++k) acc[k] *= corr;
+#pragma unroll
+        for (int u = 0; u < A; ++u) {
+            const float w = __expf(m[u] - Mn);
+            L += w * l[u];
+#pragma unroll
+            for (int k = 0; k < kDims; ++k) acc[k] += w * v[u][k];
         }
-    }
-    store_head<NT, kDims>(acc, inv, out, hd, oq, ods, oh, e0);
+        M = Mn;
+    };
+    int j0 = 0;
+    for (; j0 + kAttnMergeAhead <= n_used; j0 += kAttnMergeAhead)
+        merge_parts(std::integral_constant<int, kAttnMergeAhead>{}, j0);
+    // The rest (fewer than kAttnMergeAhead parts) in halving chunks, a round trip each.
+    auto rest = [&](auto count) {
+        constexpr int A = decltype(count)::value;
+        if constexpr (A < kAttnMergeAhead)
+            if (n_used - j0 >= A) merge_parts(count, j0), j0 += A;
+    };
+    rest(std::integral_constant<int, 16>{});
+    rest(std::integral_constant<int, 8>{});
+    rest(std::integral_constant<int, 4>{});
+    rest(std::integral_constant<int, 2>{});
+    rest(std::integral_constant<int, 1>{});
+    store_head<NT, kDims>(acc, L > 0.f ? 1.f / L : 0.f, out, hd, oq, ods, oh, e0);
 }
 
 // part [rows][n_head][n_part][hd + 2]: (max, sum, acc[hd]) of one block's splits, unnormalized.
