@@ -42,6 +42,12 @@ const std::vector<Study>& studies() {
         {"xchg_lds_xor", "the same xor exchange through LDS and barriers", "shared memory + __syncthreads", "Gxchg/s",
          905, 907, "latency-hiding study"},
         {"launch_gap", "back-to-back launches of an empty kernel", "the same", "us", 0, 0, ""},
+        {"phase_kernel", "a phase as its own kernel in a graph: 64 B a thread read, one value handed to the next block",
+         "the same, the reads before the PDL wait", "us", 0, 0, ""},
+        {"phase_barrier", "the same phase in one persistent kernel, a grid-wide barrier between phases",
+         "the same", "us", 0, 0, ""},
+        {"phase_kernel_empty", "a phase as its own kernel in a graph, no reads", "the same, with PDL", "us", 0, 0, ""},
+        {"phase_barrier_empty", "a grid-wide barrier in one persistent kernel, no reads", "the same", "us", 0, 0, ""},
     };
     return k;
 }

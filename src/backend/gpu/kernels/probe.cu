@@ -10,6 +10,13 @@
 //   exchange         DPP row_shr:1 (NVIDIA: shuffle up) and ds_bpermute xor 1 (NVIDIA:
 //                    shuffle xor) against the same moves through LDS and barriers
 //   launch gap       back-to-back launches of an empty kernel
+//   phases           a chain of dependent phases (each reads its own 16 bytes x 4 a
+//                    thread, then hands a value on to another block), one kernel a
+//                    phase in a graph (PDL: the reads before the wait, as the decode
+//                    matvecs issue their weights) against one persistent kernel with a
+//                    grid-wide barrier between phases (the next phase's reads issued
+//                    before the barrier); and both with no reads: what a kernel boundary
+//                    costs against a barrier, the question a persistent decode step asks
 #include "backend/gpu/launch.h"
 #include "backend/gpu/probe.h"
 #include "backend/gpu/runtime.h"
@@ -147,6 +154,82 @@ __global__ void noop_k(int guard, int* out) {
     if (int(threadIdx.x) == guard) out[0] = guard;
 }
 
+// The phase studies: kPhaseBlocksPerSm blocks of kThreads an SM (all resident at
+// once, as the persistent kernel needs), kPhaseLoads 16-byte reads a thread a phase
+// (H200: 528 blocks, 8.65 MB a phase, about a decode o-projection's bytes).
+constexpr int kPhaseBlocksPerSm = 4;
+constexpr int kPhaseLoads = 4;
+struct PhaseBarrier {
+    unsigned count, gen;
+    int stuck;  // set when a block waited too long: the grid was not resident at once
+};
+// Phase `phase` of the chain (the int4 reads, or none with empty), then block b hands
+// the sum of its reads to block b + 1 of the next phase through hand [2][blocks].
+__device__ __forceinline__ int phase_sum(const int4 (&v)[kPhaseLoads]) {
+    int s = 0;
+#pragma unroll
+    for (int k = 0; k < kPhaseLoads; ++k) s += v[k].x ^ v[k].y ^ v[k].z ^ v[k].w;
+    return s;
+}
+__device__ __forceinline__ void phase_reads(const int4* __restrict__ p, bool empty, int phase, int4 (&v)[kPhaseLoads]) {
+    const int64_t threads = int64_t(gridDim.x) * blockDim.x, i = int64_t(blockIdx.x) * blockDim.x + threadIdx.x;
+#pragma unroll
+    for (int k = 0; k < kPhaseLoads; ++k)
+        v[k] = empty ? make_int4(k, 0, 0, 0) : p[(int64_t(phase) * kPhaseLoads + k) * threads + i];
+}
+__device__ __forceinline__ void phase_hand_on(int* hand, int phase, int s) {
+    __shared__ float s_red[kThreads / kWave];
+    const int nb = int(gridDim.x), b = int(blockIdx.x);
+    s = int(block_reduce_sum<kThreads>(float(s), s_red));
+    if (threadIdx.x == 0) {
+        const int prev = phase > 0 ? *reinterpret_cast<volatile int*>(hand + ((phase - 1) & 1) * nb + (b + nb - 1) % nb) : 0;
+        hand[(phase & 1) * nb + b] = prev + s;
+    }
+}
+// One phase as its own kernel: the reads before pdl_wait (they depend on nothing earlier).
+__global__ void __launch_bounds__(kThreads) phase_kernel_k(const int4* __restrict__ p, int empty, int phase, int* hand) {
+    int4 v[kPhaseLoads];
+    phase_reads(p, empty != 0, phase, v);
+    pdl_wait();
+    pdl_trigger();
+    phase_hand_on(hand, phase, phase_sum(v));
+}
+// Every phase in one kernel: the next phase's reads go out, then a grid-wide barrier
+// (a counter and a generation flag in L2; spins bounded, so a grid that is not
+// resident at once reports instead of hanging).
+__global__ void __launch_bounds__(kThreads) phase_persistent_k(const int4* __restrict__ p, int empty, int n_phase, int* hand,
+                                                               PhaseBarrier* bar) {
+    __shared__ int s_stuck;
+    int4 v[kPhaseLoads];
+    phase_reads(p, empty != 0, 0, v);
+    for (int ph = 0; ph < n_phase; ++ph) {
+        const int s = phase_sum(v);
+        if (ph + 1 < n_phase) phase_reads(p, empty != 0, ph + 1, v);
+        phase_hand_on(hand, ph, s);
+        __syncthreads();
+        if (threadIdx.x == 0) {
+            volatile unsigned* gen = &bar->gen;
+            const unsigned g = *gen;
+            __threadfence();  // this block's hand-on, visible before it arrives
+            if (atomicAdd(&bar->count, 1u) == gridDim.x - 1) {
+                atomicExch(&bar->count, 0u);
+                __threadfence();
+                atomicAdd(&bar->gen, 1u);
+            } else {
+                for (long spin = 0; *gen == g; ++spin)
+                    if (spin > (1l << 26)) {
+                        bar->stuck = 1;
+                        break;
+                    }
+            }
+            __threadfence();
+            s_stuck = *reinterpret_cast<volatile int*>(&bar->stuck);
+        }
+        __syncthreads();
+        if (s_stuck) return;
+    }
+}
+
 // Best of `reps` timed launches (after one warm-up), in seconds.
 double best_seconds(void* s, const std::function<void()>& launch, int reps) {
     void* e0 = rt::event_create();
@@ -197,6 +280,39 @@ double global_read(Device& d, size_t bytes, int reps) {
         reps);
     rt::free(buf);
     return double(bytes) / t / 1e9;
+}
+
+// The phase studies (see the top): microseconds a phase, n_phase phases a run.
+template <typename Add, typename Skip>
+void phases(Device& d, int n_phase, int reps, Add&& add, Skip&& skip) {
+    const dim3 grid(unsigned(d.n_sm * kPhaseBlocksPerSm)), block(kThreads);
+    const size_t bytes = size_t(n_phase) * kPhaseLoads * grid.x * kThreads * sizeof(int4);
+    void* buf = rt::malloc(bytes);
+    int* hand = static_cast<int*>(rt::malloc(size_t(2) * grid.x * sizeof(int)));
+    auto* bar = static_cast<PhaseBarrier*>(rt::malloc(sizeof(PhaseBarrier)));
+    if (!buf || !hand || !bar) gpu_fail("vega probe: cannot allocate " + std::to_string(bytes >> 20) + " MiB for the phase study");
+    rt::memset(buf, 1, bytes, d.s);
+    rt::memset(hand, 0, size_t(2) * grid.x * sizeof(int), d.s);
+    rt::memset(bar, 0, sizeof(PhaseBarrier), d.s);
+    const auto* p = static_cast<const int4*>(buf);
+    for (int empty : {0, 1}) {
+        // One kernel a phase, replayed from a graph (as a decode step is).
+        rt::capture_begin(d.s);
+        for (int ph = 0; ph < n_phase; ++ph) launch(phase_kernel_k, grid, block, d.s, p, empty, ph, hand);
+        void* g = rt::capture_end(d.s);
+        const double tk = best_seconds(d.s, [&] { rt::graph_launch(g, d.s); }, reps);
+        rt::graph_destroy(g);
+        add(empty ? "phase_kernel_empty" : "phase_kernel", tk / n_phase * 1e6);
+        const double tb = best_seconds(d.s, [&] { launch(phase_persistent_k, grid, block, d.s, p, empty, n_phase, hand, bar); },
+                                       reps);
+        PhaseBarrier hb{};
+        rt::stream_sync(d.s);
+        rt::d2h(&hb, bar, sizeof hb, d.s);
+        const char* id = empty ? "phase_barrier_empty" : "phase_barrier";
+        if (hb.stuck) skip(id, "the persistent grid was not resident at once");
+        else add(id, tb / n_phase * 1e6);
+    }
+    rt::free(buf), rt::free(hand), rt::free(bar);
 }
 
 }  // namespace
@@ -255,6 +371,7 @@ std::vector<Value> run(int device, bool quick) {
         },
         reps);
     add("launch_gap", t / n * 1e6);
+    phases(d, quick ? 32 : 128, reps, add, skip);
     close(d);
     return r;
 }
