@@ -656,7 +656,7 @@ private:
         ++attn_stats_.other;
         // A captured graph must serve every later position: cover the whole context.
         const int n_kv = capturing_ ? L.n_ctx : std::clamp(b.n_kv_max > 0 ? b.n_kv_max : L.n_ctx, 1, L.n_ctx);
-        const int n_part = ops::attention_parts(n_kv, b.n_tokens, n_head, info_.n_sm);
+        const int n_part = ops::attention_parts(L, n_kv, b.n_tokens, n_head, info_.n_sm);
         const size_t per_row = size_t(n_head) * n_part * (L.hd + 2) * sizeof(float);
         const int chunk = int(std::max<size_t>(1, kAttnPartBytes / per_row));
         const int64_t w = int64_t(n_head) * L.hd;

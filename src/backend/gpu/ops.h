@@ -214,10 +214,12 @@ bool attention_tiled_serves(const KvLayer& c, int n_head);
 bool attention_tiled(const KvLayer& c, const float* q, float* out, int rows, int n_head, float scale,
                      const int32_t* pos, const int32_t* seq, void* s);
 // Blocks per (token, head) for a batch of `rows` tokens over at most n_kv_max
-// positions on a device of n_sm SMs / CUs: 1 from arch::kAttnWholePairsPerSm pairs
-// per SM on, else one per split, at most enough to give the device
-// arch::kAttnBlocksPerSm blocks per SM (VEGA_GPU_ATTN_BLOCKS overrides both).
-int attention_parts(int n_kv_max, int rows, int n_head, int n_sm);
+// positions of cache layer c on a device of n_sm SMs / CUs: 1 from
+// arch::kAttnWholePairsPerSm pairs per SM on, else one per split, at most as many as
+// keep the launch's blocks of c's split kernel resident at once (the occupancy
+// calculator's blocks per SM x n_sm). VEGA_GPU_ATTN_BLOCKS=N (tuning): N blocks per
+// SM instead, for both rules.
+int attention_parts(const KvLayer& c, int n_kv_max, int rows, int n_head, int n_sm);
 // The f16 copy of a q8_0 cache layer that prompt attention reads: for each sequence s
 // of the rows (pos, seq [rows], device), positions 0..max pos of s into dst (an f16
 // KvLayer of the same heads and head dim, n_seq at least c's, n_ctx >= n_kv_max).

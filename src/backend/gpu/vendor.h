@@ -30,6 +30,7 @@ using gpuDeviceProp = hipDeviceProp_t;
 #define gpuStreamSynchronize hipStreamSynchronize
 #define gpuStreamBeginCapture hipStreamBeginCapture
 #define gpuStreamEndCapture hipStreamEndCapture
+#define gpuOccupancyMaxActiveBlocksPerMultiprocessor hipOccupancyMaxActiveBlocksPerMultiprocessor
 #define gpuStreamCaptureModeThreadLocal hipStreamCaptureModeThreadLocal
 #define gpuGraphInstantiate(exec, g) hipGraphInstantiate(exec, g, nullptr, nullptr, 0)
 #define gpuGraphLaunch hipGraphLaunch
@@ -79,6 +80,7 @@ using gpuDeviceProp = cudaDeviceProp;
 #define gpuStreamSynchronize cudaStreamSynchronize
 #define gpuStreamBeginCapture cudaStreamBeginCapture
 #define gpuStreamEndCapture cudaStreamEndCapture
+#define gpuOccupancyMaxActiveBlocksPerMultiprocessor cudaOccupancyMaxActiveBlocksPerMultiprocessor
 #define gpuStreamCaptureModeThreadLocal cudaStreamCaptureModeThreadLocal
 #define gpuGraphInstantiate(exec, g) cudaGraphInstantiate(exec, g, 0)
 #define gpuGraphLaunch cudaGraphLaunch

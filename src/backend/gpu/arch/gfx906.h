@@ -40,7 +40,6 @@ constexpr int kAttnGroup = 16;        // lanes cooperating on one KV position (r
 constexpr int kAttnSplit = 64;        // KV positions per split (a block walks its splits): 4 per group of 16 lanes
 constexpr int kAttnAhead = 1;         // steps (positions per group) whose K, V are loaded before use;
                                       // more would cost the 4-wave floor
-constexpr int kAttnBlocksPerSm = 8;   // split-attention blocks per CU over all (token, head) pairs (not measured on a card)
 constexpr int kAttnMergeAhead = 8;    // split parts merged per round trip (3 VGPRs each at 256 threads: the 4-wave floor)
 constexpr int kAttnWholePairsPerSm = 2;  // from this many (token, head) pairs per CU on: one block per pair (as NVIDIA)
 // Prompt attention (kernels/attention_dot2.cu): blocks of kTiledAttnWaves waves over

@@ -21,10 +21,6 @@ constexpr int kAttnThreads = 128;
 constexpr int kAttnGroup = 16;
 constexpr int kAttnSplit = 64;        // KV positions per split (a block walks its splits): 8 steps per group (A/B: +1.2-1.9% tg128 over 32)
 constexpr int kAttnAhead = 8;         // steps whose K, V are loaded before use: all 8, one memory wait per block
-// Split-attention blocks per SM over all (token, head) pairs. A/B on the H200 (2026-11-26,
-// llama2-7b Q4_0 tg128 @ d8192, one call, alternating): 12 gives 365.8 / 365.4 t/s against
-// 8's 355.1 / 355.9 (+3%); 16 358.2, 4 333.9.
-constexpr int kAttnBlocksPerSm = 12;
 // Parts of a split head merged per L2 round trip (attention.cu, combine_head): their
 // (max, sum) and a thread's dims, 2 + 2 floats each (head dims up to 256 over 128 threads).
 constexpr int kAttnMergeAhead = 16;

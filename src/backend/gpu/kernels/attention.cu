@@ -2,9 +2,9 @@
 //
 // attention: grid (n_part, n_head, rows). Block b of a (token, head) takes the
 // splits b, b + n_part, ... of kAttnSplit positions (n_part from
-// attention_parts: enough blocks to fill the device, whatever the context, so
-// a graph captured for the whole context launches no idle blocks); groups of kAttnGroup lanes own one position at
-// a time (q.k reduced inside the group with DPP; K and V of kAttnAhead positions
+// attention_parts: as many blocks as the device holds at once, whatever the context,
+// so a graph captured for the whole context launches one wave of blocks that all have
+// work); groups of kAttnGroup lanes own one position at a time (q.k reduced inside the group with DPP; K and V of kAttnAhead positions
 // loaded before the first is used), keep an online softmax and a partial V sum,
 // merge through LDS and write (max, sum, acc[hd]) per split. A
 // second kernel merges the splits, or (with a counter buffer) the last split
@@ -39,6 +39,7 @@
 #include "backend/gpu/kernels/vector_load.h"
 
 #include <algorithm>
+#include <atomic>
 #include <cfloat>
 #include <cstdlib>
 #include <type_traits>
@@ -591,16 +592,62 @@ void ops::kv_dequant_f16(const KvLayer& c, const KvLayer& dst, int rows, const i
            dim3(kRopeThreads), s, c, dst, (const int*)need);
 }
 
-int ops::attention_parts(int n_kv_max, int rows, int n_head, int n_sm) {
-    // The target's blocks per SM, or VEGA_GPU_ATTN_BLOCKS, read once.
-    static const int env_per_sm = std::max(0, env::integer("VEGA_GPU_ATTN_BLOCKS", 0));
-    const int per_sm = env_per_sm > 0 ? env_per_sm : arch::kAttnBlocksPerSm;
+namespace {
+// The head-dim variant of the split kernel: 8-dim chunks (16-byte loads) where head_dim
+// % 8 == 0 (0: up to 8 * kAttnGroup dims, 1: up to 256), else dim pairs (2).
+int attn_variant(int hd) { return hd % 8 == 0 ? (hd <= 8 * kAttnGroup ? 0 : 1) : 2; }
+
+// Calls f with the split kernel (the merging one when MERGE) for the cache's element
+// type and the head dims' variant.
+template <bool MERGE, typename F>
+void with_split_kernel(KvElem elem, int variant, F&& f) {
+    auto split = [&](auto e) {
+        constexpr KvElem E = decltype(e)::value;
+        if (variant == 0) f(attn_split<E, MERGE, 8, 1>);
+        else if (variant == 1) f(attn_split<E, MERGE, 8, 2>);
+        else if constexpr (E != KvElem::Q8_0) f(attn_split<E, MERGE, 2, 4>);
+    };
+    switch (elem) {
+        case KvElem::F16: split(std::integral_constant<KvElem, KvElem::F16>{}); break;
+        case KvElem::F32: split(std::integral_constant<KvElem, KvElem::F32>{}); break;
+        case KvElem::Q8_0: split(std::integral_constant<KvElem, KvElem::Q8_0>{}); break;
+    }
+}
+
+// Blocks of the merging split kernel for (elem, variant) that one SM holds at once
+// (registers, LDS), from the runtime's occupancy calculator; asked once per kernel.
+int attn_resident_per_sm(KvElem elem, int variant) {
+    static std::atomic<int> known[3][3] = {};
+    std::atomic<int>& k = known[int(elem)][variant];
+    int n = k.load(std::memory_order_relaxed);
+    if (n > 0) return n;
+    with_split_kernel<true>(elem, variant, [&](auto kernel) {
+        if (gpuOccupancyMaxActiveBlocksPerMultiprocessor(&n, kernel, kAttnThreads, 0) != gpuSuccess) n = 0;
+    });
+    (void)gpuGetLastError();
+    n = std::max(n, 1);
+    k.store(n, std::memory_order_relaxed);
+    return n;
+}
+}  // namespace
+
+int ops::attention_parts(const KvLayer& c, int n_kv_max, int rows, int n_head, int n_sm) {
     const int64_t splits = (int64_t(std::max(n_kv_max, 1)) + kAttnSplit - 1) / kAttnSplit;
-    const int64_t pairs = std::max<int64_t>(1, int64_t(rows) * n_head);
+    const int64_t pairs = std::max<int64_t>(1, int64_t(rows) * n_head), sms = std::max(n_sm, 1);
+    // VEGA_GPU_ATTN_BLOCKS (tuning, read once): that many blocks per SM, rounded up to
+    // whole parts a pair, and no whole-pair rule.
+    static const int env_per_sm = std::max(0, env::integer("VEGA_GPU_ATTN_BLOCKS", 0));
+    if (env_per_sm > 0) return int(std::max<int64_t>(1, std::min(splits, (sms * env_per_sm + pairs - 1) / pairs)));
     // Pairs enough to fill the device: whole pairs (the block writes out directly).
-    if (env_per_sm == 0 && pairs >= int64_t(std::max(n_sm, 1)) * arch::kAttnWholePairsPerSm) return 1;
-    const int64_t fill = (int64_t(std::max(n_sm, 1)) * per_sm + pairs - 1) / pairs;
-    return int(std::max<int64_t>(1, std::min(splits, fill)));
+    if (pairs >= sms * arch::kAttnWholePairsPerSm) return 1;
+    // Else as many parts a pair as keep every block of the launch resident at once: one
+    // wave, each block walking its splits (b, b + n_part, ...) from start to end, no
+    // block waiting for a slot. H200, tg128 @ d8192 against the three waves of 12 blocks
+    // an SM before: llama2-7b f16 cache (4 blocks an SM: 16 parts) +5.7%, q8_0 (5: 20
+    // parts) +5.2%, llama3-8b +7.6%; 32 parts (two waves) gained half as much, 64 and a
+    // partial extra wave lost (docs/PERFORMANCE.md, twenty-ninth session).
+    const int64_t resident = sms * attn_resident_per_sm(c.elem, attn_variant(c.hd));
+    return int(std::max<int64_t>(1, std::min(splits, resident / pairs)));
 }
 
 void ops::attention(const KvLayer& c, const float* q, float* out, int rows, int n_head, float scale, const int32_t* pos,
@@ -615,8 +662,7 @@ void ops::attention(const KvLayer& c, const float* q, float* out, int rows, int 
     const dim3 grid{unsigned(n_part), unsigned(n_head), unsigned(rows)};
     Merge mg;
     if (count) mg.count = count, mg.out = out, mg.oq = oq, mg.ods = ods, mg.oh = oh;
-    // 8-dim chunks (16-byte loads) where head_dim % 8 == 0, else dim pairs up to 128.
-    const int variant = c.hd % 8 == 0 ? (c.hd <= 8 * kAttnGroup ? 0 : 1) : 2;
+    const int variant = attn_variant(c.hd);
     if (variant == 2 && c.hd > 2 * 4 * kAttnGroup)
         gpu_fail("attention: head_dim " + std::to_string(c.hd) + " is not supported (over " +
                  std::to_string(8 * kAttnGroup) + " dims it must be a multiple of 8)");
@@ -625,26 +671,11 @@ void ops::attention(const KvLayer& c, const float* q, float* out, int rows, int 
     auto go = [&](auto kernel) {
         launch(kernel, grid, dim3(kAttnThreads), s, c, q, part, n_head, scale, pos, seq, fresh, mg);
     };
-    // The split kernel for the cache's type and the head dims' variant.
-    auto split = [&](auto elem, auto merge) {
-        constexpr KvElem E = decltype(elem)::value;
-        constexpr bool M = decltype(merge)::value;
-        if (variant == 0) go(attn_split<E, M, 8, 1>);
-        else if (variant == 1) go(attn_split<E, M, 8, 2>);
-        else if constexpr (E != KvElem::Q8_0) go(attn_split<E, M, 2, 4>);
-    };
-    auto by_type = [&](auto merge) {
-        switch (c.elem) {
-            case KvElem::F16: split(std::integral_constant<KvElem, KvElem::F16>{}, merge); break;
-            case KvElem::F32: split(std::integral_constant<KvElem, KvElem::F32>{}, merge); break;
-            case KvElem::Q8_0: split(std::integral_constant<KvElem, KvElem::Q8_0>{}, merge); break;
-        }
-    };
     if (count) {
-        by_type(std::true_type{});
+        with_split_kernel<true>(c.elem, variant, go);
         return;
     }
-    by_type(std::false_type{});
+    with_split_kernel<false>(c.elem, variant, go);
     launch(attn_combine, dim3(unsigned(n_head), unsigned(rows)), dim3(kEltThreads), s, (const float*)part, out, n_head,
            c.hd, n_part, pos, oq, ods, oh);
 }
