@@ -622,10 +622,12 @@ int attn_resident_per_sm(KvElem elem, int variant) {
     int n = k.load(std::memory_order_relaxed);
     if (n > 0) return n;
     with_split_kernel<true>(elem, variant, [&](auto kernel) {
-        if (gpuOccupancyMaxActiveBlocksPerMultiprocessor(&n, kernel, kAttnThreads, 0) != gpuSuccess) n = 0;
+        if (gpuOccupancyMaxActiveBlocksPerMultiprocessor(&n, kernel, kAttnThreads, 0) != gpuSuccess) {
+            n = 0;
+            (void)gpuGetLastError();  // that call's error only: nothing else's is cleared
+        }
     });
-    (void)gpuGetLastError();
-    n = std::max(n, 1);
+    n = std::max(n, 1);  // (no answer: one block an SM, still correct)
     k.store(n, std::memory_order_relaxed);
     return n;
 }
