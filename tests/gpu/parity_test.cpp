@@ -90,6 +90,24 @@ protected:
         return {g, c};
     }
 
+    // Fills positions [0, n) of sequence sq in layer 1 of both caches.
+    void fill(KvCache& cg, KvCache& cc, const KvCacheDesc& d, int sq, int n) {
+        const int64_t w = int64_t(d.n_kv_head) * d.head_dim;
+        for (int p0 = 0; p0 < n; p0 += 4096) {
+            const int m = std::min(4096, n - p0);
+            std::vector<int32_t> pos(m), seq(m, sq);
+            for (int i = 0; i < m; ++i) pos[i] = p0 + i;
+            auto [pg, pc] = ints(pos);
+            auto [sg, sc] = ints(seq);
+            auto k = pair(randn(size_t(m) * w)), v = pair(randn(size_t(m) * w));
+            BatchView bg, bc;
+            bg.n_tokens = bc.n_tokens = m;
+            bg.pos = pg, bg.seq = sg, bc.pos = pc, bc.seq = sc;
+            gpu_->kv_store(cg, 1, k.g, v.g, bg);
+            cpu_->kv_store(cc, 1, k.c, v.c, bc);
+        }
+    }
+
     // Downloads both sides, checks guards and finiteness, returns the nmse.
     double compare(const Pair& p, const char* what) {
         gpu_->synchronize();
@@ -530,8 +548,8 @@ TEST_F(Parity, RopeBothStyles) {
 
 TEST_F(Parity, KvStoreAndAttention) {
     // head_dim 128 and 64 take the kernel variant for <= 128 dims, 256 the other;
-    // 17000 positions: 266 splits, merged from up to attention_parts' cap for 32
-    // (row, head) pairs (NVIDIA's table: 50 parts a head). Many more parts a head:
+    // 17000 positions: 266 splits, walked by attention_parts' one wave of blocks for
+    // 32 (row, head) pairs (H200, f16: 16 parts a head). Many more parts a head:
     // Parity.AttentionManyParts.
     // q8_0: both backends quantize the same K/V by one rule (kv_q8_quantize), so the
     // caches agree and so must the attention.
@@ -587,32 +605,19 @@ TEST_F(Parity, KvStoreAndAttention) {
 }
 
 // One query row of one head over a long context: attention_parts gives the head
-// hundreds of parts (H200: min(40000 / 64 splits, 132 SMs x 12) = 625; gfx906's
-// table in the emulation build: 625 too), so combine_head runs many rounds of
-// kAttnMergeAhead parts and every remainder chunk. Rows at the start and the end
+// hundreds of parts (min(splits, the blocks the device holds at once); H200, 40000
+// positions: f16 min(625, 132 SMs x 4) = 528, q8_0 625), so combine_head runs many
+// rounds of kAttnMergeAhead parts and every remainder chunk. Rows at the start and the end
 // of the context (a head whose parts mostly saw no position, and all of them).
 TEST_F(Parity, AttentionManyParts) {
     for (GgmlType kv : {GgmlType::F16, GgmlType::Q8_0}) {
         for (auto [n_ctx, hd] : {std::pair{40000, 128}, std::pair{16500, 256}, std::pair{20013, 80}}) {
             if (hd % 32 && kv != GgmlType::Q8_0) continue;
             KvCacheDesc d;
-            d.n_layer = 1, d.n_seq = 1, d.n_ctx = n_ctx, d.n_kv_head = 1, d.head_dim = hd, d.type = kv;
+            d.n_layer = 2, d.n_seq = 1, d.n_ctx = n_ctx, d.n_kv_head = 1, d.head_dim = hd, d.type = kv;
             auto cg = gpu_->create_kv_cache(d);
             auto cc = cpu_->create_kv_cache(d);
-            for (int p0 = 0; p0 < n_ctx; p0 += 4096) {
-                const int m = std::min(4096, n_ctx - p0);
-                std::vector<int32_t> pos(m), seq(m, 0);
-                for (int i = 0; i < m; ++i) pos[i] = p0 + i;
-                auto [pg, pc] = ints(pos);
-                auto [sg, sc] = ints(seq);
-                auto k = pair(randn(size_t(m) * hd)), v = pair(randn(size_t(m) * hd));
-                BatchView bg, bc;
-                bg.n_tokens = bc.n_tokens = m;
-                bg.pos = pg, bg.seq = sg, bc.pos = pc, bc.seq = sc;
-                bg.n_kv_max = bc.n_kv_max = n_ctx;
-                gpu_->kv_store(*cg, 0, k.g, v.g, bg);
-                cpu_->kv_store(*cc, 0, k.c, v.c, bc);
-            }
+            fill(*cg, *cc, d, 0, n_ctx);
             for (int qp : {n_ctx - 1, n_ctx / 3, 100}) {
                 auto [pg, pc] = ints(std::vector<int32_t>{qp});
                 auto [sg, sc] = ints(std::vector<int32_t>{0});
@@ -623,8 +628,8 @@ TEST_F(Parity, AttentionManyParts) {
                 // Scores scaled up (x4): a sharp softmax, so the parts' maxima differ.
                 auto q = pair(randn(size_t(hd)));
                 auto out = pair_n(size_t(hd));
-                gpu_->attention(*cg, 0, q.g, out.g, 1, 4.f / std::sqrt(float(hd)), bg);
-                cpu_->attention(*cc, 0, q.c, out.c, 1, 4.f / std::sqrt(float(hd)), bc);
+                gpu_->attention(*cg, 1, q.g, out.g, 1, 4.f / std::sqrt(float(hd)), bg);
+                cpu_->attention(*cc, 1, q.c, out.c, 1, 4.f / std::sqrt(float(hd)), bc);
                 EXPECT_LT(compare(out, "attention"), 1e-6)
                     << type_traits(kv).name << " n_ctx " << n_ctx << " head_dim " << hd << " query at " << qp;
             }
@@ -679,23 +684,6 @@ protected:
         int generated = 0;    // generated (decode) rows of the second sequence before the prompt rows
         GgmlType kv = GgmlType::F16;  // q8_0: staged in f16 for the tiled kernel (kv_dequant_f16)
     };
-    // Fills positions [0, n) of sequence sq in layer 1 of both caches.
-    void fill(KvCache& cg, KvCache& cc, const KvCacheDesc& d, int sq, int n) {
-        const int64_t w = int64_t(d.n_kv_head) * d.head_dim;
-        for (int p0 = 0; p0 < n; p0 += 4096) {
-            const int m = std::min(4096, n - p0);
-            std::vector<int32_t> pos(m), seq(m, sq);
-            for (int i = 0; i < m; ++i) pos[i] = p0 + i;
-            auto [pg, pc] = ints(pos);
-            auto [sg, sc] = ints(seq);
-            auto k = pair(randn(size_t(m) * w)), v = pair(randn(size_t(m) * w));
-            BatchView bg, bc;
-            bg.n_tokens = bc.n_tokens = m;
-            bg.pos = pg, bg.seq = sg, bc.pos = pc, bc.seq = sc;
-            gpu_->kv_store(cg, 1, k.g, v.g, bg);
-            cpu_->kv_store(cc, 1, k.c, v.c, bc);
-        }
-    }
     // nmse of the GPU's output against the CPU's for one case.
     double run(const Case& c) {
         KvCacheDesc d;
