@@ -28,8 +28,8 @@
 //
 // Shared memory (row stride hd + 8 halves: ldmatrix's 8 rows hit 8 distinct 16-byte
 // bank groups): Q [kBm][hd+8] + 2 x (K, V) [BN][hd+8] f16: MT 1 87 KB at hd 128 (BN 64),
-// 101 KB at hd 256 (BN 32, the O accumulators being 128 registers); MT 2 102 KB at hd
-// 128 (BN 32).
+// 101 KB at hd 256 (BN 32, the O accumulators being 128 registers); MT 2 70 KB at hd
+// 128 (BN 32; two blocks an SM by registers, 248 of them).
 #include "core/env.h"
 #include "backend/gpu/launch.h"
 #include "backend/gpu/ops.h"
@@ -80,22 +80,48 @@ __device__ __forceinline__ float fast_exp2(float x) {
 }
 
 // K and V rows [j0, j0 + kBn) of one (seq, kv head) into shared buffers; rows from
-// kv_len on zero-filled.
+// kv_len on zero-filled. Where the block's threads cover whole rows of 16-byte chunks
+// (hd 64, 128, 256), a thread copies the same chunk ch of rows r0, r0 + kRowStep, ..:
+// its shared offset and chunk are set once per block (KvCopy), and a tile costs an add
+// per row; other head dims walk the chunks with a division.
 template <int HD, int MT>
-__device__ __forceinline__ void load_kv_tile(SmemAddr ks, SmemAddr vs, const uint16_t* kg, const uint16_t* vg, int j0,
-                                             int kv_len) {
+struct KvCopy {
     using T = Tile<HD, MT>;
-    for (int c = int(threadIdx.x); c < T::kBn * T::kChunks; c += kThreads) {
-        const int r = c / T::kChunks, ch = c % T::kChunks;
-        const int j = j0 + r;
-        const int bytes = j < kv_len ? 16 : 0;
-        const int64_t src = int64_t(j < kv_len ? j : 0) * HD + ch * 8;
-        const SmemAddr off = SmemAddr((r * T::kStride + ch * 8) * 2);
-        cp_async_zfill(ks + off, kg + src, bytes);
-        cp_async_zfill(vs + off, vg + src, bytes);
+    static constexpr bool kWholeRows = kThreads % T::kChunks == 0;
+    int r0, ch;
+    SmemAddr off;  // byte offset of (r0, ch) in a K or V buffer
+    __device__ KvCopy() {
+        r0 = int(threadIdx.x) / T::kChunks, ch = int(threadIdx.x) % T::kChunks;
+        off = SmemAddr((r0 * T::kStride + ch * 8) * 2);
     }
-    cp_async_commit();
-}
+    __device__ __forceinline__ void load(SmemAddr ks, SmemAddr vs, const uint16_t* kg, const uint16_t* vg, int j0,
+                                         int kv_len) const {
+        if constexpr (kWholeRows) {
+            constexpr int kRowStep = kThreads / T::kChunks;  // rows one pass of the block covers
+            static_assert(T::kBn % kRowStep == 0, "whole passes per tile");
+#pragma unroll
+            for (int i = 0; i < T::kBn / kRowStep; ++i) {
+                const int j = j0 + r0 + i * kRowStep;
+                const int bytes = j < kv_len ? 16 : 0;
+                const int64_t src = int64_t(j < kv_len ? j : 0) * HD + ch * 8;
+                const SmemAddr o = off + SmemAddr(i * kRowStep * T::kStride * 2);
+                cp_async_zfill(ks + o, kg + src, bytes);
+                cp_async_zfill(vs + o, vg + src, bytes);
+            }
+        } else {
+            for (int c = int(threadIdx.x); c < T::kBn * T::kChunks; c += kThreads) {
+                const int r = c / T::kChunks, cc = c % T::kChunks;
+                const int j = j0 + r;
+                const int bytes = j < kv_len ? 16 : 0;
+                const int64_t src = int64_t(j < kv_len ? j : 0) * HD + cc * 8;
+                const SmemAddr o = SmemAddr((r * T::kStride + cc * 8) * 2);
+                cp_async_zfill(ks + o, kg + src, bytes);
+                cp_async_zfill(vs + o, vg + src, bytes);
+            }
+        }
+        cp_async_commit();
+    }
+};
 
 template <int HD, int MT>
 __global__ void __launch_bounds__(kThreads) attn_mma_k(ops::KvLayer c, const float* __restrict__ q,
@@ -135,6 +161,16 @@ __global__ void __launch_bounds__(kThreads) attn_mma_k(ops::KvLayer c, const flo
     // thread 0: tokens not yet attended
     PendingTokens pending = threadIdx.x == 0 ? tile_tokens(t0, bt, rows) : PendingTokens{0, 0};
     const int row0 = warp * 16 * MT;  // the warp's first row; m-tile m: rows row0 + 16m ..
+    // This lane's ldmatrix row addresses, in bytes from each operand's first row: every
+    // fragment's address is one of them plus a constant of the unrolled loops (so the
+    // tile loop keeps three registers for them, not one per fragment).
+    //   Q (A of S = Q K^T): rows row0 + (lane & 7) + 8 ((lane >> 3) & 1), dims 8 (lane >> 4) (+16 m, +16 kd)
+    //   K (B, [n][k]):      rows (lane & 7) + 8 (lane >> 4), dims 8 ((lane >> 3) & 1)    (+8 n, +16 kd)
+    //   V (B, .trans):      rows (lane & 7) + 8 ((lane >> 3) & 1), dims 8 (lane >> 4)    (+16 ks, +16 dn)
+    const SmemAddr q_lane = qs + SmemAddr(((row0 + (lane & 7) + ((lane >> 3) & 1) * 8) * kS + (lane >> 4) * 8) * 2);
+    const SmemAddr k_lane = SmemAddr((((lane & 7) + (lane >> 4) * 8) * kS + ((lane >> 3) & 1) * 8) * 2);
+    const SmemAddr v_lane = SmemAddr((((lane & 7) + ((lane >> 3) & 1) * 8) * kS + (lane >> 4) * 8) * 2);
+    const KvCopy<HD, MT> copy;
     for (;;) {
         __syncthreads();  // the previous pass has read s_pos (and Q is in place)
         if (threadIdx.x == 0) next_tile_pass(pending, pos, seq, t0, bt, G, kBm, s_pos, &s_seq, &s_len);
@@ -172,11 +208,11 @@ __global__ void __launch_bounds__(kThreads) attn_mma_k(ops::KvLayer c, const flo
         for (int m = 0; m < MT; ++m) m_lo[m] = m_hi[m] = -INFINITY, l_lo[m] = l_hi[m] = 0.f;
 
         const int n_tiles = (kv_len + kBn - 1) / kBn;
-        load_kv_tile<HD, MT>(k_buf(0), v_buf(0), kg, vg, 0, kv_len);
+        copy.load(k_buf(0), v_buf(0), kg, vg, 0, kv_len);
         for (int it = 0; it < n_tiles; ++it) {
             const int j0 = it * kBn, buf = it & 1;
             if (it + 1 < n_tiles) {
-                load_kv_tile<HD, MT>(k_buf(buf ^ 1), v_buf(buf ^ 1), kg, vg, j0 + kBn, kv_len);
+                copy.load(k_buf(buf ^ 1), v_buf(buf ^ 1), kg, vg, j0 + kBn, kv_len);
                 cp_async_wait<1>();
             } else {
                 cp_async_wait<0>();
@@ -189,20 +225,17 @@ __global__ void __launch_bounds__(kThreads) attn_mma_k(ops::KvLayer c, const flo
                 for (int m = 0; m < MT; ++m)
 #pragma unroll
                     for (int n = 0; n < kBn / 8; ++n) s[m][n][0] = s[m][n][1] = s[m][n][2] = s[m][n][3] = 0.f;
-                const SmemAddr kb = k_buf(buf);
+                const SmemAddr kb = k_buf(buf) + k_lane;
 #pragma unroll
                 for (int kd = 0; kd < HD / 16; ++kd) {
                     uint32_t a[MT][4];
 #pragma unroll
-                    for (int m = 0; m < MT; ++m) {
-                        const int r = row0 + 16 * m + (lane & 7) + ((lane >> 3) & 1) * 8, d = kd * 16 + (lane >> 4) * 8;
-                        ldmatrix_x4(qs + SmemAddr((r * kS + d) * 2), a[m][0], a[m][1], a[m][2], a[m][3]);
-                    }
+                    for (int m = 0; m < MT; ++m)
+                        ldmatrix_x4(q_lane + SmemAddr((16 * m * kS + kd * 16) * 2), a[m][0], a[m][1], a[m][2], a[m][3]);
 #pragma unroll
                     for (int n = 0; n < kBn / 8; n += 2) {
                         uint32_t b0, b1, b2, b3;  // (b0, b1): n-tile n; (b2, b3): n-tile n + 1
-                        const int j = n * 8 + (lane & 7) + (lane >> 4) * 8, d = kd * 16 + ((lane >> 3) & 1) * 8;
-                        ldmatrix_x4(kb + SmemAddr((j * kS + d) * 2), b0, b1, b2, b3);
+                        ldmatrix_x4(kb + SmemAddr((n * 8 * kS + kd * 16) * 2), b0, b1, b2, b3);
 #pragma unroll
                         for (int m = 0; m < MT; ++m) {
                             mma_f16(s[m][n], a[m][0], a[m][1], a[m][2], a[m][3], b0, b1);
@@ -263,14 +296,13 @@ __global__ void __launch_bounds__(kThreads) attn_mma_k(ops::KvLayer c, const flo
                 }
                 // O += P V: k-steps of 16 positions, two n-tiles (16 dims) per ldmatrix, each
                 // V fragment feeding MT m-tiles.
-                const SmemAddr vb = v_buf(buf);
+                const SmemAddr vb = v_buf(buf) + v_lane;
 #pragma unroll
                 for (int ks = 0; ks < kBn / 16; ++ks) {
 #pragma unroll
                     for (int dn = 0; dn < HD / 16; ++dn) {
                         uint32_t b0, b1, b2, b3;  // (b0, b1): dims dn*16..+7; (b2, b3): +8..+15
-                        const int j = ks * 16 + (lane & 7) + ((lane >> 3) & 1) * 8, d = dn * 16 + (lane >> 4) * 8;
-                        ldmatrix_x4_trans(vb + SmemAddr((j * kS + d) * 2), b0, b1, b2, b3);
+                        ldmatrix_x4_trans(vb + SmemAddr((ks * 16 * kS + dn * 16) * 2), b0, b1, b2, b3);
 #pragma unroll
                         for (int m = 0; m < MT; ++m) {
                             const uint32_t* p = pa[m][ks];
