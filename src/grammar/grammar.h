@@ -18,6 +18,12 @@ namespace vega::grammar {
 struct GrammarError : std::runtime_error {
     using std::runtime_error::runtime_error;
 };
+// Grammar::parse's refusal of a rule that can reach itself before matching any text
+// (the matcher could never advance past it): `rule` names the rule found on the loop.
+struct LeftRecursionError : GrammarError {
+    explicit LeftRecursionError(const std::string& r) : GrammarError("rule '" + r + "' is left-recursive"), rule(r) {}
+    std::string rule;
+};
 
 // Code point ranges (inclusive), or their complement. Matches code points, never a
 // partial UTF-8 sequence.

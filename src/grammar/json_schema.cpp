@@ -74,6 +74,20 @@ public:
         // (An empty body is written "": a newline after ::= does not end a rule.)
         for (const auto& [name, body] : rules_) r.rules += name + " ::= " + (body.empty() ? "\"\"" : body) + "\n";
         r.rules += kPrimitives;
+        // A loop of references with no JSON text between them ({"$ref": "#"}, or a
+        // definition whose anyOf starts with itself) compiles to a left-recursive grammar,
+        // which the matcher cannot run: refused here as a schema error naming the
+        // reference, not later by the grammar parser with a rule name the client never wrote.
+        try {
+            (void)Grammar::parse("root ::= ws " + r.value + "\n" + r.rules);
+        } catch (const LeftRecursionError& e) {
+            std::string where = "#";
+            for (const auto& [path, name] : ref_rules_)
+                if (e.rule == name || e.rule.rfind(name + "-", 0) == 0) where = path;
+            error("$ref", where,
+                  "the references loop back to '" + where +
+                      "' before any JSON text (a left-recursive grammar, which constrained sampling cannot follow)");
+        }
         return r;
     }
 

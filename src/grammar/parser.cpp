@@ -385,7 +385,7 @@ private:
         std::function<void(size_t)> visit = [&](size_t r) {
             state[r] = 1;
             for (uint32_t s : first[r]) {
-                if (state[s] == 1) throw GrammarError("rule '" + g.rules[s].name + "' is left-recursive");
+                if (state[s] == 1) throw LeftRecursionError(g.rules[s].name);
                 if (state[s] == 0) visit(s);
             }
             state[r] = 2;

@@ -72,6 +72,46 @@ TEST(JsonSchema, RefsAndRecursion) {
     EXPECT_FALSE(accepts(g, R"({"v": 1, "kids": [{"w": 2}]})"));
 }
 
+// A loop of references with no JSON text between them would be a left-recursive
+// grammar (found by vega_schema_fuzz: {"$ref": "#"} compiled to "ref-root ::= ref-root",
+// which the grammar parser then refused with a rule name the client never wrote). It is a
+// SchemaError naming the reference, from both entry points; a loop through an object or
+// an array (text between) still compiles.
+TEST(JsonSchema, ReferenceLoopsWithoutTextAreRefused) {
+    auto refusal = [](const char* text) {
+        const json schema = json::parse(text);
+        std::string rules_refusal = "compiled";
+        try {
+            (void)json_schema_rules(schema);
+        } catch (const SchemaError& e) {
+            rules_refusal = e.keyword + " | " + e.what();
+        }
+        try {
+            (void)json_schema_to_gbnf(schema);
+        } catch (const SchemaError& e) {
+            EXPECT_EQ(rules_refusal, e.keyword + " | " + e.what()) << text;
+            return e.keyword + " | " + e.what();
+        }
+        EXPECT_EQ(rules_refusal, "compiled") << text;
+        return std::string("compiled");
+    };
+    EXPECT_EQ(refusal(R"({"$ref": "#"})").rfind("$ref | json schema: '$ref' at #: the references loop back", 0), 0u);
+    EXPECT_EQ(refusal(R"({"$defs": {"a": {"anyOf": [{"$ref": "#/$defs/a"}, {"type": "null"}]}}, "$ref": "#/$defs/a"})")
+                  .rfind("$ref | json schema: '$ref' at #/$defs/a: the references loop back", 0),
+              0u);
+    EXPECT_EQ(refusal(R"({"$defs": {"a": {"$ref": "#/$defs/b"}, "b": {"anyOf": [{"type": "null"}, {"$ref": "#/$defs/a"}]}},
+                          "$ref": "#/$defs/a"})")
+                  .rfind("$ref", 0),
+              0u);
+    EXPECT_EQ(refusal(R"({"type": "array", "items": {"$ref": "#"}})"), "compiled");
+    EXPECT_EQ(refusal(R"({"$defs": {"n": {"type": "object", "properties": {"next": {"anyOf": [{"$ref": "#/$defs/n"},
+                          {"type": "null"}]}}}}, "$ref": "#/$defs/n"})"),
+              "compiled");
+    const Grammar nested = compile(json::parse(R"({"type": "array", "items": {"$ref": "#"}})"));
+    EXPECT_TRUE(accepts(nested, "[[], [[]]]"));
+    EXPECT_FALSE(accepts(nested, "[1]"));
+}
+
 TEST(JsonSchema, UnsupportedKeywordsAreNamed) {
     auto keyword_of = [](const char* text) {
         try {
