@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # A bounded run of every libFuzzer target (fuzz/: the GGUF parser, the chat-template
 # engine, vega serve's request path, the GBNF parser and matcher, the JSON Schema
-# compiler) from its seeds: the CI test `fuzz_bounded_run`.
+# compiler, the reply splitter's tool calls) from its seeds: the CI test `fuzz_bounded_run`.
 # Builds the targets with clang (libFuzzer + ASan + UBSan) in BUILD (default
 # build-fuzz), then runs each for SECONDS (default 30). Exit 0: no finding; 1: a
 # finding (its input is left in $WORK/<target>/ and named in the output); 77: no clang
@@ -32,7 +32,7 @@ if ! grep -q "VEGA_FUZZ:BOOL=ON" "$BUILD/CMakeCache.txt" 2>/dev/null; then
         -DCMAKE_CXX_COMPILER="$CXX" -DCMAKE_C_COMPILER="$CC" > "$WORK/configure.log" 2>&1 \
     || { tail -20 "$WORK/configure.log"; exit 1; }
 fi
-cmake --build "$BUILD" --target vega_gguf_fuzz vega_gguf_fuzz_seeds vega_template_fuzz vega_http_fuzz vega_grammar_fuzz vega_schema_fuzz > "$BUILD/fuzz-build.log" 2>&1 \
+cmake --build "$BUILD" --target vega_gguf_fuzz vega_gguf_fuzz_seeds vega_template_fuzz vega_http_fuzz vega_grammar_fuzz vega_schema_fuzz vega_tool_calls_fuzz > "$BUILD/fuzz-build.log" 2>&1 \
   || { grep -E "error|FAILED" "$BUILD/fuzz-build.log" | head -20; exit 1; }
 
 rc=0
@@ -61,4 +61,5 @@ run vega_template_fuzz 8192 "$PWD/fuzz/seeds/template"
 run vega_http_fuzz 8192 "$PWD/fuzz/seeds/http"
 run vega_grammar_fuzz 4096 "$PWD/fuzz/seeds/grammar"
 run vega_schema_fuzz 4096 "$PWD/fuzz/seeds/schema"
+run vega_tool_calls_fuzz 2048 "$PWD/fuzz/seeds/tool_calls"
 exit $rc

@@ -615,6 +615,14 @@ ReplySplitter::Delta ReplySplitter::take() {
     size_t from = g.c_begin + std::max(c_sent_, content_prefix(g.c_begin));
     if (g.after_think && !c_started_)  // the blank lines after </think> are not content
         while (from < hold && is_space(text_[from])) ++from;
+    if (calls_ && format_ != ToolFormat::None && !c_started_) {
+        // Content that is only whitespace so far waits: should a call follow, the whole
+        // split drops it (whitespace-only content around calls is empty), and streamed
+        // pieces must add up to the whole split.
+        size_t k = from;
+        while (k < hold && is_space(text_[k])) ++k;
+        if (k == hold) return d;
+    }
     if (hold > from) {
         d.content = text_.substr(from, hold - from);
         c_started_ = true;
@@ -645,7 +653,9 @@ void ReplySplitter::split_content(const std::string& content, size_t skip, Final
     }
     f->calls = pc.calls;
     std::string rest = skip < pc.before.size() ? pc.before.substr(skip) : std::string();
-    if (!pc.after.empty()) rest += (rest.empty() ? "" : "\n") + pc.after;
+    // The text before the calls and after them are joined by a newline whether or not the
+    // part before was already streamed (take()): streamed pieces add up to the whole split.
+    if (!pc.after.empty()) rest += (pc.before.empty() ? "" : "\n") + pc.after;
     f->content = trim(rest).empty() ? std::string() : rest;
 }
 
@@ -678,7 +688,26 @@ ReplySplitter::Final ReplySplitter::finish_harmony() {
     return f;
 }
 
+namespace {
+ParsedCalls parse_calls_of(ToolFormat format, const std::string& content, const json& tools);
+}
+
+// A call whose strings are not UTF-8 (model bytes that do not form characters) is
+// malformed, as in the families whose calls are JSON text (the JSON parser refuses such
+// strings): no calls, the reply stays content. The families that build a call's arguments
+// from their own syntax learn it when the arguments are written (json::dump's
+// type_error 316; found by vega_tool_calls_fuzz: it escaped the splitter).
 ParsedCalls parse_tool_calls(ToolFormat format, const std::string& content, const json& tools) {
+    try {
+        return parse_calls_of(format, content, tools);
+    } catch (const json::type_error& e) {
+        if (e.id != 316) throw;
+        return {};
+    }
+}
+
+namespace {
+ParsedCalls parse_calls_of(ToolFormat format, const std::string& content, const json& tools) {
     ParsedCalls own;  // the family's own syntax; every family but Llama 3 also reads Hermes (a forced call)
     switch (format) {
         case ToolFormat::None: return {};
@@ -705,6 +734,7 @@ ParsedCalls parse_tool_calls(ToolFormat format, const std::string& content, cons
     if (!own.calls.empty()) return own;
     return parse_blocks(content, ToolFormat::Hermes, tools);  // a forced call (Hermes form)
 }
+}  // namespace
 
 // ---- the grammar of a required call ----
 

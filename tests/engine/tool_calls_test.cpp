@@ -560,6 +560,56 @@ TEST(ToolCalls, Llama3JsonReplies) {
     expect_text(ToolFormat::Llama3Json, {"The weather is fine.", "{\"name\": \"a\"}", "{\"name\": \"a\", \"parameters\": {"});
 }
 
+// Found by vega_tool_calls_fuzz (fuzz/tool_calls_fuzz.cpp), each a reply whose streamed
+// pieces did not add up to the whole-reply split, or whose split threw.
+TEST(ToolCalls, FuzzFindingsStreamAsTheyDoWhole) {
+    auto streamed = [](ToolFormat fmt, bool think, const std::string& text, size_t piece) {
+        ReplySplitter s(fmt, think);
+        ReplySplitter::Final out;
+        for (size_t i = 0; i < text.size(); i += piece) {
+            s.add(text.substr(i, piece));
+            const auto d = s.take();
+            out.reasoning += d.reasoning, out.content += d.content;
+        }
+        const auto f = s.finish();
+        out.reasoning += f.reasoning, out.content += f.content, out.calls = f.calls;
+        return out;
+    };
+    // Text before and after a call: joined by a newline in the whole split; the streamed
+    // split, whose part before was already sent, dropped the newline.
+    {
+        const std::string text = "Sure. [TOOL_CALLS]f[ARGS]{\"q\": 1} and more";
+        const auto whole = split(ToolFormat::Mistral, false, text), s = streamed(ToolFormat::Mistral, false, text, 4);
+        ASSERT_EQ(whole.calls.size(), 1u);
+        EXPECT_EQ(whole.content, "Sure. \nand more");
+        EXPECT_EQ(s.content, whole.content);
+        ASSERT_EQ(s.calls.size(), 1u);
+    }
+    // Whitespace before a call: empty content in the whole split; streaming had already
+    // sent it. Whitespace-only content now waits for a byte that is not whitespace.
+    {
+        const std::string text = " \n [TOOL_CALLS]f[ARGS]{\"q\": \"[TOOL\"}";
+        const auto whole = split(ToolFormat::Mistral, false, text);
+        ASSERT_EQ(whole.calls.size(), 1u);
+        EXPECT_EQ(whole.content, "");
+        for (size_t piece : {1, 2, 4})
+            EXPECT_EQ(streamed(ToolFormat::Mistral, false, text, piece).content, "") << piece;
+        EXPECT_EQ(streamed(ToolFormat::Hermes, false, "  \n Hi", 1).content, "  \n Hi");  // no call: all of it, at the end
+    }
+    // A call whose string holds bytes that are not UTF-8: json::dump's type_error escaped
+    // the splitter. It is a malformed call now (as in the JSON families): no calls, the
+    // reply is content.
+    {
+        const std::string text = "ok <|tool_call_start|>[f(q='a\xe7l', n=0)]<|tool_call_end|>";
+        ReplySplitter::Final whole;
+        ASSERT_NO_THROW(whole = split(ToolFormat::Pythonic, false, text));
+        EXPECT_TRUE(whole.calls.empty());
+        EXPECT_EQ(whole.content, text);
+        EXPECT_EQ(streamed(ToolFormat::Pythonic, false, text, 3).content, text);
+        EXPECT_EQ(split(ToolFormat::Pythonic, false, "<|tool_call_start|>[f(q='a\xc3\xa9l')]<|tool_call_end|>").calls.size(), 1u);
+    }
+}
+
 // Streaming: the reply in random pieces; the deltas plus finish() equal the whole-reply
 // split, and no content delta holds a byte of a tool call.
 TEST(ToolCalls, StreamedPiecesAddUpAndHoldCallsBack) {
