@@ -569,6 +569,12 @@ ReplySplitter::Regions ReplySplitter::regions(bool final) const {
 }
 
 size_t ReplySplitter::content_hold(size_t c_begin) const {
+    if (format_ == ToolFormat::FunctionaryV32) {
+        // The leading "all\n" recipient line is never content (content_prefix), with or
+        // without calls: while the reply may still turn out to start with it, nothing.
+        const size_t n = std::min(text_.size() - c_begin, kRecipientAll.size());
+        if (n < kRecipientAll.size() && text_.compare(c_begin, n, kRecipientAll, 0, n) == 0) return c_begin;
+    }
     if (!calls_ || format_ == ToolFormat::None) return text_.size();
     if (format_ == ToolFormat::Llama3Json) {
         // A reply that starts (after spaces) with '{' or the python tag may be a call:

@@ -179,7 +179,10 @@ private:
                                   (arr ? array(s, at, hint + "-a") : std::string("array")) + " | " +
                                   (str ? string(s, at, hint + "-s") : std::string("string")) + " | number | boolean | null");
         }
-        if (s.value("nullable", false)) types.push_back("null");
+        if (s.contains("nullable")) {
+            if (!s["nullable"].is_boolean()) error("nullable", at, "must be a boolean");
+            if (s["nullable"].get<bool>()) types.push_back("null");
+        }
         std::string alts;
         for (const std::string& t : types) alts += (alts.empty() ? "" : " | ") + typed(s, t, at, hint);
         return types.size() == 1 ? alts : "( " + alts + " )";
@@ -248,6 +251,7 @@ private:
     }
 
     std::string string(const json& s, const std::string& at, const std::string& hint) {
+        if (s.contains("format") && !s["format"].is_string()) error("format", at, "must be a string");
         const std::string fmt = s.value("format", "");
         if (fmt == "date" || fmt == "time" || fmt == "uuid") return rule(hint, "\"\\\"\" " + fmt + " \"\\\"\" ws");
         if (fmt == "date-time") return rule(hint, "\"\\\"\" date \"T\" time \"\\\"\" ws");
@@ -264,6 +268,8 @@ private:
     std::string integer(const json& s, const std::string& at, const std::string& hint) {
         bool has_lo = false, has_hi = false;
         int64_t lo = 0, hi = 0;
+        for (const char* kw : {"exclusiveMinimum", "exclusiveMaximum"})  // draft 4's boolean, draft 6's number
+            if (s.contains(kw) && !s[kw].is_boolean() && !s[kw].is_number()) error(kw, at, "must be a boolean or a number");
         if (s.contains("minimum")) {
             has_lo = true, lo = as_int(s["minimum"], "minimum", at);
             if (s.value("exclusiveMinimum", json(false)).is_boolean() && s.value("exclusiveMinimum", false)) ++lo;

@@ -608,6 +608,23 @@ TEST(ToolCalls, FuzzFindingsStreamAsTheyDoWhole) {
         EXPECT_EQ(streamed(ToolFormat::Pythonic, false, text, 3).content, text);
         EXPECT_EQ(split(ToolFormat::Pythonic, false, "<|tool_call_start|>[f(q='a\xc3\xa9l')]<|tool_call_end|>").calls.size(), 1u);
     }
+    // functionary v3.2 without tools (calls not looked for): the "all\n" recipient line is
+    // not content in the whole split, but streamed byte by byte "all" went out before its
+    // newline arrived.
+    {
+        const std::string text = "all\nChecking >> now.";
+        ReplySplitter whole_s(ToolFormat::FunctionaryV32, false, false, /*calls=*/false);
+        whole_s.add(text);
+        const auto whole = whole_s.finish();
+        EXPECT_EQ(whole.content, "Checking >> now.");
+        ReplySplitter s(ToolFormat::FunctionaryV32, false, false, /*calls=*/false);
+        std::string content;
+        for (char c : text) {
+            s.add(std::string(1, c));
+            content += s.take().content;
+        }
+        EXPECT_EQ(content + s.finish().content, whole.content);
+    }
 }
 
 // Streaming: the reply in random pieces; the deltas plus finish() equal the whole-reply

@@ -128,6 +128,13 @@ TEST(JsonSchema, UnsupportedKeywordsAreNamed) {
     EXPECT_EQ(keyword_of(R"({"type": "array", "items": [{}, {}]})").rfind("items", 0), 0u);
     EXPECT_EQ(keyword_of(R"({"type": "integer", "minimum": 0, "maximum": 100000})").rfind("maximum", 0), 0u);
     EXPECT_EQ(keyword_of(R"(false)").rfind("false", 0), 0u);
+    // Keywords of the wrong JSON type are SchemaErrors naming them (vega_http_fuzz: "nullable":
+    // ["city"] in a tool's parameters threw json's type_error out of the request parser).
+    EXPECT_EQ(keyword_of(R"({"type": "object", "nullable": ["city"]})").rfind("nullable | json schema: 'nullable' at #: must be a boolean", 0), 0u);
+    EXPECT_EQ(keyword_of(R"({"type": "string", "format": 5})").rfind("format | json schema: 'format' at #: must be a string", 0), 0u);
+    EXPECT_EQ(keyword_of(R"({"type": "integer", "minimum": 1, "exclusiveMinimum": "yes"})").rfind("exclusiveMinimum", 0), 0u);
+    EXPECT_EQ(keyword_of(R"({"type": "integer", "maximum": 9, "exclusiveMaximum": [true]})").rfind("exclusiveMaximum", 0), 0u);
+    EXPECT_EQ(keyword_of(R"({"type": ["string", "null"], "nullable": false, "format": "uuid"})"), "compiled");
     EXPECT_EQ(keyword_of(R"({"title": "x", "description": "y", "type": "boolean"})"), "compiled");
     EXPECT_TRUE(accepts(Grammar::parse(json_object_gbnf()), R"({"a": [1, {"b": null}]})"));
     EXPECT_FALSE(accepts(Grammar::parse(json_object_gbnf()), R"([1])"));
