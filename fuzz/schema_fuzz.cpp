@@ -47,7 +47,6 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
         return 0;  // refused, with the keyword and where: the expected outcome for most inputs
     }
     // A schema that compiled is a grammar that parses, and embeds as rules too.
-    std::string rules_error;
     vega::grammar::Grammar g = [&] {
         try {
             return vega::grammar::Grammar::parse(gbnf);

@@ -625,9 +625,7 @@ ReplySplitter::Delta ReplySplitter::take() {
         // Content that is only whitespace so far waits: should a call follow, the whole
         // split drops it (whitespace-only content around calls is empty), and streamed
         // pieces must add up to the whole split.
-        size_t k = from;
-        while (k < hold && is_space(text_[k])) ++k;
-        if (k == hold) return d;
+        if (from <= hold && skip_space(text_, from) >= hold) return d;
     }
     if (hold > from) {
         d.content = text_.substr(from, hold - from);
