@@ -5,6 +5,7 @@
 // row-major [rows][n]. Ops are issued in order; results are visible to later
 // ops and, after synchronize(), to download().
 #pragma once
+#include <array>
 #include <cstddef>
 #include <cstdint>
 #include <memory>
@@ -146,6 +147,9 @@ struct AttentionBlock {
 //   next_router:  the next block's expert router when it is routed (it reads the
 //                 same input first; an F32 router reads it in f32, so a deferred
 //                 form must serve it too, or not be used).
+//   next_readers: every matrix of the next block that reads that input (wq, wk, wv;
+//                 gate, up; a routed block's router), null past the last: a backend
+//                 may write only the form they all read.
 // Tensor parallel (each device computes a part of every block; an all-reduce between
 // blocks sums the parts) links blocks through the all-reduced part instead:
 //   part_only:    leave x alone and write this device's part of the block's output
@@ -163,6 +167,7 @@ struct BlockLink {
     float next_eps = 1e-5f;
     bool next_quantized = false;
     const Weight* next_router = nullptr;
+    std::array<const Weight*, 3> next_readers{};
     bool part_only = false;
     const float* pending = nullptr;
     const FusedSum* pending_sum = nullptr;

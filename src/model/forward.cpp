@@ -84,12 +84,15 @@ void Forward::describe_blocks(Stage& st, const ModelWeights& w, const ModelStage
         la.next_norm = &f.norm, la.next_eps = f.eps;
         la.next_quantized = f.experts() ? quantized({&f.gate_exps, &f.up_exps}) : quantized({&f.gate, &f.up});
         la.next_router = f.experts() ? &f.router : nullptr;
+        la.next_readers = f.experts() ? std::array<const Weight*, 3>{&f.router, nullptr, nullptr}
+                                      : std::array<const Weight*, 3>{&f.gate, &f.up, nullptr};
         BlockLink& lf = st.ffn_link[i];
         lf.input_normed = true;
         if (i + 1 < n) {
             const AttentionBlock& next = st.attn[i + 1];
             lf.next_norm = &next.norm, lf.next_eps = next.eps;
             lf.next_quantized = quantized({&next.wq, &next.wk, &next.wv});
+            lf.next_readers = {&next.wq, &next.wk, &next.wv};
         }
     }
 }

@@ -137,6 +137,12 @@ protected:
         Weight g, c;
     };
     W weight(GgmlType t, int64_t n_in, int64_t n_out, float sd = 1.f, bool ones_offset = false) {
+        const gguf::TensorInfo& tensor = make_tensor(t, n_in, n_out, sd, ones_offset);
+        return W{gpu_->upload_weight(tensor), cpu_->upload_weight(tensor)};
+    }
+    // A random [n_out][n_in] tensor of type t, kept for the fixture's lifetime.
+    const gguf::TensorInfo& make_tensor(GgmlType t, int64_t n_in, int64_t n_out, float sd = 1.f,
+                                        bool ones_offset = false) {
         auto tensor = std::make_unique<gguf::TensorInfo>();
         tensor->name = "test." + std::string(type_traits(t).name) + "." + std::to_string(names_++);
         tensor->type = t;
@@ -151,10 +157,9 @@ protected:
         }
         tensor->data = data->data();
         tensor->n_bytes = data->size();
-        W w{gpu_->upload_weight(*tensor), cpu_->upload_weight(*tensor)};
         tensors_.push_back(std::move(tensor));
         datas_.push_back(std::move(data));
-        return w;
+        return *tensors_.back();
     }
 
     // matmul and matmul_swiglu of `rows` random input rows against two random [n_out][n_in]
@@ -900,6 +905,112 @@ TEST_F(Parity, BlockOpsMatchReferenceCompositions) {
             }
         }
     }
+}
+
+// A matmul input is written in the forms its readers read (GpuBackend::h_only): from
+// 8 rows on NVIDIA, an input read only by the tensor-core matmul gets its f16 form
+// alone. That may not change a bit: two linked layers (with the forward pass's
+// next_readers) of 80 rows give the same residual stream bit for bit as a backend
+// made with VEGA_GPU_H_ONLY=0, and it matches the CPU.
+TEST_F(Parity, InputFormsFollowTheirReaders) {
+#ifdef VEGA_HAVE_GPU
+    if (gpu::ops::mma_min_rows() <= 0) GTEST_SKIP() << "no tensor-core matmul on this target: every input has all forms";
+    const int n_head = 8, n_kv_head = 2, hd = 64, n_layer = 2, rows = 80;
+    const int64_t E = 512, Dq = int64_t(n_head) * hd, Dkv = int64_t(n_kv_head) * hd, F = 4096;
+    struct Layer {
+        const gguf::TensorInfo *an, *wq, *wk, *wv, *wo, *fn, *gate, *up, *down;
+    };
+    std::vector<Layer> ts;
+    for (int l = 0; l < n_layer; ++l) {
+        Layer t;
+        t.an = &make_tensor(GgmlType::F32, E, 1, 0.1f, true), t.fn = &make_tensor(GgmlType::F32, E, 1, 0.1f, true);
+        t.wq = &make_tensor(GgmlType::Q4_K, E, Dq), t.wk = &make_tensor(GgmlType::Q4_K, E, Dkv);
+        t.wv = &make_tensor(GgmlType::Q6_K, E, Dkv), t.wo = &make_tensor(GgmlType::Q4_K, Dq, E, 0.5f);
+        t.gate = &make_tensor(GgmlType::Q4_K, E, F), t.up = &make_tensor(GgmlType::Q4_K, E, F);
+        t.down = &make_tensor(GgmlType::Q6_K, F, E, 0.2f);
+        ts.push_back(t);
+    }
+    const std::vector<float> x0 = randn(size_t(rows) * E);
+    // One run of the two layers on `be`: the residual stream.
+    auto run = [&](Backend& be) {
+        std::vector<AttentionBlock> A(n_layer);
+        std::vector<FfnBlock> Fb(n_layer);
+        for (int l = 0; l < n_layer; ++l) {
+            const Layer& t = ts[size_t(l)];
+            AttentionBlock& a = A[size_t(l)];
+            a.norm = be.upload_weight(*t.an), a.wq = be.upload_weight(*t.wq), a.wk = be.upload_weight(*t.wk);
+            a.wv = be.upload_weight(*t.wv), a.wo = be.upload_weight(*t.wo);
+            a.n_head = n_head, a.n_kv_head = n_kv_head, a.head_dim = hd, a.eps = 1e-5f;
+            a.scale = 1.f / std::sqrt(float(hd));
+            a.rope.n_rot = hd, a.rope.freq_base = 10000.f, a.rope.neox = true;
+            FfnBlock& f = Fb[size_t(l)];
+            f.norm = be.upload_weight(*t.fn), f.gate = be.upload_weight(*t.gate), f.up = be.upload_weight(*t.up);
+            f.down = be.upload_weight(*t.down);
+        }
+        be.reserve(rows, F);
+        KvCacheDesc d;
+        d.n_layer = n_layer, d.n_seq = 1, d.n_ctx = 128, d.n_kv_head = n_kv_head, d.head_dim = hd;
+        auto cache = be.create_kv_cache(d);
+        std::vector<void*> owned;
+        auto buf = [&](int64_t n, const std::vector<float>* host = nullptr) {
+            auto* p = static_cast<float*>(be.alloc(size_t(n) * 4, "test buffer"));
+            std::vector<float> init = host ? *host : std::vector<float>(size_t(n), std::nanf(""));
+            be.upload(p, init.data(), init.size() * 4);
+            owned.push_back(p);
+            return p;
+        };
+        std::vector<int32_t> pos(rows), seq(rows, 0);
+        for (int i = 0; i < rows; ++i) pos[size_t(i)] = i;
+        auto* pg = static_cast<int32_t*>(be.alloc(rows * 4, "pos")), *sg = static_cast<int32_t*>(be.alloc(rows * 4, "seq"));
+        be.upload(pg, pos.data(), rows * 4), be.upload(sg, seq.data(), rows * 4);
+        owned.push_back(pg), owned.push_back(sg);
+        BatchView b;
+        b.n_tokens = rows, b.pos = pg, b.seq = sg, b.n_kv_max = rows, b.prompt_rows = rows;  // (the tiled attention)
+        float* x = buf(int64_t(rows) * E, &x0);
+        BlockBuffers bb;
+        bb.q = buf(rows * Dq), bb.k = buf(rows * Dkv), bb.v = buf(rows * Dkv), bb.att = buf(rows * Dq);
+        bb.tmp = buf(rows * E), bb.g = buf(rows * F), bb.u = buf(rows * F), bb.h = buf(rows * F);
+        for (int l = 0; l < n_layer; ++l) {  // linked as model/forward.cpp links them
+            BlockLink la, lf;
+            la.input_normed = l > 0;
+            la.next_norm = &Fb[size_t(l)].norm, la.next_quantized = true;
+            la.next_readers = {&Fb[size_t(l)].gate, &Fb[size_t(l)].up, nullptr};
+            lf.input_normed = true;
+            if (l + 1 < n_layer) {
+                const AttentionBlock& nx = A[size_t(l) + 1];
+                lf.next_norm = &nx.norm, lf.next_quantized = true, lf.next_readers = {&nx.wq, &nx.wk, &nx.wv};
+            }
+            be.attention_block(A[size_t(l)], *cache, l, b, x, bb, la);
+            be.ffn_block(Fb[size_t(l)], x, rows, bb, lf);
+        }
+        be.synchronize();
+        std::vector<float> out(size_t(rows) * E);
+        be.download(out.data(), x, out.size() * 4);
+        for (void* p : owned) be.release(p);
+        return out;
+    };
+    const int64_t before = gpu::ops::h_only_launch_count();
+    const std::vector<float> only_h = run(*gpu_);
+    // Every matmul input of the two layers (all their readers are quantized matrices the
+    // tensor cores take): the first norm, then per layer the attention output, the FFN's
+    // norm and h, and the next layer's norm.
+    EXPECT_EQ(gpu::ops::h_only_launch_count() - before, 4 * n_layer) << "inputs written as h alone";
+    setenv("VEGA_GPU_H_ONLY", "0", 1);  // (read once, as a backend is made)
+    const auto all_forms_gpu = make_gpu_backend(0);
+    unsetenv("VEGA_GPU_H_ONLY");
+    const int64_t before_all = gpu::ops::h_only_launch_count();
+    const std::vector<float> all_forms = run(*all_forms_gpu);
+    EXPECT_EQ(gpu::ops::h_only_launch_count(), before_all) << "VEGA_GPU_H_ONLY=0 wrote an input as h alone";
+    for (size_t i = 0; i < only_h.size(); ++i)
+        ASSERT_EQ(std::memcmp(&only_h[i], &all_forms[i], 4), 0)
+            << "element " << i << ": " << only_h[i] << " with h_only, " << all_forms[i] << " with every form";
+    const std::vector<float> cpu = run(*cpu_);
+    const double e = nmse(only_h, cpu);
+    std::printf("[ InputFormsFollowTheirReaders ] residual stream NMSE against the CPU %.3g\n", e);
+    EXPECT_LT(e, 5e-3);  // the tensor-core bound of BlockOpsMatchReferenceCompositions
+#else
+    GTEST_SKIP() << "this build has no GPU backend";
+#endif
 }
 
 TEST_F(Parity, GraphReplaySeesNewInputs) {

@@ -62,6 +62,8 @@ private:
 };
 
 class GpuBackend final : public Backend {
+    using Readers = std::array<const Weight*, 3>;  // the matrices reading one matmul input (null: none)
+
 public:
     explicit GpuBackend(int device) : dev_(device) {
         const int n = rt::device_count();
@@ -376,7 +378,7 @@ public:
         const int T = b.n_tokens;
         const int64_t E = a.wq.n_in, Dq = int64_t(a.n_head) * a.head_dim;
         const ops::KvLayer L = cache_layer(c, layer, a.n_kv_head, a.head_dim, a.rope);
-        block_input(x, a.norm, a.eps, T, E, link);
+        block_input(x, a.norm, a.eps, T, E, link, {&a.wq, &a.wk, &a.wv});
         const bool no_bias = !a.bq && !a.bk && !a.bv;  // (q/k head norms: the kernel's per-head tail)
         bool stored = false;
         // (q8_0 caches: rope_store quantizes whole blocks of a head; the epilogue stores element by element.)
@@ -409,14 +411,14 @@ public:
         }
         if (run_attention(L, buf.q, buf.att, a.n_head, a.scale, b, true))
             use_q8(buf.att, act2_q_, act2_ds_, want_h(T) ? act2_h_ : nullptr, T, Dq);
-        else set_input(buf.att, nullptr, nullptr, 0.f, T, Dq);
+        else set_input(buf.att, nullptr, nullptr, 0.f, T, Dq, h_only(T, {&a.wo}));
         block_output(a.wo, x, buf.tmp, T, E, link);
     }
     void ffn_block(const FfnBlock& f, float* x, int rows, const BlockBuffers& buf, const BlockLink& link) override {
         on();
         if (f.experts()) return expert_ffn_block(f, x, rows, buf, link);
         const int64_t E = f.gate.n_in, F = f.gate.n_out;
-        block_input(x, f.norm, f.eps, rows, E, link);
+        block_input(x, f.norm, f.eps, rows, E, link, {&f.gate, &f.up});
         bool h_q8 = false;
         if (swiglu_pair(f.gate, f.up)) {
             check_input(f.gate);
@@ -433,7 +435,7 @@ public:
             Backend::matmul_swiglu(f.gate, f.up, buf.g, buf.u, buf.h, rows);
         }
         if (h_q8) use_q8(buf.h, act2_q_, act2_ds_, nullptr, rows, F);  // (one row: no f16 form)
-        else set_input(buf.h, nullptr, nullptr, 0.f, rows, F);
+        else set_input(buf.h, nullptr, nullptr, 0.f, rows, F, h_only(rows, {&f.down}));
         block_output(f.down, x, buf.tmp, rows, E, link);
     }
 
@@ -447,7 +449,7 @@ public:
         // Routing and the grouped matmuls' plan are one launch here: replayed routes
         // (vega eval --routes-in) are applied by the CPU's reference composition only.
         if (f.route_override) fail("expert FFN: route replay (--routes-in) runs on the CPU (--device cpu)");
-        block_input(x, f.norm, f.eps, rows, E, link);
+        block_input(x, f.norm, f.eps, rows, E, link, {&f.router});
         if (act_.ss && (!act_.x || !deferred_router_ok(&f.router, E)))
             fail("expert FFN: the deferred-norm input does not serve router '{}'", f.router.name);
         if (!act_.ss) check_input(f.router);
@@ -486,16 +488,18 @@ public:
         // x += the weighted sum, the next norm and its q8 form: one kernel where it fits.
         if (link.next_norm && !link.part_only && E <= act_n_) {
             uint16_t* h = want_h(rows) ? act_h_ : nullptr;
+            const bool only_h = h && h_only(rows, link.next_readers);
             if (ops::prepare_act_experts(x, buf.expert_out, buf.expert_w, K, f32(*link.next_norm), link.next_eps, rows,
-                                         E, act_x_, act_q_, act_ds_, h, stream_)) {
+                                         E, only_h ? nullptr : act_x_, only_h ? nullptr : act_q_, act_ds_, h, stream_)) {
                 rt::check("experts combine + residual + norm");
-                return use_own_input(rows, E, true, h);
+                return use_own_input(rows, E, true, h, only_h);
             }
         }
         ops::combine_experts(buf.expert_out, buf.expert_w, rows, K, E, buf.tmp, stream_);
         rt::check("experts combine");
         if (link.part_only) return;
-        if (link.next_norm) return set_input(x, buf.tmp, f32(*link.next_norm), link.next_eps, rows, E);  // x += tmp first
+        if (link.next_norm)  // x += tmp first
+            return set_input(x, buf.tmp, f32(*link.next_norm), link.next_eps, rows, E, h_only(rows, link.next_readers));
         ops::add(x, buf.tmp, int64_t(rows) * E, stream_);
         rt::check("add");
     }
@@ -546,11 +550,13 @@ private:
     }
 
     // The matmul input of a block: rms_norm(x) * norm, unless the previous block
-    // already left it (link.input_normed).
-    void block_input(float* x, const Weight& norm, float eps, int rows, int64_t n, const BlockLink& link) {
+    // already left it (link.input_normed). readers: the block's matrices that read it.
+    void block_input(float* x, const Weight& norm, float eps, int rows, int64_t n, const BlockLink& link,
+                     const Readers& readers) {
         if (link.pending && link.input_normed) fail("GPU block op: a pending part with an input already normed");
         if (link.pending_sum) return sum_input(x, link.pending, *link.pending_sum, f32(norm), eps, rows, n);
-        if (!link.input_normed) return set_input(x, link.pending, f32(norm), eps, rows, n);  // (x += pending first)
+        if (!link.input_normed)  // (x += pending first)
+            return set_input(x, link.pending, f32(norm), eps, rows, n, h_only(rows, readers));
         if (act_.rows != rows || act_.n != n)
             fail("GPU block op: the input is marked normed, but the matmul input is [{}][{}], not [{}][{}]", act_.rows,
                  act_.n, rows, n);
@@ -590,7 +596,8 @@ private:
                              m.n_out));
         ops::matvec(m, act_, tmp, stream_);
         rt::check("matmul");
-        if (link.next_norm) return set_input(x, tmp, f32(*link.next_norm), link.next_eps, rows, n);  // x += tmp first
+        if (link.next_norm)  // x += tmp first
+            return set_input(x, tmp, f32(*link.next_norm), link.next_eps, rows, n, h_only(rows, link.next_readers));
         ops::add(x, tmp, int64_t(rows) * n, stream_);
         rt::check("add");
     }
@@ -711,6 +718,21 @@ private:
     // Whether an input of this many rows also gets its f16 form (Act::h): only the
     // tensor-core matmul reads it, from mma_min_rows() rows on.
     bool want_h(int rows) const { return act_h_ && rows >= ops::mma_min_rows(); }
+    // Whether an input of `rows` rows is read by `readers` alone (null entries: none), each
+    // of them a matrix the tensor-core matmul takes reading Act::h only
+    // (ops::reads_h_only): its input kernel then writes h and neither the f32 rows nor
+    // the q8 form, which nothing would read (llama3-8b, 2048 rows: ~280 MB of writes a
+    // layer). VEGA_GPU_H_ONLY=0 writes every form (A/B).
+    bool h_only(int rows, const Readers& readers) const {
+        if (!h_only_ || !want_h(rows)) return false;
+        bool any = false;
+        for (const Weight* w : readers) {
+            if (!w) continue;
+            if (is_float_type(w->type) || !ops::reads_h_only(mat(*w), rows)) return false;
+            any = true;
+        }
+        return any;
+    }
 
     // The input kernels below write the backend's own buffers (act_x_, act_q_, ...), sized
     // at reserve time.
@@ -719,19 +741,24 @@ private:
             fail("GPU backend: matmul input [{}][{}] exceeds the reserved [{}][{}]", rows, n, act_rows_, act_n_);
     }
     // act_ = those buffers as an input kernel left them: the f32 rows, their q8 form where q,
-    // the f16 form where h.
-    void use_own_input(int rows, int64_t n, bool q, uint16_t* h) {
+    // the f16 form where h; with only_h, h alone.
+    void use_own_input(int rows, int64_t n, bool q, uint16_t* h, bool only_h = false) {
         act_ = {};
-        act_.x = act_x_, act_.q = q ? act_q_ : nullptr, act_.ds = q ? act_ds_ : nullptr, act_.h = h;
-        act_.rows = rows, act_.n = n;
+        if (!only_h) act_.x = act_x_, act_.q = q ? act_q_ : nullptr, act_.ds = q ? act_ds_ : nullptr;
+        act_.h = h, act_.rows = rows, act_.n = n;
     }
-    void set_input(const float* x, const float* res, const float* w, float eps, int rows, int64_t n) {
+    // The matmul input from x (see ops::prepare_act); only_h: its readers read Act::h
+    // alone (h_only), so that form alone is written where it exists.
+    void set_input(const float* x, const float* res, const float* w, float eps, int rows, int64_t n,
+                   bool only_h = false) {
         check_reserved_input(rows, n);
         const bool q = n % 32 == 0;
         uint16_t* h = q && want_h(rows) ? act_h_ : nullptr;
-        ops::prepare_act(const_cast<float*>(x), res, w, eps, rows, n, act_x_, q ? act_q_ : nullptr, act_ds_, h, stream_);
+        only_h = only_h && h;
+        ops::prepare_act(const_cast<float*>(x), res, w, eps, rows, n, only_h ? nullptr : act_x_,
+                         q && !only_h ? act_q_ : nullptr, act_ds_, h, stream_);
         rt::check("matmul input");
-        use_own_input(rows, n, q, h);
+        use_own_input(rows, n, q, h, only_h);
     }
     // Tensor parallel: x += part summed over the devices, and the matmul input from it,
     // in one kernel (ops::peer_sum_norm).
@@ -747,7 +774,14 @@ private:
         if (w.n_in != act_.n) fail("matmul '{}': input has {} columns, weight has {}", w.name, act_.n, w.n_in);
         if (is_float_type(w.type) && !act_.x) fail("matmul '{}': float weights need the f32 input", w.name);
         if (is_float_type(w.type) && act_.ss) fail("matmul '{}': float weights never read the deferred-norm form", w.name);
-        if (!is_float_type(w.type) && !act_.q) fail("matmul '{}': input length {} is not a multiple of 32", w.name, act_.n);
+        if (is_float_type(w.type) || act_.q) return;
+        if (act_.h) {  // written as h alone (h_only): a reader h_only did not see would be this backend's bug
+            if (ops::reads_h_only(mat(w), act_.rows)) return;
+            fail("matmul '{}': the input was written for the tensor-core matmul alone (its f16 form), which does "
+                 "not take these weights at {} rows",
+                 w.name, act_.rows);
+        }
+        fail("matmul '{}': input length {} is not a multiple of 32", w.name, act_.n);
     }
 
     int dev_;
@@ -776,6 +810,7 @@ private:
     // VEGA_GPU_ATTN_MERGE=0: the attention splits merged by a second kernel;
     // VEGA_GPU_FUSE_QKV_ROPE=0: rope + cache store as their own kernel after q+k+v;
     // VEGA_GPU_TILED_ATTN=0: prompts through the split (decode) attention kernel;
+    // VEGA_GPU_H_ONLY=0: every matmul input in all its forms (h_only);
     // VEGA_GPU_EPI_MAX_IN=N: the residual + norm epilogue only for projections of at most
     // N inputs (wider ones: the plain matvec, then the residual + norm kernel; 0: any).
     static bool env_on(const char* name) { return env::flag(name, true); }
@@ -785,6 +820,7 @@ private:
     const bool merge_attn_ = env_on("VEGA_GPU_ATTN_MERGE");
     const bool fuse_qkv_rope_ = fuse_ && env_on("VEGA_GPU_FUSE_QKV_ROPE");
     const bool tiled_attn_ = env_on("VEGA_GPU_TILED_ATTN");
+    const bool h_only_ = env_on("VEGA_GPU_H_ONLY");
     AttentionStats attn_stats_;
     int act_rows_ = 0;
     int64_t act_n_ = 0;

@@ -89,14 +89,20 @@ void embed(const GpuMat& table, const int32_t* tokens, int n, float* out, void* 
 void rms_norm(const float* x, const float* w, float* y, int rows, int n, float eps, void* s);
 // Writes the matmul input: xo = (w ? rms_norm(x) * w : x), and its q8 form when n % 32 == 0
 // (with h, also as f16: Act::h). With res (fused residual add): x += res first, written back to x.
+// With n % 32 == 0 and h, xo and q (with ds) may be null: an input that only the tensor-core
+// matmul reads (reads_h_only) is written as h alone.
 void prepare_act(float* x, const float* res, const float* w, float eps, int rows, int64_t n, float* xo, int8_t* q,
                  float* ds, uint16_t* h, void* s);
 // prepare_act with the residual a weighted sum of k slices (a mixture of experts' outputs):
 // x += sum_j yw[r][j] * y[r][j][:] (y [rows][k][n], slices in order from zero, as
 // combine_experts), then the norm by w and the q8 (and f16) form. Returns false, having
-// launched nothing, unless n % 32 == 0, w and q are given and a row fits one block.
+// launched nothing, unless n % 32 == 0, w and q (or, for h alone, h) are given and a row
+// fits one block.
 bool prepare_act_experts(float* x, const float* y, const float* yw, int k, const float* w, float eps, int rows,
                          int64_t n, float* xo, int8_t* q, float* ds, uint16_t* h, void* s);
+// Launches of prepare_act and prepare_act_experts that wrote h alone (a test's proof that
+// the h_only path ran).
+int64_t& h_only_launch_count();
 // y [rows][W.n_out] = act @ W^T.
 void matvec(const GpuMat& W, const Act& a, float* y, void* s);
 // y[m] [rows][W[m].n_out] = act @ W[m]^T for n_mat (<= 3) matrices of one type and width,
@@ -140,6 +146,10 @@ int mma_min_rows();
 // copies of a row's scale bytes: 128, or 256 for a 1-byte scale plane).
 bool mma_serves(const GpuMat& W);
 int mma_row_multiple(GgmlType t);
+// Whether matvec, matvec3 and matvec_swiglu (with U paired) read nothing but Act::h of an
+// input of `rows` rows without a deferred norm: matmul_mma serves W, and the integer GEMM,
+// which comes first in their dispatch, declines an input without its q8 form.
+bool reads_h_only(const GpuMat& W, int rows);
 // Quantized GEMM through the integer dot4 (kernels/gemm_dot4.cu: gfx906's prompt and
 // batch matmul; on NVIDIA only when asked): y = act @ W^T, or with U (same type and
 // shape) y = silu(act @ W^T) * (act @ U^T), for quantized W and the q8 input without a

@@ -801,15 +801,19 @@ bool expert_mma_enabled() {
     return on;
 }
 
-// Whether the kernel can take W with this input: the shared checks of both entries.
-bool mma_ok(const GpuMat& W, const ops::Act& a) {
+// Whether the kernel can take W with `rows` input rows that have their f16 form.
+bool mma_shape_ok(const GpuMat& W, int rows) {
     const int min_rows = ops::mma_min_rows();
-    if (min_rows <= 0 || a.rows < min_rows || !a.h || a.ss || !ops::mma_serves(W)) return false;
+    if (min_rows <= 0 || rows < min_rows || !ops::mma_serves(W)) return false;
     // The kernels' copy offsets are 32-bit: every plane (at most 64 bytes per chunk: Act::h) under 4 GiB.
     constexpr int64_t kMaxChunks = (int64_t(1) << 32) / 64;
-    return W.n_out * W.n_chunk < kMaxChunks && int64_t(a.rows) * W.n_chunk < kMaxChunks;
+    return W.n_out * W.n_chunk < kMaxChunks && int64_t(rows) * W.n_chunk < kMaxChunks;
 }
+// Whether the kernel can take W with this input: the shared checks of both entries.
+bool mma_ok(const GpuMat& W, const ops::Act& a) { return a.h && !a.ss && mma_shape_ok(W, a.rows); }
 }  // namespace
+
+bool ops::reads_h_only(const GpuMat& W, int rows) { return mma_shape_ok(W, rows); }
 
 bool ops::matmul_mma(const GpuMat& W, const GpuMat* U, const Act& a, float* y, void* s) {
     if (!mma_ok(W, a)) return false;
@@ -850,6 +854,7 @@ bool ops::matmul_mma3(const GpuMat* W, float* const* y, int n_mat, const Act& a,
 
 int ops::mma_min_rows() { return 0; }
 bool ops::mma_serves(const GpuMat&) { return false; }
+bool ops::reads_h_only(const GpuMat&, int) { return false; }
 bool ops::matmul_mma(const GpuMat&, const GpuMat*, const Act&, float*, void*) { return false; }
 bool ops::matmul_mma3(const GpuMat*, float* const*, int, const Act&, void*) { return false; }
 bool ops::matmul_mma_experts(const GpuMat&, const GpuMat*, int64_t, int, const ExpertPlan&, int, int, bool, const Act&,

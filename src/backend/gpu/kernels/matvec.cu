@@ -545,6 +545,10 @@ void launch_t(const GpuMat* Ws, float* const* ys, int n_mat, const ops::Act& a, 
 
 template <bool SW>
 void dispatch(const GpuMat* Ws, float* const* ys, int n_mat, const ops::Act& a, void* s) {
+    // (An input written as Act::h alone serves only the tensor-core matmul: ops::reads_h_only.)
+    if (is_float_type(Ws[0].type) ? !a.x : !a.q)
+        gpu_fail(std::string("matvec: the input has no ") + (is_float_type(Ws[0].type) ? "f32" : "q8") +
+                 " form for these weights");
     switch (Ws[0].type) {
         case GgmlType::F32: return launch_t<GgmlType::F32, SW>(Ws, ys, n_mat, a, s);
         case GgmlType::F16: return launch_t<GgmlType::F16, SW>(Ws, ys, n_mat, a, s);

@@ -41,7 +41,8 @@ inline bool with_prep_vectors(int64_t n, F&& f) {
 // residual(k, i4), written back. With w: the block-wide sum of
 // squares (Threads * V * 4 >= n: the whole row in this block) and xo = x * (w / rms);
 // without, xo = x. Then q [rows][n] int8 and ds [rows][n/32] (scale, scale * sum) of
-// xo, and with h its f16 form. lds: Threads / kWave doubles of shared memory.
+// xo, and with h its f16 form. xo and q (with ds) may be null: an input only the
+// tensor-core matmul reads needs h alone. lds: Threads / kWave doubles of shared memory.
 template <int Threads, int V, class Residual>
 __device__ __forceinline__ void prep_row(float* x, bool add_residual, const Residual& residual, const float* __restrict__ w, float eps,
                                          int64_t n, int64_t r, int64_t base, float* __restrict__ xo,
@@ -74,12 +75,14 @@ __device__ __forceinline__ void prep_row(float* x, bool add_residual, const Resi
         float4 a = v[k];
         const float4 g = (w && valid) ? reinterpret_cast<const float4*>(w)[i4] : make_float4(1.f, 1.f, 1.f, 1.f);
         a.x = a.x * scale * g.x, a.y = a.y * scale * g.y, a.z = a.z * scale * g.z, a.w = a.w * scale * g.w;
-        if (valid) reinterpret_cast<float4*>(xo + r * n)[i4] = a;
+        if (valid && xo) reinterpret_cast<float4*>(xo + r * n)[i4] = a;
         const Q8Quad qq = q8_quad(a);
         if (valid) {
             const int64_t c = i4 / 8;
-            reinterpret_cast<uint32_t*>(q + r * n)[i4] = qq.packed;
-            if (i4 % 8 == 0) reinterpret_cast<float2*>(ds)[r * nc + c] = make_float2(qq.d, qq.dsum);
+            if (q) {
+                reinterpret_cast<uint32_t*>(q + r * n)[i4] = qq.packed;
+                if (i4 % 8 == 0) reinterpret_cast<float2*>(ds)[r * nc + c] = make_float2(qq.d, qq.dsum);
+            }
             if (h) store_f16x4(h + r * n + i4 * 4, qq.d, qq.q[0], qq.q[1], qq.q[2], qq.q[3]);
         }
     }

@@ -54,6 +54,7 @@ __global__ void embed_k(GpuMat table, const int32_t* __restrict__ tok, float* __
 // One block per row. xo [n] = x * (w ? w / rms(x) : 1); when Q, also the q8 form:
 // groups of 8 lanes own one 32-element chunk (4 elements a lane), reduce |max|
 // and the q sum with DPP inside the group, and write one packed int32 a lane.
+// When Q, xo and q (with ds) may be null: h alone (ops::prepare_act).
 template <bool Q>
 __global__ void __launch_bounds__(kRowThreads) prepare_act_k(float* x, const float* __restrict__ res,
                                                            const float* __restrict__ w, float eps, int64_t n,
@@ -64,7 +65,7 @@ __global__ void __launch_bounds__(kRowThreads) prepare_act_k(float* x, const flo
     __shared__ double lds[kRowThreads / kWave];
     const int64_t r = blockIdx.x;
     float* xr = x + r * n;
-    float* yr = xo + r * n;
+    float* yr = xo ? xo + r * n : nullptr;
     float scale = 1.f;
     if (res) {  // fused residual add: x += res (the pass below re-reads x after the block barrier)
         const float* rr = res + r * n;
@@ -95,11 +96,13 @@ __global__ void __launch_bounds__(kRowThreads) prepare_act_k(float* x, const flo
             float4 v = valid ? *reinterpret_cast<const float4*>(xr + i) : make_float4(0.f, 0.f, 0.f, 0.f);
             const float4 g = (w && valid) ? *reinterpret_cast<const float4*>(w + i) : make_float4(1.f, 1.f, 1.f, 1.f);
             v.x = v.x * scale * g.x, v.y = v.y * scale * g.y, v.z = v.z * scale * g.z, v.w = v.w * scale * g.w;
-            if (valid) *reinterpret_cast<float4*>(yr + i) = v;
+            if (valid && xo) *reinterpret_cast<float4*>(yr + i) = v;
             const Q8Quad qq = q8_quad(v);
             if (valid) {
-                reinterpret_cast<uint32_t*>(q + (r * nc + c) * 32)[sub] = qq.packed;
-                if (sub == 0) reinterpret_cast<float2*>(ds)[r * nc + c] = make_float2(qq.d, qq.dsum);
+                if (q) {
+                    reinterpret_cast<uint32_t*>(q + (r * nc + c) * 32)[sub] = qq.packed;
+                    if (sub == 0) reinterpret_cast<float2*>(ds)[r * nc + c] = make_float2(qq.d, qq.dsum);
+                }
                 if (h) store_f16x4(h + r * n + i, qq.d, qq.q[0], qq.q[1], qq.q[2], qq.q[3]);
             }
         }
@@ -244,9 +247,15 @@ void prep_fast(float* x, const float* res, const float* w, float eps, int rows, 
 }
 }  // namespace
 
+int64_t& ops::h_only_launch_count() {
+    static int64_t n = 0;
+    return n;
+}
+
 bool ops::prepare_act_experts(float* x, const float* y, const float* yw, int k, const float* w, float eps, int rows,
                               int64_t n, float* xo, int8_t* q, float* ds, uint16_t* h, void* s) {
-    if (rows <= 0 || !q || !w || n % 32 != 0 || k < 1) return false;
+    if (rows <= 0 || (!q && !h) || !w || n % 32 != 0 || k < 1) return false;
+    h_only_launch_count() += !xo && !q;
     return with_prep_vectors<kPrepThreads>(
         n, [&](auto v) { prep_fast<decltype(v)::value>(x, y, w, eps, rows, n, xo, q, ds, h, 1, s, yw, k); });
 }
@@ -254,7 +263,8 @@ bool ops::prepare_act_experts(float* x, const float* y, const float* yw, int k, 
 void ops::prepare_act(float* x, const float* res, const float* w, float eps, int rows, int64_t n, float* xo, int8_t* q,
                       float* ds, uint16_t* h, void* s) {
     if (rows <= 0) return;
-    if (q && n % 32 == 0) {
+    if ((q || h) && n % 32 == 0) {
+        h_only_launch_count() += !xo && !q;
         const int64_t n4 = n / 4;
         if (!w && !res) return prep_fast<1>(x, res, w, eps, rows, n, xo, q, ds, h, grid_for(n4, kPrepThreads), s);
         if (with_prep_vectors<kPrepThreads>(
@@ -262,6 +272,7 @@ void ops::prepare_act(float* x, const float* res, const float* w, float eps, int
             return;
         launch(prepare_act_k<true>, dim3(unsigned(rows)), dim3(kRowThreads), s, x, res, w, eps, n, xo, q, ds, h);
     } else {
+        if (!xo) gpu_fail("prepare_act: the f32 form is the only one for n % 32 != 0, and no buffer was given");
         launch(prepare_act_k<false>, dim3(unsigned(rows)), dim3(kRowThreads), s, x, res, w, eps, n, xo, (int8_t*)nullptr,
                (float*)nullptr, (uint16_t*)nullptr);
     }
