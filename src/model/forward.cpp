@@ -61,11 +61,12 @@ void Forward::describe_blocks(Stage& st, const ModelWeights& w, const ModelStage
         f.layer = il;
         st.ffn.push_back(f);
     }
-    auto quantized = [](std::initializer_list<const Weight*> ws) {
+    auto quantized = [](const auto& ws) {
         for (const Weight* x : ws)
-            if (is_float_type(x->type)) return false;
+            if (x && is_float_type(x->type)) return false;
         return true;
     };
+    using Readers = std::array<const Weight*, 3>;
     const size_t n = st.attn.size();
     st.attn_link.assign(n, {});
     st.ffn_link.assign(n, {});
@@ -82,17 +83,18 @@ void Forward::describe_blocks(Stage& st, const ModelWeights& w, const ModelStage
         la.input_normed = i > 0;
         const FfnBlock& f = st.ffn[i];
         la.next_norm = &f.norm, la.next_eps = f.eps;
-        la.next_quantized = f.experts() ? quantized({&f.gate_exps, &f.up_exps}) : quantized({&f.gate, &f.up});
+        la.next_readers = f.experts() ? Readers{&f.router, nullptr, nullptr} : Readers{&f.gate, &f.up, nullptr};
+        // (A routed block's router reads the input first; its experts are what must be quantized.)
+        la.next_quantized =
+            f.experts() ? quantized(Readers{&f.gate_exps, &f.up_exps, nullptr}) : quantized(la.next_readers);
         la.next_router = f.experts() ? &f.router : nullptr;
-        la.next_readers = f.experts() ? std::array<const Weight*, 3>{&f.router, nullptr, nullptr}
-                                      : std::array<const Weight*, 3>{&f.gate, &f.up, nullptr};
         BlockLink& lf = st.ffn_link[i];
         lf.input_normed = true;
         if (i + 1 < n) {
             const AttentionBlock& next = st.attn[i + 1];
             lf.next_norm = &next.norm, lf.next_eps = next.eps;
-            lf.next_quantized = quantized({&next.wq, &next.wk, &next.wv});
             lf.next_readers = {&next.wq, &next.wk, &next.wv};
+            lf.next_quantized = quantized(lf.next_readers);
         }
     }
 }

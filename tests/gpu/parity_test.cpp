@@ -851,8 +851,13 @@ TEST_F(Parity, BlockOpsMatchReferenceCompositions) {
                 la = {}, lf = {};
                 la.input_normed = l > 0;
                 la.next_norm = &Fb[size_t(l)].norm, la.next_quantized = !is_float_type(cs.ffn);
+                la.next_readers = {&Fb[size_t(l)].gate, &Fb[size_t(l)].up, nullptr};
                 lf.input_normed = true;
-                if (l + 1 < n_layer) lf.next_norm = &A[size_t(l) + 1].norm, lf.next_quantized = !is_float_type(cs.t);
+                if (l + 1 < n_layer) {
+                    const AttentionBlock& nx = A[size_t(l) + 1];
+                    lf.next_norm = &nx.norm, lf.next_quantized = !is_float_type(cs.t);
+                    lf.next_readers = {&nx.wq, &nx.wk, &nx.wv};
+                }
             };
             gpu_->reserve(rows, F);
             cpu_->reserve(rows, F);

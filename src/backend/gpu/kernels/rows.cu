@@ -255,9 +255,10 @@ int64_t& ops::h_only_launch_count() {
 bool ops::prepare_act_experts(float* x, const float* y, const float* yw, int k, const float* w, float eps, int rows,
                               int64_t n, float* xo, int8_t* q, float* ds, uint16_t* h, void* s) {
     if (rows <= 0 || (!q && !h) || !w || n % 32 != 0 || k < 1) return false;
-    h_only_launch_count() += !xo && !q;
-    return with_prep_vectors<kPrepThreads>(
+    const bool launched = with_prep_vectors<kPrepThreads>(
         n, [&](auto v) { prep_fast<decltype(v)::value>(x, y, w, eps, rows, n, xo, q, ds, h, 1, s, yw, k); });
+    h_only_launch_count() += launched && !xo && !q;
+    return launched;
 }
 
 void ops::prepare_act(float* x, const float* res, const float* w, float eps, int rows, int64_t n, float* xo, int8_t* q,
