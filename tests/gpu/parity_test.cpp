@@ -16,11 +16,14 @@
 
 #include "backend/backend.h"
 #include "backend/backend_factory.h"
+#include "core/half.h"
 #include "gguf/gguf.h"
 #include "quant/quant.h"
 #ifdef VEGA_HAVE_GPU
 #include "backend/gpu/gpu_backend.h"
+#include "backend/gpu/gpu_mat.h"
 #include "backend/gpu/ops.h"
+#include "backend/gpu/runtime.h"
 #endif
 
 namespace vega {
@@ -910,6 +913,89 @@ TEST_F(Parity, BlockOpsMatchReferenceCompositions) {
             }
         }
     }
+}
+
+// The tensor-core matmul makes its chunk scales with f16 arithmetic on the scale bits
+// (kernels/scale_f16.h), where the f32 route computes f16(f32(d) * f32(byte)). Both are
+// one rounding of an exact product, so they must agree bit for bit: every f16 pattern
+// of d (and of dmin) against all 64 values of the bytes' low 6 bits (the K-quants' range;
+// the top two bits drawn at random), at every position of the entry in its word.
+TEST_F(Parity, MmaScalesMatchF32Route) {
+#ifdef VEGA_HAVE_GPU
+    if (gpu::ops::mma_min_rows() <= 0) GTEST_SKIP() << "no tensor-core matmul on this target";
+    constexpr int n = 1 << 22;  // 65536 d patterns x 64 byte values
+    std::vector<uint32_t> word(n), sb(n), got(size_t(n) * 4);
+    auto* dw = static_cast<uint32_t*>(gpu::rt::malloc(size_t(n) * 4));
+    auto* dsb = static_cast<uint32_t*>(gpu::rt::malloc(size_t(n) * 4));
+    auto* dout = static_cast<uint32_t*>(gpu::rt::malloc(size_t(n) * 16));
+    ASSERT_TRUE(dw && dsb && dout);
+    auto f16 = [](float f) { return uint32_t(f32_to_f16(f)); };
+    auto hf = [](uint32_t h) { return f16_to_f32(uint16_t(h)); };
+    auto is_nan16 = [](uint32_t h) { return (h & 0x7C00u) == 0x7C00u && (h & 0x3FFu) != 0; };
+    for (GgmlType t : {GgmlType::Q4_0, GgmlType::Q4_1, GgmlType::Q3_K, GgmlType::Q4_K, GgmlType::Q5_K, GgmlType::Q6_K,
+                       GgmlType::IQ4_XS, GgmlType::MXFP4}) {
+        const gpu::GpuFormat F = gpu::gpu_format(t);
+        const int size = F.ps.sc;  // bytes of a chunk's entry
+        for (int b0 = 0; b0 < 4; b0 += size) {
+            for (int i = 0; i < n; ++i) {
+                const uint32_t d = uint32_t(i) & 0xFFFFu, dmin = (d * 40503u + 12345u) & 0xFFFFu;
+                const uint32_t lo6 = uint32_t(i) >> 16, r = uint32_t(rng_());
+                word[size_t(i)] = r;
+                uint32_t& w = word[size_t(i)];
+                // every byte of the entry: the value under test in its low 6 bits
+                for (int j = 0; j < size && size < 4; ++j) {
+                    const int at = 8 * (b0 + j);
+                    const uint32_t v = (lo6 + 17u * uint32_t(j)) % 64u | (r >> (24 + 2 * j) & 3u) << 6;
+                    w = (w & ~(0xFFu << at)) | v << at;
+                }
+                if (F.scales == gpu::GpuScales::kD || F.scales == gpu::GpuScales::kDM) w = (w & ~(0xFFFFu << 8 * b0)) | d << 8 * b0;
+                sb[size_t(i)] = d | dmin << 16;
+            }
+            gpu::rt::h2d(dw, word.data(), size_t(n) * 4, nullptr);
+            gpu::rt::h2d(dsb, sb.data(), size_t(n) * 4, nullptr);
+            ASSERT_TRUE(gpu::ops::mma_chunk_scales(t, dw, dsb, n, b0, dout, nullptr)) << type_traits(t).name;
+            gpu::rt::check("mma_chunk_scales");
+            gpu::rt::d2h(got.data(), dout, got.size() * 4, nullptr);
+            int64_t bad = 0;
+            for (int i = 0; i < n; ++i) {
+                const uint32_t w = word[size_t(i)], e = w >> (8 * b0), d = sb[size_t(i)] & 0xFFFFu, dmin = sb[size_t(i)] >> 16;
+                uint32_t s0 = 0, s1 = 0, m = 0;  // expected f16 bits
+                switch (F.scales) {
+                    case gpu::GpuScales::kD: s0 = s1 = e & 0xFFFFu; break;
+                    case gpu::GpuScales::kDM: s0 = s1 = w & 0xFFFFu, m = w >> 16; break;
+                    case gpu::GpuScales::kK4:
+                        s0 = s1 = f16(hf(d) * float(e & 0xFFu)), m = f16(-(hf(dmin) * float(e >> 8 & 0xFFu)));
+                        break;
+                    case gpu::GpuScales::kI8x2:
+                        s0 = f16(hf(d) * float(int8_t(e & 0xFFu))), s1 = f16(hf(d) * float(int8_t(e >> 8 & 0xFFu)));
+                        break;
+                    case gpu::GpuScales::kI8: s0 = s1 = f16(hf(d) * float(int8_t(e & 0xFFu))); break;
+                    case gpu::GpuScales::kE8M0: {
+                        const uint32_t bits = (e & 0xFFu) << 23;
+                        float v;
+                        std::memcpy(&v, &bits, 4);
+                        s0 = s1 = f16(v * 0.5f);
+                        break;
+                    }
+                    default: FAIL() << type_traits(t).name << ": no scale kind";
+                }
+                const uint32_t want[4] = {s0 * 0x10001u, s1 * 0x10001u, m * 0x10001u, m * 0x10001u};
+                for (int k = 0; k < 4; ++k) {
+                    const uint32_t g = got[size_t(i) * 4 + size_t(k)];
+                    const bool same = g == want[k] || (is_nan16(g & 0xFFFFu) && is_nan16(want[k] & 0xFFFFu) &&
+                                                       is_nan16(g >> 16) && is_nan16(want[k] >> 16));
+                    if (!same && bad++ < 5)
+                        ADD_FAILURE() << type_traits(t).name << " b0 " << b0 << " word 0x" << std::hex << w << " sb 0x" << sb[size_t(i)]
+                                      << " output " << std::dec << k << ": got 0x" << std::hex << g << ", want 0x" << want[k];
+                }
+            }
+            EXPECT_EQ(bad, 0) << type_traits(t).name << " b0 " << b0;
+        }
+    }
+    gpu::rt::free(dw), gpu::rt::free(dsb), gpu::rt::free(dout);
+#else
+    GTEST_SKIP() << "this build has no GPU backend";
+#endif
 }
 
 // A matmul input is written in the forms its readers read (GpuBackend::h_only): from

@@ -146,6 +146,11 @@ int mma_min_rows();
 // copies of a row's scale bytes: 128, or 256 for a 1-byte scale plane).
 bool mma_serves(const GpuMat& W);
 int mma_row_multiple(GgmlType t);
+// The tensor-core matmul's decode of chunk scales (kernels/scale_f16.h), for a test: for
+// i < n, the scale word word[i] with the chunk's entry at byte b0 and the super-block
+// entry sb[i] -> out[4i..4i+3] = s0, s1, m0, m1 (f16x2 splats); all device pointers.
+// False, having launched nothing, without the tensor-core path or for Q2_K and float types.
+bool mma_chunk_scales(GgmlType t, const uint32_t* word, const uint32_t* sb, int n, int b0, uint32_t* out, void* s);
 // Whether matvec, matvec3 and matvec_swiglu (with U paired) read nothing but Act::h of an
 // input of `rows` rows without a deferred norm: matmul_mma serves W, and the integer GEMM,
 // which comes first in their dispatch, declines an input without its q8 form.

@@ -32,6 +32,7 @@
 #include "backend/gpu/per_device.h"
 #include "backend/gpu/runtime.h"
 #include "backend/gpu/kernels/quant_chunk.h"
+#include "backend/gpu/kernels/scale_f16.h"
 #include "backend/gpu/kernels/silu.h"
 #include "backend/gpu/kernels/tensor_core.h"
 #include "backend/gpu/kernels/vector_load.h"
@@ -299,36 +300,16 @@ constexpr int code_offset() {
     return F.codes == GpuCodes::kBytes ? 128 : F.offset;
 }
 
-__device__ __forceinline__ uint32_t splat_f16(uint32_t bits16) { return (bits16 & 0xFFFFu) * 0x10001u; }
-
 // Chunk k (of this warp's kU in the stage) of a shared row, from the row's scale
 // words w (the warp's chunks' sc bytes, one load) and sb entry: its f16 scales as
 // half2 splats, s0 for elements 0..15, s1 for 16..31, and the halves' mins m0, m1
-// (kDM: +m; kK4: -dmin * min; else 0). Q2_K's weights come from dequant4_q2k instead.
+// (chunk_scales_f16). Q2_K's weights come from dequant4_q2k instead.
 template <GgmlType T, int MT, int NT, int WM>
 __device__ __forceinline__ void ring_scales(const uint32_t* w, uint32_t sb, int k, uint32_t& s0, uint32_t& s1,
                                             uint32_t& m0, uint32_t& m1) {
-    using L = Ring<T, MT, NT, WM>;
-    constexpr GpuFormat F = kFmt<T>;
-    static_assert(F.scales != GpuScales::kQ2K, "Q2_K: dequant4_q2k");
-    const uint32_t sc = L::kPs.sc == 4   ? w[k]
-                        : L::kPs.sc == 2 ? (w[k / 2] >> (16 * (k & 1))) & 0xFFFFu
-                                         : (w[k / 4] >> (8 * (k & 3))) & 0xFFu;
-    m0 = m1 = 0;
-    if constexpr (F.scales == GpuScales::kD) {
-        s0 = s1 = splat_f16(sc);  // d is stored as f16
-    } else if constexpr (F.scales == GpuScales::kDM) {
-        s0 = s1 = splat_f16(sc), m0 = m1 = splat_f16(sc >> 16);
-    } else {
-        float f0, f1, g0, g1;
-        decode_scales<T>(sc, sb, &f0, &f1, &g0, &g1);
-        if constexpr (F.split_halves()) {
-            s0 = splat_f16(f2h(f0)), s1 = splat_f16(f2h(f1));
-        } else {
-            s0 = s1 = splat_f16(f2h(f0));
-            if constexpr (F.has_min()) m0 = m1 = splat_f16(f2h(-g0));
-        }
-    }
+    constexpr int kSc = Ring<T, MT, NT, WM>::kPs.sc;  // bytes per chunk: 1, 2 or 4
+    constexpr int kPerWord = 4 / kSc;
+    chunk_scales_f16<T>(w[k / kPerWord], (k % kPerWord) * kSc, sb, s0, s1, m0, m1);
 }
 
 // Chunk cl of shared row r: lane t's codes of elements 4t.. (lo) and 16+4t.. (hi),
@@ -781,6 +762,28 @@ bool dispatch(const MmaMats& P, const ops::Act& a, void* s) {
     }
 }
 
+// The matmul's scale decode (chunk_scales_f16) of n scale words at byte b0 with their
+// sb entries: out[4i..4i+3] = s0, s1, m0, m1 (ops::mma_chunk_scales, for a test).
+template <GgmlType T>
+__global__ void mma_scales_k(const uint32_t* __restrict__ word, const uint32_t* __restrict__ sb, int n, int b0,
+                             uint32_t* __restrict__ out) {
+    const int i = int(blockIdx.x * blockDim.x + threadIdx.x);
+    if (i >= n) return;
+    uint32_t s0, s1, m0, m1;
+    chunk_scales_f16<T>(word[i], b0, sb[i], s0, s1, m0, m1);
+    out[4 * i] = s0, out[4 * i + 1] = s1, out[4 * i + 2] = m0, out[4 * i + 3] = m1;
+}
+
+template <GgmlType T>
+bool launch_scales(const uint32_t* word, const uint32_t* sb, int n, int b0, uint32_t* out, void* s) {
+    if constexpr (kFmt<T>.scales == GpuScales::kQ2K) {
+        return false;  // (its weights come from dequant4_q2k)
+    } else {
+        launch(mma_scales_k<T>, dim3(unsigned((n + 255) / 256)), dim3(256), s, word, sb, n, b0, out);
+        return true;
+    }
+}
+
 }  // namespace
 
 bool ops::mma_serves(const GpuMat& W) {
@@ -839,6 +842,18 @@ bool ops::matmul_mma_experts(const GpuMat& W, const GpuMat* U, int64_t n_out, in
     return U ? dispatch<true>(P, a, s) : dispatch<false>(P, a, s);
 }
 
+bool ops::mma_chunk_scales(GgmlType t, const uint32_t* word, const uint32_t* sb, int n, int b0, uint32_t* out,
+                           void* s) {
+    if (!mma_device_ok() || n <= 0) return false;
+    switch (t) {
+#define VEGA_MMA_CASE(TT) \
+    case GgmlType::TT: return launch_scales<GgmlType::TT>(word, sb, n, b0, out, s);
+        VEGA_GPU_QUANT_TYPES(VEGA_MMA_CASE)
+#undef VEGA_MMA_CASE
+        default: return false;
+    }
+}
+
 bool ops::matmul_mma3(const GpuMat* W, float* const* y, int n_mat, const Act& a, void* s) {
     if (n_mat < 1 || n_mat > 3) return false;
     MmaMats P;
@@ -857,6 +872,7 @@ bool ops::mma_serves(const GpuMat&) { return false; }
 bool ops::reads_h_only(const GpuMat&, int) { return false; }
 bool ops::matmul_mma(const GpuMat&, const GpuMat*, const Act&, float*, void*) { return false; }
 bool ops::matmul_mma3(const GpuMat*, float* const*, int, const Act&, void*) { return false; }
+bool ops::mma_chunk_scales(GgmlType, const uint32_t*, const uint32_t*, int, int, uint32_t*, void*) { return false; }
 bool ops::matmul_mma_experts(const GpuMat&, const GpuMat*, int64_t, int, const ExpertPlan&, int, int, bool, const Act&,
                              float*, void*) {
     return false;
