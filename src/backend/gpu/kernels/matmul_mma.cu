@@ -142,36 +142,28 @@ struct Ring {
     static_assert(kSlot % 16 == 0 && kSbStride <= 16, "slot layout (16-byte sb rows: conflict-free)");
 };
 
-// A thread's copies of one plane per stage: the plane's ROWS shared rows of P pieces
-// (8- or 16-byte copies) each; item j is piece tid % P of row tid / P + j * THREADS / P
-// (every item of a thread takes the same piece, so one test per stage says whether
-// a short stage reaches it), at byte offset off[j] (chunk 0 of its row) of its plane;
-// computed once, so a stage's copy costs an add and the cp.async. (32-bit offsets:
-// ops::matmul_mma checks that every plane is under 4 GiB.)
-template <int ROWS, int P, int THREADS>
+// A thread's copies of one plane per stage: items i = tid + j * THREADS below N,
+// each at byte offset off[j] (chunk 0 of its row) of its plane; computed once, so
+// a stage's copy costs an add and the cp.async. (32-bit offsets: ops::matmul_mma
+// checks that every plane is under 4 GiB.)
+template <int N, int THREADS>
 struct Items {
-    static_assert(THREADS % P == 0, "whole rows per pass of the block");
-    static constexpr int kN = ROWS * P, kPer = (kN + THREADS - 1) / THREADS, kRowStep = THREADS / P;
+    static constexpr int kPer = (N + THREADS - 1) / THREADS;
     uint32_t off[kPer];
-    // (weight planes: Copies::weights) item j's next stage's first byte, and bit j: its row
-    // exists in the current tile
-    const uint8_t* src[kPer];
-    uint32_t live = 0;
-    __device__ static int piece() { return int(threadIdx.x % unsigned(P)); }
-    __device__ static int row(int j) { return int(threadIdx.x / unsigned(P)) + j * kRowStep; }
-    __device__ static bool has(int j) { return kN % THREADS == 0 || row(j) < ROWS; }
     template <typename F>
     __device__ __forceinline__ void each(F&& f) const {
 #pragma unroll
-        for (int j = 0; j < kPer; ++j)
-            if (has(j)) f(row(j), off[j]);
+        for (int j = 0; j < kPer; ++j) {
+            const int i = int(threadIdx.x) + j * THREADS;
+            if (N % THREADS == 0 || i < N) f(i, off[j]);
+        }
     }
     template <typename F>
-    __device__ __forceinline__ void init(F&& f) {  // f(row, piece): the item's offset
+    __device__ __forceinline__ void init(F&& f) {
 #pragma unroll
         for (int j = 0; j < kPer; ++j) {
-            off[j] = has(j) ? f(row(j), piece()) : 0u;
-            asm volatile("" : "+r"(off[j]));  // kept, not recomputed per stage (the compiler's choice otherwise)
+            const int i = int(threadIdx.x) + j * THREADS;
+            off[j] = N % THREADS == 0 || i < N ? f(i) : 0u;
         }
     }
 };
@@ -201,36 +193,22 @@ struct MmaMats {
 
 // This thread's copy items and the planes they read. Shared weight row r is row
 // row0 + r of W, or with SWIGLU rows 0..15 are W's and 16..31 V's (both row0 +
-// r % 16); weight offsets are relative to the tile's first row, and rows past the end
-// are not copied (their outputs are not stored). Activation rows past the last
-// re-read it. (Act::h rows are n_in halves: 64 bytes per chunk.)
-// The weight copies walk the stages of a tile in order (the ring's issue position):
-// at a tile's first stage each item's source and whether its row exists are set
-// (start_tile), and each stage copies and steps the sources by one stage, so a
-// stage costs per item a 64-bit add and the cp.async (SASS: the copies took about
-// 220 instructions a stage, a third of the main loop, when each stage recomputed
-// every address and test; docs/PERFORMANCE.md, thirty-second session).
+// r % 16); weight offsets are relative to the tile's first row (row0 * bytes per
+// row added per stage), and rows past the end are not copied (their outputs are
+// not stored). Activation rows past the last re-read it. (Act::h rows are n_in
+// halves: 64 bytes per chunk.)
 template <GgmlType T, int MT, int NT, int WM, bool SW>
 struct Copies {
     using L = Ring<T, MT, NT, WM>;
     static constexpr int kThr = L::kThreads;
-    static constexpr int kTileRows = SW ? L::kRows / 2 : L::kRows;  // rows of each matrix per tile
     const uint8_t *wqs, *wsc, *wqh, *wsb, *vqs, *vsc, *vqh, *vsb;  // by value: no stack copies
     const uint16_t* xh;
     int64_t n_out, nc;  // the current matrix's rows; chunks per row (every matrix)
     int mat = 0;        // the matrix whose planes wqs.. are
-    Items<L::kRows, L::kQsP, kThr> qs;
-    Items<L::kRows, L::kScP, kThr> sc;
-    Items<L::kRows, L::kQhP ? L::kQhP : 1, kThr> qh;
-    Items<L::kCols, L::kXhP, kThr> ah;
-    // (K-quants) this thread's super-block word copy: shared row sb_r (-1: none) and word
-    // sb_j of it, at entry sb_e (the row's first entry from the tile's first row's); per
-    // tile, the row's plane and next stage's first entry, and whether the row exists
-    int sb_r = -1, sb_j = 0;
-    uint32_t sb_e = 0;
-    const uint32_t* sb_src = nullptr;
-    int64_t sb_e0 = 0;
-    bool sb_live = false;
+    Items<L::kRows * L::kQsP, kThr> qs;
+    Items<L::kRows * L::kScP, kThr> sc;
+    Items<L::kRows * (L::kQhP ? L::kQhP : 1), kThr> qh;
+    Items<L::kCols * L::kXhP, kThr> ah;
 
     // Shared row r's row of its matrix from the tile's first: SW row groups are 16 rows
     // of W then the same 16 of V.
@@ -256,83 +234,60 @@ struct Copies {
             const int p = gpairs[min(r, gcnt - 1)];  // past the group: re-reads its last (not stored)
             return int64_t(P.per_slot ? p : p / P.n_used);
         };
-        qs.init([&](int r, int p) { return uint32_t(tile_row(r) * nc * ps.qs + p * 16); });
-        sc.init([&](int r, int p) { return uint32_t(tile_row(r) * nc * ps.sc + p * 8); });
-        if constexpr (ps.qh != 0) qh.init([&](int r, int p) { return uint32_t(tile_row(r) * nc * ps.qh + p * 16); });
-        ah.init([&](int r, int p) { return uint32_t(arow(r) * nc * 64 + p * 16); });
-        static_assert(L::kRows * L::kSbWords <= kThr, "one super-block word per thread at most");
-        if (ps.sb != 0 && int(threadIdx.x) < L::kRows * L::kSbWords) {
-            sb_r = int(threadIdx.x) / max(1, L::kSbWords), sb_j = int(threadIdx.x) % max(1, L::kSbWords);
-            sb_e = uint32_t(tile_row(sb_r) * (nc / 8));
-        }
+        qs.init([&](int i) { return uint32_t(tile_row(i / L::kQsP) * nc * ps.qs + (i % L::kQsP) * 16); });
+        sc.init([&](int i) { return uint32_t(tile_row(i / L::kScP) * nc * ps.sc + (i % L::kScP) * 8); });
+        if constexpr (ps.qh != 0) qh.init([&](int i) { return uint32_t(tile_row(i / L::kQhP) * nc * ps.qh + (i % L::kQhP) * 16); });
+        ah.init([&](int i) { return uint32_t(arow(i / L::kXhP) * nc * 64 + (i % L::kXhP) * 16); });
     }
-    __device__ static const uint8_t* pick(int r, const uint8_t* w, const uint8_t* v) {
+    __device__ const uint8_t* pick(int r, const uint8_t* w, const uint8_t* v) const {
         return SW && r % (2 * kMmaM) >= kMmaM ? v : w;
     }
-    // A tile's first stage: each item's source at chunk 0 of its row and whether the row
-    // exists (left: rows of the tile that do, at most kTileRows).
-    template <typename I>
-    __device__ __forceinline__ static void start_plane(I& it, const uint8_t* w, const uint8_t* v, int64_t first, int left) {
-        it.live = 0;
-#pragma unroll
-        for (int j = 0; j < I::kPer; ++j) {
-            const int r = it.row(j);
-            it.src[j] = pick(r, w, v) + first + it.off[j];
-            if (it.has(j) && tile_row(r) < left) it.live |= 1u << j;
-        }
-    }
-    __device__ __forceinline__ void start_tile(int64_t row0) {
-        constexpr PlaneSizes ps = L::kPs;
-        const int left = int(min(n_out - row0, int64_t(kTileRows)));
-        start_plane(qs, wqs, vqs, row0 * nc * ps.qs, left);
-        start_plane(sc, wsc, vsc, row0 * nc * ps.sc, left);
-        if constexpr (ps.qh != 0) start_plane(qh, wqh, vqh, row0 * nc * ps.qh, left);
-        if constexpr (ps.sb != 0) {
-            sb_live = sb_r >= 0 && tile_row(sb_r) < left;
-            sb_src = reinterpret_cast<const uint32_t*>(pick(sb_r, wsb, vsb));
-            sb_e0 = row0 * (nc / 8) + sb_e;
-        }
-    }
-    // This stage's copies of a plane's items (PB bytes each; a short stage, n_ch <
-    // kChunks, reaches the thread's piece or not), then the sources one stage on.
-    template <int PB, typename I>
-    __device__ __forceinline__ static void copy_plane(I& it, int bytes, SmemAddr d0, int stride, int n_ch) {
-        const bool on = it.piece() * PB < n_ch * bytes;  // (thread-uniform over its items)
-#pragma unroll
-        for (int j = 0; j < I::kPer; ++j) {
-            if (on && (it.live >> j & 1u)) cp_async<PB>(d0 + SmemAddr(it.row(j) * stride + it.piece() * PB), it.src[j]);
-            it.src[j] += L::kChunks * bytes;
-        }
-    }
 
-    // Stage chunks [c0, c0 + n_ch) of the weight rows of the tile from row0 into a slot:
-    // the stage after the previous call's, or (c0 == 0) a tile's first.
-    __device__ __forceinline__ void weights(SmemAddr slot, int64_t row0, int c0, int n_ch) {
+    // Stage chunks [c0, c0 + n_ch) of the weight rows of the tile from row0 into a slot.
+    __device__ __forceinline__ void weights(SmemAddr slot, int64_t row0, int c0, int n_ch) const {
         constexpr PlaneSizes ps = L::kPs;
-        if (c0 == 0) start_tile(row0);
-        copy_plane<16>(qs, ps.qs, slot, L::kWqStride, n_ch);
-        copy_plane<8>(sc, ps.sc, slot + SmemAddr(L::kSc), L::kScStride, n_ch);
-        if constexpr (ps.qh != 0) copy_plane<16>(qh, ps.qh, slot + SmemAddr(L::kQh), L::kQhStride, n_ch);
+        const int64_t left = n_out - row0;  // rows of the tile that exist
+        const int64_t rc = row0 * nc;       // the tile's first chunk
+        qs.each([&](int i, uint32_t o) {
+            const int r = i / L::kQsP, p = i % L::kQsP;
+            if (p * 16 < n_ch * ps.qs && tile_row(r) < left)
+                cp_async<16>(slot + r * L::kWqStride + p * 16, pick(r, wqs, vqs) + (rc + c0) * ps.qs + o);
+        });
+        sc.each([&](int i, uint32_t o) {
+            const int r = i / L::kScP, p = i % L::kScP;
+            if (p * 8 < n_ch * ps.sc && tile_row(r) < left)
+                cp_async<8>(slot + L::kSc + r * L::kScStride + p * 8, pick(r, wsc, vsc) + (rc + c0) * ps.sc + o);
+        });
+        if constexpr (ps.qh != 0)
+            qh.each([&](int i, uint32_t o) {
+                const int r = i / L::kQhP, p = i % L::kQhP;
+                if (p * 16 < n_ch * ps.qh && tile_row(r) < left)
+                    cp_async<16>(slot + L::kQh + r * L::kQhStride + p * 16, pick(r, wqh, vqh) + (rc + c0) * ps.qh + o);
+            });
         if constexpr (ps.sb != 0) {  // the stage's super-block entries (one per 8 chunks) of each row, as 4-byte words
-            const int64_t e0 = sb_e0;  // the row's first entry of the stage
-            sb_e0 += L::kChunks / 8;
-            if (sb_live) {
-                const int n_sb = (n_ch + 7) / 8;
-                const SmemAddr d = slot + SmemAddr(L::kSb + sb_r * L::kSbStride + sb_j * 4);
+            const int n_sb = (n_ch + 7) / 8;
+            constexpr int kN = L::kRows * L::kSbWords;
+#pragma unroll
+            for (int j0 = 0; j0 < (kN + kThr - 1) / kThr; ++j0) {
+                const int i = int(threadIdx.x) + j0 * kThr, r = i / L::kSbWords, j = i % L::kSbWords;
+                if (i >= kN || tile_row(r) >= left) continue;
+                const int64_t e0 = (row0 + tile_row(r)) * (nc / 8) + c0 / 8;  // the row's first entry of the stage
+                const auto* src = reinterpret_cast<const uint32_t*>(pick(r, wsb, vsb));
                 if constexpr (ps.sb == 4) {
-                    if (sb_j < n_sb) cp_async<4>(d, sb_src + e0 + sb_j);
+                    if (j < n_sb) cp_async<4>(slot + L::kSb + r * L::kSbStride + j * 4, src + e0 + j);
                 } else {  // 2-byte entries: the words holding them, from the one holding e0 (its parity: compute_stage)
-                    if (sb_j < (int(e0 & 1) + n_sb + 1) / 2) cp_async<4>(d, sb_src + e0 / 2 + sb_j);
+                    if (j < (int(e0 & 1) + n_sb + 1) / 2) cp_async<4>(slot + L::kSb + r * L::kSbStride + j * 4, src + e0 / 2 + j);
                 }
             }
         }
     }
     // Stage chunks [c0, c0 + n_ch) of the activation rows into a slot.
     __device__ __forceinline__ void acts(SmemAddr slot, int c0, int n_ch) const {
-        if (ah.piece() * 16 >= n_ch * 64) return;  // (thread-uniform over its items)
-        const uint8_t* base = reinterpret_cast<const uint8_t*>(xh) + int64_t(c0) * 64;
-        const SmemAddr d0 = slot + SmemAddr(L::kXh + ah.piece() * 16);
-        ah.each([&](int r, uint32_t o) { cp_async<16>(d0 + SmemAddr(r * L::kXhStride), base + o); });
+        ah.each([&](int i, uint32_t o) {
+            const int r = i / L::kXhP, p = i % L::kXhP;
+            if (p * 16 < n_ch * 64)
+                cp_async<16>(slot + L::kXh + r * L::kXhStride + p * 16, reinterpret_cast<const uint8_t*>(xh) + o + c0 * 64);
+        });
     }
 };
 
