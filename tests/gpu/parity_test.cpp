@@ -8,6 +8,7 @@
 #include <algorithm>
 #include <cmath>
 #include <cstdio>
+#include <cstdlib>
 #include <cstring>
 #include <memory>
 #include <random>
@@ -257,6 +258,29 @@ TEST_F(Parity, MatmulManyTiles) {
             matmul_and_swiglu(t, n_in, n_out, rows, 64, n_out, "matmul",
                               std::string(type_traits(t).name) + " rows " + std::to_string(rows));
     }
+}
+
+// Blocks of 4 row groups (128 weight rows, kernels/matmul_mma.cu row_groups): a prompt's
+// launches with a 128-row tile per SM for every 64-row column group. 520 rows (9 column
+// groups, the last of 8 rows) x 4500 outputs (a partial last tile: 20 rows, 84 with
+// SwiGLU's 64-row tiles); 44 chunks a row for the 32-element types (a short last stage
+// of 4), 5 super-blocks for the K-quants (Q6_K's scale parity changes per row).
+TEST_F(Parity, MatmulFourRowGroups) {
+#ifdef VEGA_HAVE_GPU
+    // (NVIDIA sm_80+, unless VEGA_GPU_MMA_GROUPS caps the groups; elsewhere the other paths)
+    const char* cap = std::getenv("VEGA_GPU_MMA_GROUPS");
+    const bool wide = gpu::ops::mma_min_rows() > 0 && !(cap && *cap && std::atoi(cap) < 4);
+    for (GgmlType t : {GgmlType::Q4_0, GgmlType::Q5_1, GgmlType::Q8_0, GgmlType::Q2_K, GgmlType::Q3_K, GgmlType::Q4_K,
+                       GgmlType::Q5_K, GgmlType::Q6_K, GgmlType::IQ4_XS, GgmlType::MXFP4}) {
+        const int64_t n_in = type_traits(t).block_size == 256 ? 1280 : 1408, n_out = 4500;
+        const int rows = 520;
+        const int64_t before = gpu::ops::mma_wide_launch_count();
+        matmul_and_swiglu(t, n_in, n_out, rows, rows, n_out, "matmul", type_traits(t).name);
+        if (wide) EXPECT_EQ(gpu::ops::mma_wide_launch_count() - before, 2) << type_traits(t).name << ": 4 row groups ran";
+    }
+#else
+    GTEST_SKIP() << "this build has no GPU backend";
+#endif
 }
 
 // q, k and v of one type in one launch (the tensor-core matmul walks the row tiles

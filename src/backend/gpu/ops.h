@@ -146,6 +146,9 @@ int mma_min_rows();
 // copies of a row's scale bytes: 128, or 256 for a 1-byte scale plane).
 bool mma_serves(const GpuMat& W);
 int mma_row_multiple(GgmlType t);
+// Tensor-core matmul launches with 4 row groups per block (128 weight rows; a test's proof
+// that the path ran).
+int64_t& mma_wide_launch_count();
 // The tensor-core matmul's decode of chunk scales (kernels/scale_f16.h), for a test: for
 // i < n, the scale word word[i] with the chunk's entry at byte b0 and the super-block
 // entry sb[i] -> out[4i..4i+3] = s0, s1, m0, m1 (f16x2 splats); all device pointers.

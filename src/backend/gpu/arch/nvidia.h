@@ -62,15 +62,20 @@ constexpr int kGemmWaves = 1;         // (gfx906 register budget hint only)
 // (batched decode) stay on the expert matvec. Not tuned.
 constexpr int kMmaExpertPairs = 8;
 constexpr int mma_warps(int /*cols*/) { return 8; }
-// (row_groups 2: 64 weight rows a block, so fewer chunks fill a slot.)
+// (row_groups 2 or 4: 64 or 128 weight rows a block, so fewer chunks fill a slot.)
 constexpr int mma_stage_chunks(int cols, int row_groups) {
-    return cols >= 64 ? 8 : cols >= 32 ? (row_groups == 2 ? 8 : 16) : (row_groups == 2 ? 16 : 32);
+    return cols >= 64 ? 8 : cols >= 32 ? (row_groups >= 2 ? 8 : 16) : (row_groups >= 2 ? 16 : 32);
 }
 constexpr int kMmaMaxStages = 4;
-// Shared memory one tensor-core matmul block may take for its ring of stages
-// (sm_90 lends up to 227 KB per block; a device that lends less than a kernel's
-// ring keeps the matvec path for it).
-constexpr int kMmaSmemBytes = 200 * 1024;
+// The most row groups (of 32 weight rows) a block takes: 4 (128 rows, each group worked
+// by 2 warps), for 64-column groups only, where a launch has a 128-row tile per SM:
+// every row of activations read from L2 feeds twice the weight rows of 2 groups.
+constexpr int kMmaMaxRowGroups = 4;
+// Shared memory one tensor-core matmul block may take for its ring of stages: 200 KB
+// at 1 and 2 row groups (as tuned), sm_90's whole 227 KB at 4, whose 58-69 KB stages
+// (8 chunks of 128 weight rows and 64 activation rows) would fit only 2 in 200 KB. A
+// device that lends less than a kernel's ring keeps a smaller tile, or the matvec path.
+constexpr int mma_smem_bytes(int row_groups) { return row_groups >= 4 ? 227 * 1024 : 200 * 1024; }
 
 // Matvec shapes (rows per wave, loads in flight per row and matrix) for decode,
 // by role and type, from tg128 A/B runs on the H200 (2026-11-21, docs/PERFORMANCE.md):

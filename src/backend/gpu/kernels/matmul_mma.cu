@@ -48,6 +48,11 @@ int ops::mma_row_multiple(GgmlType t) {
     return plane_sizes(t).sc == 1 ? 256 : 128;
 }
 
+int64_t& ops::mma_wide_launch_count() {
+    static int64_t n = 0;
+    return n;
+}
+
 #if defined(VEGA_GPU_CUDA) && !defined(VEGA_GPU_EMULATE_GFX906)
 namespace {
 
@@ -130,7 +135,7 @@ struct Ring {
     static constexpr int kSlot = kXh + kCols * kXhStride;
     using R = Reduce<NT, kWK, kThreads>;
     static constexpr int kReduceBytes = R::kBytes;  // after the ring (used while it streams on)
-    static constexpr int kStages = std::min(arch::kMmaMaxStages, std::max(2, (arch::kMmaSmemBytes - kReduceBytes) / kSlot));
+    static constexpr int kStages = std::min(arch::kMmaMaxStages, std::max(2, (arch::mma_smem_bytes(WM) - kReduceBytes) / kSlot));
     static constexpr int kBytes = kStages * kSlot + kReduceBytes;
     // Copy items per stage (16- or 8-byte pieces): [rows][pieces] per plane.
     static constexpr int kQsP = kChunks * kPs.qs / 16, kScP = kChunks * kPs.sc / 8, kQhP = kChunks * kPs.qh / 16;
@@ -693,10 +698,14 @@ template <GgmlType T, int NT, int WM, bool SW>
 bool launch_nt(const MmaMats& P, const ops::Act& a, void* s) {
     constexpr int MT = 2;
     using L = Ring<T, MT, NT, WM>;
+    // (4 row groups: plain launches only; grouped experts keep at most 2, as measured)
+    constexpr bool kGrouped = WM <= 2;
+    if (!kGrouped && P.grouped) return false;
     static PerDevice<bool> ok;
     if (!ok.get([] {
-            return allow_dynamic_smem(matmul_mma_k<T, MT, NT, WM, SW, false>, L::kBytes) &&
-                   allow_dynamic_smem(matmul_mma_k<T, MT, NT, WM, SW, true>, L::kBytes);
+            if (!allow_dynamic_smem(matmul_mma_k<T, MT, NT, WM, SW, false>, L::kBytes)) return false;
+            if constexpr (kGrouped) return allow_dynamic_smem(matmul_mma_k<T, MT, NT, WM, SW, true>, L::kBytes);
+            return true;
         }))
         return false;
     const int rows_per_tile = SW ? WM * kMmaM : L::kRows;
@@ -714,33 +723,54 @@ bool launch_nt(const MmaMats& P, const ops::Act& a, void* s) {
     const int64_t per_col = mma_persistent() ? std::min(tiles, int64_t(std::max(1, (Q.grouped ? 2 : 1) * current_device_sms() / cols)))
                                              : tiles;
     const dim3 grid{unsigned(cols), unsigned(per_col)};
-    if (Q.grouped) launch_smem(matmul_mma_k<T, MT, NT, WM, SW, true>, grid, dim3(L::kThreads), size_t(L::kBytes), s, Q, a);
-    else launch_smem(matmul_mma_k<T, MT, NT, WM, SW, false>, grid, dim3(L::kThreads), size_t(L::kBytes), s, Q, a);
+    if constexpr (kGrouped) {
+        if (Q.grouped) {
+            launch_smem(matmul_mma_k<T, MT, NT, WM, SW, true>, grid, dim3(L::kThreads), size_t(L::kBytes), s, Q, a);
+            return true;
+        }
+    }
+    launch_smem(matmul_mma_k<T, MT, NT, WM, SW, false>, grid, dim3(L::kThreads), size_t(L::kBytes), s, Q, a);
+    if constexpr (WM == 4) ++ops::mma_wide_launch_count();
     return true;
 }
 
-// Whether launches may take two row groups per block (VEGA_GPU_MMA_GROUPS=1: never; read once).
-bool mma_two_groups() {
-    static const bool on = env_int("VEGA_GPU_MMA_GROUPS", 2) != 1;
-    return on;
+// The most row groups a launch may take per block: arch::kMmaMaxRowGroups, or
+// VEGA_GPU_MMA_GROUPS (1, 2 or 4; A/B), read once.
+int mma_max_groups() {
+    static const int n = [] {
+        const int v = env_int("VEGA_GPU_MMA_GROUPS", arch::kMmaMaxRowGroups);
+        return v >= 4 ? 4 : v >= 2 ? 2 : 1;
+    }();
+    return std::min(n, arch::kMmaMaxRowGroups);
 }
 
-// Two row groups per block (64 weight rows: half the activation reads per weight
-// byte) when that still gives every SM a tile: cols column groups x the matrices'
-// 64-row tiles at least the SM count; else one (32 rows).
+// Row groups per block: the most (4 only for 64-column groups: NT 8; 2: half the
+// activation reads per weight byte of 1, 4 half those of 2) whose tiles times the
+// column groups still give every SM a tile.
 template <int NT, bool SW>
 int row_groups(const MmaMats& P, int rows) {
-    if (!mma_two_groups()) return 1;
-    const int per_tile = SW ? 2 * kMmaM : 4 * kMmaM;
-    int64_t tiles = 0;
-    for (int m = 0; m < P.n_mat; ++m) tiles += (P.w[m].n_out + per_tile - 1) / per_tile;
     const int64_t cols = (rows + NT * 8 - 1) / (NT * 8);
-    return tiles * cols >= current_device_sms() ? 2 : 1;
+    auto tiles = [&](int wm) {  // the launch's tiles at wm row groups
+        const int per_tile = SW ? wm * kMmaM : 2 * wm * kMmaM;
+        int64_t n = 0;
+        for (int m = 0; m < P.n_mat; ++m) n += (P.w[m].n_out + per_tile - 1) / per_tile;
+        return n * cols;
+    };
+    const int n_sm = current_device_sms();
+    if (NT == 8 && mma_max_groups() >= 4 && !P.grouped && tiles(4) >= n_sm) return 4;
+    if (mma_max_groups() >= 2 && tiles(2) >= n_sm) return 2;
+    return 1;
 }
 
+// The launch at the row groups row_groups picks, or fewer where the device lends too
+// little shared memory for that ring.
 template <GgmlType T, int NT, bool SW>
 bool launch_g(const MmaMats& P, const ops::Act& a, void* s) {
-    return row_groups<NT, SW>(P, a.rows) == 2 ? launch_nt<T, NT, 2, SW>(P, a, s) : launch_nt<T, NT, 1, SW>(P, a, s);
+    const int wm = row_groups<NT, SW>(P, a.rows);
+    if constexpr (NT == 8)
+        if (wm == 4 && launch_nt<T, NT, 4, SW>(P, a, s)) return true;
+    if (wm >= 2 && launch_nt<T, NT, 2, SW>(P, a, s)) return true;
+    return launch_nt<T, NT, 1, SW>(P, a, s);
 }
 
 template <GgmlType T, bool SW>
