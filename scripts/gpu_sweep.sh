@@ -1,5 +1,7 @@
 #!/usr/bin/env bash
-# Every `vega synth` shape x type on the GPU: a 24-token prompt plus 16 decode steps
+# Every `vega synth` shape x type on the GPU: a 24-token prompt (PROMPT tokens: a longer
+# one takes the prompt paths of real chats, such as the tensor-core matmul's 4 row groups
+# from about 500 rows on a 7B shape) plus 16 decode steps
 # (vega eval) on the GPU and on the CPU, same file; the worst row's NMSE must stay
 # under the end-to-end tests' bound for quantized models (5e-3). Catches crashes and
 # wrong results that only one shape or type shows (a Q4_0 llama3-8b once read 20 MB
@@ -38,13 +40,15 @@ TYPES=${TYPES:-Q4_0 Q8_0 Q4_K_M Q6_K}
 DEVICE=${DEVICE:-gpu}
 BOUND=${BOUND:-5e-3}
 LAYERS=${LAYERS:-4}
+PROMPT=${PROMPT:-24}
+CTX=$((PROMPT + 40))
 layers_opt=; [ "$LAYERS" != 0 ] && layers_opt="--layers $LAYERS"
 T=$(nproc)
 here=$(cd "$(dirname "$0")" && pwd)
-# tokens N_VOCAB: line 1 the prompt (24 ids), line 2 the 16 decode steps; fixed seed.
+# tokens N_VOCAB: line 1 the prompt (PROMPT ids), line 2 the 16 decode steps; fixed seed.
 tokens() {
-  awk -v n="$1" 'BEGIN { srand(7); m = (n < 32000 ? n : 32000) - 4; s = "1";
-                         for (i = 0; i < 23; ++i) s = s " " int(3 + rand() * m); print s;
+  awk -v n="$1" -v p="$PROMPT" 'BEGIN { srand(7); m = (n < 32000 ? n : 32000) - 4; s = "1";
+                         for (i = 0; i < p - 1; ++i) s = s " " int(3 + rand() * m); print s;
                          s = ""; for (i = 0; i < 16; ++i) s = s (i ? " " : "") int(3 + rand() * m); print s }'
 }
 fail=0
@@ -62,7 +66,7 @@ for shape in $SHAPES; do
     tokens "$n_vocab" > "$OUT/tokens.txt"
     dev_log="$OUT/$shape-$type-$DEVICE.log"
     dev_opts="--device $DEVICE"; [ -n "${SPLIT:-}" ] && dev_opts="--devices $SPLIT"
-    if ! timeout 600 "$B/vega" eval -m "$m" $dev_opts -c 64 --tokens-file "$OUT/tokens.txt" \
+    if ! timeout 600 "$B/vega" eval -m "$m" $dev_opts -c "$CTX" --tokens-file "$OUT/tokens.txt" \
          --logits-out $S/dev.f32 --routes-out $S/routes.txt > "$dev_log" 2>&1; then
       if [ -n "${SPLIT:-}" ] && grep -q "cannot be split\|must divide\|to divide by" "$dev_log"; then
         # (a split that refuses a shape by name is right: its heads or block columns do not divide)
@@ -70,7 +74,7 @@ for shape in $SHAPES; do
       fi
       echo "$name: $DEVICE eval FAILED: $(tail -1 "$dev_log")" | tee -a "$OUT/sweep.txt"; fail=1; rm -f "$m"; continue
     fi
-    if ! timeout 900 "$B/vega" eval -m "$m" --device cpu -t "$T" -c 64 --tokens-file "$OUT/tokens.txt" \
+    if ! timeout 900 "$B/vega" eval -m "$m" --device cpu -t "$T" -c "$CTX" --tokens-file "$OUT/tokens.txt" \
          --logits-out $S/cpu.f32 --routes-in $S/routes.txt > "$OUT/$shape-$type-cpu.log" 2>&1; then
       echo "$name: cpu eval FAILED: $(tail -1 "$OUT/$shape-$type-cpu.log")" | tee -a "$OUT/sweep.txt"; fail=1; rm -f "$m"; continue
     fi
@@ -78,7 +82,7 @@ for shape in $SHAPES; do
     routes=$(python3 "$here/route_check.py" "$OUT/$shape-$type-cpu.log" "$BOUND") || fail=1
     [ -n "$routes" ] && r="$r; $routes"
     if [ -n "${SPLIT:-}" ]; then  # the split against one device (the same kernels: routes as well)
-      if timeout 600 "$B/vega" eval -m "$m" --device "$DEVICE" -c 64 --tokens-file "$OUT/tokens.txt" \
+      if timeout 600 "$B/vega" eval -m "$m" --device "$DEVICE" -c "$CTX" --tokens-file "$OUT/tokens.txt" \
            --logits-out $S/one.f32 > "$OUT/$shape-$type-one.log" 2>&1; then
         one=$(python3 "$here/logits_nmse.py" $S/dev.f32 $S/one.f32 "$n_vocab" "$BOUND") || fail=1
         r="$r; split vs one: $one"

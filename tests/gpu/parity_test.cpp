@@ -262,9 +262,10 @@ TEST_F(Parity, MatmulManyTiles) {
 
 // Blocks of 4 row groups (128 weight rows, kernels/matmul_mma.cu row_groups): a prompt's
 // launches with a 128-row tile per SM for every 64-row column group. 520 rows (9 column
-// groups, the last of 8 rows) x 4500 outputs (a partial last tile: 20 rows, 84 with
-// SwiGLU's 64-row tiles); 44 chunks a row for the 32-element types (a short last stage
-// of 4), 5 super-blocks for the K-quants (Q6_K's scale parity changes per row).
+// groups, the last of 8 rows) x 4500 outputs (a partial last tile of 20 rows, plain
+// and SwiGLU); 44 chunks a row for the 32-element types (a short last stage
+// of 4), 5 super-blocks (40 chunks) for the K-quants and MXFP4 (Q6_K's scale parity
+// changes per row).
 TEST_F(Parity, MatmulFourRowGroups) {
 #ifdef VEGA_HAVE_GPU
     // (NVIDIA sm_80+, unless VEGA_GPU_MMA_GROUPS caps the groups; elsewhere the other paths)
@@ -272,7 +273,9 @@ TEST_F(Parity, MatmulFourRowGroups) {
     const bool wide = gpu::ops::mma_min_rows() > 0 && !(cap && *cap && std::atoi(cap) < 4);
     for (GgmlType t : {GgmlType::Q4_0, GgmlType::Q5_1, GgmlType::Q8_0, GgmlType::Q2_K, GgmlType::Q3_K, GgmlType::Q4_K,
                        GgmlType::Q5_K, GgmlType::Q6_K, GgmlType::IQ4_XS, GgmlType::MXFP4}) {
-        const int64_t n_in = type_traits(t).block_size == 256 ? 1280 : 1408, n_out = 4500;
+        // (MXFP4: rows of 8 chunks at a time, ops::mma_row_multiple)
+        const int64_t n_in = type_traits(t).block_size == 256 || gpu::ops::mma_row_multiple(t) == 256 ? 1280 : 1408;
+        const int64_t n_out = 4500;
         const int rows = 520;
         const int64_t before = gpu::ops::mma_wide_launch_count();
         matmul_and_swiglu(t, n_in, n_out, rows, rows, n_out, "matmul", type_traits(t).name);
