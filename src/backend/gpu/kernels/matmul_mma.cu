@@ -746,9 +746,10 @@ int mma_max_groups() {
 
 // Row groups per block: the most (4 only for 64-column groups: NT 8; 2: half the
 // activation reads per weight byte of 1, 4 half those of 2) whose tiles times the
-// column groups still give every SM a tile. 4 only from two column groups on (prompts,
-// where it was measured: +17-25%, docs/PERFORMANCE.md thirty-second session); batched
-// decode (one group of up to 64 rows) keeps the 2 it was tuned with.
+// column groups still give every SM a tile. 4 only from 8 column groups on (prompt
+// chunks of 449 rows or more: 512, the default chunk, and 2048 measured +17-25%,
+// docs/PERFORMANCE.md thirty-second session); fewer rows, batched decode among them,
+// keep the 2 they were tuned with.
 template <int NT, bool SW>
 int row_groups(const MmaMats& P, int rows) {
     const int64_t cols = (rows + NT * 8 - 1) / (NT * 8);
@@ -759,7 +760,7 @@ int row_groups(const MmaMats& P, int rows) {
         return n * cols;
     };
     const int n_sm = current_device_sms();
-    if (NT == 8 && cols >= 2 && mma_max_groups() >= 4 && !P.grouped && tiles(4) >= n_sm) return 4;
+    if (NT == 8 && cols >= 8 && mma_max_groups() >= 4 && !P.grouped && tiles(4) >= n_sm) return 4;
     if (mma_max_groups() >= 2 && tiles(2) >= n_sm) return 2;
     return 1;
 }
