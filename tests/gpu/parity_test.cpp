@@ -268,9 +268,11 @@ TEST_F(Parity, MatmulManyTiles) {
 // changes per row).
 TEST_F(Parity, MatmulFourRowGroups) {
 #ifdef VEGA_HAVE_GPU
-    // (NVIDIA sm_80+, unless VEGA_GPU_MMA_GROUPS caps the groups; elsewhere the other paths)
+    // The 4-group path where it can run: NVIDIA sm_80+ lending a block sm_90's 227 KB (its
+    // ring), unless VEGA_GPU_MMA_GROUPS caps the groups; elsewhere the other paths serve.
     const char* cap = std::getenv("VEGA_GPU_MMA_GROUPS");
-    const bool wide = gpu::ops::mma_min_rows() > 0 && !(cap && *cap && std::atoi(cap) < 4);
+    const bool wide = gpu::ops::mma_min_rows() > 0 && gpu::rt::device_info(0).smem_block >= 227 * 1024 &&
+                      !(cap && *cap && std::atoi(cap) < 4);
     for (GgmlType t : {GgmlType::Q4_0, GgmlType::Q5_1, GgmlType::Q8_0, GgmlType::Q2_K, GgmlType::Q3_K, GgmlType::Q4_K,
                        GgmlType::Q5_K, GgmlType::Q6_K, GgmlType::IQ4_XS, GgmlType::MXFP4}) {
         // (MXFP4: rows of 8 chunks at a time, ops::mma_row_multiple)

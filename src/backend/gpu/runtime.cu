@@ -38,6 +38,11 @@ DeviceInfo device_info(int dev) {
     d.total_mem = p.totalGlobalMem;
     d.n_sm = p.multiProcessorCount;
     d.wave = p.warpSize;
+#if defined(VEGA_GPU_HIP)
+    d.smem_block = p.sharedMemPerBlock;
+#else
+    d.smem_block = p.sharedMemPerBlockOptin;
+#endif
     return d;
 }
 

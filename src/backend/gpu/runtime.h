@@ -17,6 +17,7 @@ struct DeviceInfo {
     std::string name, arch;
     size_t total_mem = 0;
     int n_sm = 0, wave = 0;
+    size_t smem_block = 0;  // shared memory one block may take (NVIDIA: with opt-in)
 };
 DeviceInfo device_info(int dev);
 // Makes dev the calling thread's current device (a no-op when it already is).
