@@ -270,9 +270,8 @@ TEST_F(Parity, MatmulFourRowGroups) {
 #ifdef VEGA_HAVE_GPU
     // The 4-group path where it can run: NVIDIA sm_80+ lending a block sm_90's 227 KB (its
     // ring), unless VEGA_GPU_MMA_GROUPS caps the groups; elsewhere the other paths serve.
-    const char* cap = std::getenv("VEGA_GPU_MMA_GROUPS");
     const bool wide = gpu::ops::mma_min_rows() > 0 && gpu::rt::device_info(0).smem_block >= 227 * 1024 &&
-                      !(cap && *cap && std::atoi(cap) < 4);
+                      gpu::ops::mma_max_row_groups() >= 4;
     for (GgmlType t : {GgmlType::Q4_0, GgmlType::Q5_1, GgmlType::Q8_0, GgmlType::Q2_K, GgmlType::Q3_K, GgmlType::Q4_K,
                        GgmlType::Q5_K, GgmlType::Q6_K, GgmlType::IQ4_XS, GgmlType::MXFP4}) {
         // (MXFP4: rows of 8 chunks at a time, ops::mma_row_multiple)
@@ -954,9 +953,14 @@ TEST_F(Parity, MmaScalesMatchF32Route) {
     if (gpu::ops::mma_min_rows() <= 0) GTEST_SKIP() << "no tensor-core matmul on this target";
     constexpr int n = 1 << 22;  // 65536 d patterns x 64 byte values
     std::vector<uint32_t> word(n), sb(n), got(size_t(n) * 4);
-    auto* dw = static_cast<uint32_t*>(gpu::rt::malloc(size_t(n) * 4));
-    auto* dsb = static_cast<uint32_t*>(gpu::rt::malloc(size_t(n) * 4));
-    auto* dout = static_cast<uint32_t*>(gpu::rt::malloc(size_t(n) * 16));
+    // (device buffers released by TearDown, also after a failed assertion; copies and the
+    // kernel on the default stream, in order)
+    auto device_words = [&](size_t words) {
+        auto* p = static_cast<uint32_t*>(gpu_->alloc(words * 4, "test buffer"));
+        gbufs_.push_back(p);
+        return p;
+    };
+    uint32_t *dw = device_words(size_t(n)), *dsb = device_words(size_t(n)), *dout = device_words(size_t(n) * 4);
     ASSERT_TRUE(dw && dsb && dout);
     auto f16 = [](float f) { return uint32_t(f32_to_f16(f)); };
     auto hf = [](uint32_t h) { return f16_to_f32(uint16_t(h)); };
@@ -1021,7 +1025,6 @@ TEST_F(Parity, MmaScalesMatchF32Route) {
             EXPECT_EQ(bad, 0) << type_traits(t).name << " b0 " << b0;
         }
     }
-    gpu::rt::free(dw), gpu::rt::free(dsb), gpu::rt::free(dout);
 #else
     GTEST_SKIP() << "this build has no GPU backend";
 #endif

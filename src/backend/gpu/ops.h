@@ -146,6 +146,10 @@ int mma_min_rows();
 // copies of a row's scale bytes: 128, or 256 for a 1-byte scale plane).
 bool mma_serves(const GpuMat& W);
 int mma_row_multiple(GgmlType t);
+// The most groups of 32 weight rows a tensor-core matmul block may take: the target's
+// table (arch::kMmaMaxRowGroups) capped by VEGA_GPU_MMA_GROUPS (1, 2 or 4), read once; 1
+// where there is no tensor-core path.
+int mma_max_row_groups();
 // Tensor-core matmul launches with 4 row groups per block (128 weight rows; a test's proof
 // that the path ran).
 int64_t& mma_wide_launch_count();

@@ -734,16 +734,6 @@ bool launch_nt(const MmaMats& P, const ops::Act& a, void* s) {
     return true;
 }
 
-// The most row groups a launch may take per block: arch::kMmaMaxRowGroups, or
-// VEGA_GPU_MMA_GROUPS (1, 2 or 4; A/B), read once.
-int mma_max_groups() {
-    static const int n = [] {
-        const int v = env_int("VEGA_GPU_MMA_GROUPS", arch::kMmaMaxRowGroups);
-        return v >= 4 ? 4 : v >= 2 ? 2 : 1;
-    }();
-    return std::min(n, arch::kMmaMaxRowGroups);
-}
-
 // Row groups per block: the most (4 only for 64-column groups: NT 8; 2: half the
 // activation reads per weight byte of 1, 4 half those of 2) whose tiles times the
 // column groups still give every SM a tile. 4 only from 8 column groups on (prompt
@@ -760,8 +750,8 @@ int row_groups(const MmaMats& P, int rows) {
         return n * cols;
     };
     const int n_sm = current_device_sms();
-    if (NT == 8 && cols >= 8 && mma_max_groups() >= 4 && !P.grouped && tiles(4) >= n_sm) return 4;
-    if (mma_max_groups() >= 2 && tiles(2) >= n_sm) return 2;
+    if (NT == 8 && cols >= 8 && ops::mma_max_row_groups() >= 4 && !P.grouped && tiles(4) >= n_sm) return 4;
+    if (ops::mma_max_row_groups() >= 2 && tiles(2) >= n_sm) return 2;
     return 1;
 }
 
@@ -821,6 +811,14 @@ bool launch_scales(const uint32_t* word, const uint32_t* sb, int n, int b0, uint
 
 bool ops::mma_serves(const GpuMat& W) {
     return !is_float_type(W.type) && W.n_chunk > 0 && W.n_chunk % (ops::mma_row_multiple(W.type) / 32) == 0;
+}
+
+int ops::mma_max_row_groups() {
+    static const int n = [] {
+        const int v = env_int("VEGA_GPU_MMA_GROUPS", arch::kMmaMaxRowGroups);
+        return std::min(v >= 4 ? 4 : v >= 2 ? 2 : 1, arch::kMmaMaxRowGroups);
+    }();
+    return n;
 }
 
 int ops::mma_min_rows() {
@@ -901,6 +899,7 @@ bool ops::matmul_mma3(const GpuMat* W, float* const* y, int n_mat, const Act& a,
 #else  // gfx906 (HIP, or its emulation on NVIDIA): no tensor-core path; the matvec kernels serve every batch.
 
 int ops::mma_min_rows() { return 0; }
+int ops::mma_max_row_groups() { return 1; }
 bool ops::mma_serves(const GpuMat&) { return false; }
 bool ops::reads_h_only(const GpuMat&, int) { return false; }
 bool ops::matmul_mma(const GpuMat&, const GpuMat*, const Act&, float*, void*) { return false; }
