@@ -734,12 +734,17 @@ bool launch_nt(const MmaMats& P, const ops::Act& a, void* s) {
     return true;
 }
 
+// Column groups from which a launch takes 4 row groups: the target's table
+// (arch::kMmaWideMinCols) or VEGA_GPU_MMA_WIDE_COLS, read once.
+int mma_wide_min_cols() {
+    static const int n = std::max(1, env_int("VEGA_GPU_MMA_WIDE_COLS", arch::kMmaWideMinCols));
+    return n;
+}
+
 // Row groups per block: the most (4 only for 64-column groups: NT 8; 2: half the
 // activation reads per weight byte of 1, 4 half those of 2) whose tiles times the
-// column groups still give every SM a tile. 4 only from 8 column groups on (prompt
-// chunks of 449 rows or more: 512, the default chunk, and 2048 measured +17-25%,
-// docs/PERFORMANCE.md thirty-second session); fewer rows, batched decode among them,
-// keep the 2 they were tuned with.
+// column groups still give every SM a tile. 4 only from mma_wide_min_cols() column
+// groups on; fewer rows, batched decode among them, keep the 2 they were tuned with.
 template <int NT, bool SW>
 int row_groups(const MmaMats& P, int rows) {
     const int64_t cols = (rows + NT * 8 - 1) / (NT * 8);
@@ -750,7 +755,7 @@ int row_groups(const MmaMats& P, int rows) {
         return n * cols;
     };
     const int n_sm = current_device_sms();
-    if (NT == 8 && cols >= 8 && ops::mma_max_row_groups() >= 4 && !P.grouped && tiles(4) >= n_sm) return 4;
+    if (NT == 8 && cols >= mma_wide_min_cols() && ops::mma_max_row_groups() >= 4 && !P.grouped && tiles(4) >= n_sm) return 4;
     if (ops::mma_max_row_groups() >= 2 && tiles(2) >= n_sm) return 2;
     return 1;
 }
