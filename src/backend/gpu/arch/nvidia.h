@@ -71,10 +71,13 @@ constexpr int kMmaMaxStages = 4;
 // by 2 warps), for 64-column groups only, where a launch has a 128-row tile per SM:
 // every row of activations read from L2 feeds twice the weight rows of 2 groups.
 constexpr int kMmaMaxRowGroups = 4;
-// 4 row groups from this many 64-column groups on (prompt chunks of 449+ rows: 512 and
-// 2048 measured +17-25%, docs/PERFORMANCE.md thirty-second session); fewer keep 2, the
-// persistent grid's tail weighed against the L2 saving. VEGA_GPU_MMA_WIDE_COLS overrides.
-constexpr int kMmaWideMinCols = 8;
+// The time of a 128-row tile (4 row groups) in percent of a 64-row tile's (2): from the
+// prompts of 512 and 2048 rows, where 4 groups halve the persistent grid's rounds
+// exactly and the matmuls ran ~20% faster (docs/PERFORMANCE.md thirty-second session).
+// A launch takes 4 groups where its rounds times this cost do not exceed its rounds at 2:
+// the tail of a last, part-filled round weighed against the L2 saving (thirty-third
+// session). VEGA_GPU_MMA_WIDE_COST overrides (0: no tail check).
+constexpr int kMmaWideTileCostPct = 160;
 // Shared memory one tensor-core matmul block may take for its ring of stages: 200 KB
 // at 1 and 2 row groups (as tuned), sm_90's whole 227 KB at 4, whose 58-69 KB stages
 // (8 chunks of 128 weight rows and 64 activation rows) would fit only 2 in 200 KB. A

@@ -734,29 +734,42 @@ bool launch_nt(const MmaMats& P, const ops::Act& a, void* s) {
     return true;
 }
 
-// Column groups from which a launch takes 4 row groups: the target's table
-// (arch::kMmaWideMinCols) or VEGA_GPU_MMA_WIDE_COLS, read once.
+// Tuning overrides of the choice of 4 row groups (A/B), read once: the fewest column
+// groups (VEGA_GPU_MMA_WIDE_COLS, default 1) and a 128-row tile's cost in percent of a
+// 64-row tile's (VEGA_GPU_MMA_WIDE_COST, default arch::kMmaWideTileCostPct; 0: any).
 int mma_wide_min_cols() {
-    static const int n = std::max(1, env_int("VEGA_GPU_MMA_WIDE_COLS", arch::kMmaWideMinCols));
+    static const int n = std::max(1, env_int("VEGA_GPU_MMA_WIDE_COLS", 1));
+    return n;
+}
+int mma_wide_cost_pct() {
+    static const int n = std::max(0, env_int("VEGA_GPU_MMA_WIDE_COST", arch::kMmaWideTileCostPct));
     return n;
 }
 
 // Row groups per block: the most (4 only for 64-column groups: NT 8; 2: half the
 // activation reads per weight byte of 1, 4 half those of 2) whose tiles times the
-// column groups still give every SM a tile. 4 only from mma_wide_min_cols() column
-// groups on; fewer rows, batched decode among them, keep the 2 they were tuned with.
+// column groups still give every SM a tile. 4 also only where it pays against the tail:
+// each column group's n_sm / cols persistent blocks (launch_nt) walk its tiles in
+// rounds, and 4 groups' rounds, each a 128-row tile (arch::kMmaWideTileCostPct of a
+// 64-row tile's time), must not take longer than 2 groups' (llama2-7b's gate/up at 64
+// rows: 172 tiles in 2 rounds of 132 blocks against 344 in 3: 3.2 > 3, measured -1.4%;
+// llama3-8b's: 224 tiles in 2 rounds against 448 in 4, measured +9.7%).
 template <int NT, bool SW>
 int row_groups(const MmaMats& P, int rows) {
     const int64_t cols = (rows + NT * 8 - 1) / (NT * 8);
-    auto tiles = [&](int wm) {  // the launch's tiles at wm row groups
+    auto tiles = [&](int wm) {  // the launch's tiles at wm row groups, one column group's
         const int per_tile = SW ? wm * kMmaM : 2 * wm * kMmaM;
         int64_t n = 0;
         for (int m = 0; m < P.n_mat; ++m) n += (P.w[m].n_out + per_tile - 1) / per_tile;
-        return n * cols;
+        return n;
     };
     const int n_sm = current_device_sms();
-    if (NT == 8 && cols >= mma_wide_min_cols() && ops::mma_max_row_groups() >= 4 && !P.grouped && tiles(4) >= n_sm) return 4;
-    if (ops::mma_max_row_groups() >= 2 && tiles(2) >= n_sm) return 2;
+    const int64_t per_col = std::max<int64_t>(1, n_sm / cols);
+    auto rounds = [&](int wm) { return (tiles(wm) + per_col - 1) / per_col; };
+    if (NT == 8 && cols >= mma_wide_min_cols() && ops::mma_max_row_groups() >= 4 && !P.grouped &&
+        tiles(4) * cols >= n_sm && rounds(4) * mma_wide_cost_pct() <= rounds(2) * 100)
+        return 4;
+    if (ops::mma_max_row_groups() >= 2 && tiles(2) * cols >= n_sm) return 2;
     return 1;
 }
 
