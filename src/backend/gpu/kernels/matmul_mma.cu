@@ -5,7 +5,7 @@
 //   y [rows][n_out] = x [rows][n_in] @ W^T, W quantized (gpu_mat.h), x as its q8
 //   values in f16 (Act::h: f16(q * d)); with SWIGLU h = silu(x @ G^T) * (x @ U^T).
 //
-// Block: arch::mma_warps warps over WM row groups (1 or 2: row_groups) of MT = 2 tiles
+// Block: arch::mma_warps warps over WM row groups (1, 2 or 4: row_groups, mma_row_groups.h) of MT = 2 tiles
 // of 16 output rows (the mma's M; with SWIGLU one tile of W and the same rows of V)
 // and NT*8 activation rows (N), over all of K in stages of 8, 16 or 32 chunks (32
 // elements each); a launch may walk the row tiles of up to three matrices (MmaMats: q,
@@ -28,6 +28,7 @@
 // rows each) of a row tile run next to each other and share it through L2.
 #include "core/env.h"
 #include "backend/gpu/launch.h"
+#include "backend/gpu/mma_row_groups.h"
 #include "backend/gpu/ops.h"
 #include "backend/gpu/per_device.h"
 #include "backend/gpu/runtime.h"
@@ -56,7 +57,7 @@ int64_t& ops::mma_wide_launch_count() {
 #if defined(VEGA_GPU_CUDA) && !defined(VEGA_GPU_EMULATE_GFX906)
 namespace {
 
-constexpr int kMmaM = 16;  // weight rows per mma tile (the mma's M)
+constexpr int kMmaM = kMmaTileRows;  // weight rows per mma tile (the mma's M)
 
 // One 16-row tile of a row group's [16][NT*8] outputs, summed over the group's
 // SLOTS warps in a fixed order: part holds each of those warps' tiles (row stride
@@ -736,7 +737,7 @@ bool launch_nt(const MmaMats& P, const ops::Act& a, void* s) {
 
 // Tuning overrides of the choice of 4 row groups (A/B), read once: the fewest column
 // groups (VEGA_GPU_MMA_WIDE_COLS, default 1) and a 128-row tile's cost in percent of a
-// 64-row tile's (VEGA_GPU_MMA_WIDE_COST, default arch::kMmaWideTileCostPct; 0: any).
+// 64-row tile's (VEGA_GPU_MMA_WIDE_COST, default arch::kMmaWideTileCostPct; 0: no tail check).
 int mma_wide_min_cols() {
     static const int n = std::max(1, env_int("VEGA_GPU_MMA_WIDE_COLS", 1));
     return n;
@@ -746,31 +747,14 @@ int mma_wide_cost_pct() {
     return n;
 }
 
-// Row groups per block: the most (4 only for 64-column groups: NT 8; 2: half the
-// activation reads per weight byte of 1, 4 half those of 2) whose tiles times the
-// column groups still give every SM a tile. 4 also only where it pays against the tail:
-// each column group's n_sm / cols persistent blocks (launch_nt) walk its tiles in
-// rounds, and 4 groups' rounds, each a 128-row tile (arch::kMmaWideTileCostPct of a
-// 64-row tile's time), must not take longer than 2 groups' (llama2-7b's gate/up at 64
-// rows: 172 tiles in 2 rounds of 132 blocks against 344 in 3: 3.2 > 3, measured -1.4%;
-// llama3-8b's: 224 tiles in 2 rounds against 448 in 4, measured +9.7%).
+// Row groups per block (mma_row_groups.h: the most whose tiles still cover the SMs, 4
+// only for 64-column groups, not for grouped experts, and where the rounds pay).
 template <int NT, bool SW>
 int row_groups(const MmaMats& P, int rows) {
-    const int64_t cols = (rows + NT * 8 - 1) / (NT * 8);
-    auto tiles = [&](int wm) {  // the launch's tiles at wm row groups, one column group's
-        const int per_tile = SW ? wm * kMmaM : 2 * wm * kMmaM;
-        int64_t n = 0;
-        for (int m = 0; m < P.n_mat; ++m) n += (P.w[m].n_out + per_tile - 1) / per_tile;
-        return n;
-    };
-    const int n_sm = current_device_sms();
-    const int64_t per_col = std::max<int64_t>(1, n_sm / cols);
-    auto rounds = [&](int wm) { return (tiles(wm) + per_col - 1) / per_col; };
-    if (NT == 8 && cols >= mma_wide_min_cols() && ops::mma_max_row_groups() >= 4 && !P.grouped &&
-        tiles(4) * cols >= n_sm && rounds(4) * mma_wide_cost_pct() <= rounds(2) * 100)
-        return 4;
-    if (ops::mma_max_row_groups() >= 2 && tiles(2) * cols >= n_sm) return 2;
-    return 1;
+    MmaLaunchShape shape;
+    for (int m = 0; m < P.n_mat; ++m) shape.n_out[m] = P.w[m].n_out;
+    shape.n_mat = P.n_mat, shape.swiglu = SW, shape.grouped = P.grouped, shape.rows = rows, shape.nt = NT;
+    return mma_row_groups(shape, {current_device_sms(), ops::mma_max_row_groups(), mma_wide_min_cols(), mma_wide_cost_pct()});
 }
 
 // The launch at the row groups row_groups picks, or fewer where the device lends too
