@@ -73,6 +73,7 @@ floats a layer), clocks below peak.
                         [--moe-attn-launches N] [--moe-ffn-launches N]  (what-if: qwen3moe's 7 + 5)
                         [--moe-expert-trips N] [--moe-down-rows R]  (what-if: the grouped expert matvec)
                         [--attn-overhead F] [--depth D]  (the prompt-at-depth model)
+                        [--tp-sum-us 5,10,20,40] [--tp-ranks 2,4]  (tensor parallel: an all-reduce's us)
 """
 import argparse
 import math
@@ -191,6 +192,37 @@ def token_time(quant, audit, lat, gap):
     mv(VOCAB, E, "Q6_K", 0)               # output
     t += small                            # argmax
     return t, b
+
+
+def tp_token_time(quant, audit, lat, gap, ranks, sum_s):
+    """Seconds per decode token on each of `ranks` MI50s under tensor parallel (issue 27):
+    q, k, v and gate/up by output rows, o and down by input columns as plain matvecs (their
+    device's part, no epilogue), then per block one all-reduce (RCCL on gfx906: the peer
+    sums are off there, arch/gfx906.h kPeerSums) of sum_s and the next block's input kernel
+    (x += sum, norm, q8: a small kernel); the output matrix on stage 0 alone, whole."""
+    t = 0.0
+    small = 2 * lat + gap
+
+    def mv(rows, n_in, ty, epi):
+        nonlocal t
+        t += matvec_time(rows, n_in, ty, epi, audit, lat, gap)[0]
+
+    for layer in range(LAYERS):
+        base = "Q4_K" if quant == "Q4_K_M" else quant
+        v_type = "Q6_K" if quant == "Q4_K_M" else base
+        down = "Q6_K" if quant == "Q4_K_M" and layer % 2 == 0 else base
+        t += SMALL_PER_LAYER * small
+        mv(E // ranks, E, base, 3), mv(E // ranks, E, base, 3)
+        mv(E // ranks, E, v_type, 3)
+        mv(E, E // ranks, base, 0)               # o: this device's part
+        t += sum_s + small                       # all-reduce, then x += sum, norm, q8
+        mv(F // ranks, E, base, 2)
+        mv(E, F // ranks, down, 0)               # down: this device's part
+        t += sum_s + small
+    t += small
+    mv(VOCAB, E, "Q6_K", 0)
+    t += small
+    return t
 
 
 def expert_bounds(rows, n_in, type_name, swiglu, lat, rows_per_wave=1):
@@ -343,6 +375,10 @@ def main():
     ap.add_argument("--attn-overhead", type=float, default=0.5,
                     help="prompt model: softmax, staging and barriers as a fraction of the v_dot2 time")
     ap.add_argument("--depth", type=int, default=8192, help="prompt model: cache depth before the 512-row prompt")
+    ap.add_argument("--tp-sum-us", type=lambda v: [float(x) for x in v.split(",")], default=[5, 10, 20, 40],
+                    help="tensor-parallel model: an all-reduce's time per decode sum, microseconds")
+    ap.add_argument("--tp-ranks", type=lambda v: [int(x) for x in v.split(",")], default=[2, 4],
+                    help="tensor-parallel model: device counts")
     a = ap.parse_args()
     global TRIPS_OVERRIDE, SMALL_PER_LAYER, MOE_ATTN_LAUNCHES, MOE_FFN_LAUNCHES, EXPERT_TRIPS, EXPERT_DOWN_ROWS
     TRIPS_OVERRIDE = a.trips or None
@@ -370,6 +406,22 @@ def main():
         bw_us, lat_us = bw_s * 1e6, lat_s * 1e6
         print(f"- {name}: {rows} x {n_in} {ty}{' x2' if KERNEL[epi][0] else ''}, {waves} waves/SIMD, {trips} trips x "
               f"{iters} iterations: {bw_us:.1f} us at 860 GB/s, {lat_us:.1f} us latency-bound")
+
+    print()
+    print("Tensor parallel (issue 27), llama2-7b decode B=1 on 2 and 4 MI50s, LAT 0.9 us, GAP 1 us: tg128 t/s "
+          "and the ratio to one MI50, by the all-reduce's time per sum (RCCL, 16 KB; not measured: it depends "
+          "on PCIe or xGMI and the box). 64 sums a token.")
+    print("| type | one MI50 | sum us | " + " | ".join(f"TP{r} t/s | TP{r} ratio" for r in a.tp_ranks) + " |")
+    print("| --- | ---: | ---: |" + " ---: | ---: |" * len(a.tp_ranks))
+    lat, gap = 0.9e-6, 1e-6
+    for q in ("Q4_0", "Q4_K_M"):
+        one = token_time(q, audit, lat, gap)[0]
+        for sum_us in a.tp_sum_us:
+            cells = []
+            for r in a.tp_ranks:
+                tp = tp_token_time(q, audit, lat, gap, r, sum_us * 1e-6)
+                cells.append(f"{1 / tp:.1f} | {one / tp:.2f}")
+            print(f"| {q} | {1 / one:.1f} | {sum_us:g} | " + " | ".join(cells) + " |")
 
     launches = MOE_LAYERS * (MOE_ATTN_LAUNCHES + MOE_FFN_LAUNCHES) + 3
     print()
