@@ -7,8 +7,8 @@
 //
 // Block: arch::mma_warps warps over WM row groups (1, 2 or 4: row_groups,
 // mma_row_groups.h) of MT = 2 tiles of 16 output rows (the mma's M; with SWIGLU one
-// tile of W and the same rows of V) and NT*8 activation rows (N), over all of K in stages of 8, 16 or 32 chunks (32
-// elements each); a launch may walk the row tiles of up to three matrices (MmaMats: q,
+// tile of W and the same rows of V) and NT*8 activation rows (N), over all of K in
+// stages of 8, 16 or 32 chunks (32 elements each); a launch may walk the row tiles of up to three matrices (MmaMats: q,
 // k and v). The stages stream through a ring of shared-memory slots filled by cp.async
 // (Ring): while stage s is computed, the next kStages - 1 are in flight, so an SM
 // keeps tens of KB of weights in flight without holding them in registers. Within a
