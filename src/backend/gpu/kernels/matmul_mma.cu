@@ -6,23 +6,23 @@
 //   values in f16 (Act::h: f16(q * d)); with SWIGLU h = silu(x @ G^T) * (x @ U^T).
 //
 // Block: arch::mma_warps warps over WM row groups (1, 2 or 4: row_groups,
-// mma_row_groups.h) of MT = 2 tiles of 16 output rows (the mma's M; with SWIGLU one
-// tile of W and the same rows of V) and NT*8 activation rows (N), over all of K in
-// stages of 8, 16 or 32 chunks (32 elements each); a launch may walk the row tiles of up to three matrices (MmaMats: q,
-// k and v). The stages stream through a ring of shared-memory slots filled by cp.async
-// (Ring): while stage s is computed, the next kStages - 1 are in flight, so an SM
-// keeps tens of KB of weights in flight without holding them in registers. Within a
-// stage each warp of a row group takes its own chunks. ldmatrix hands lane (g, t)
-// bytes 4t..4t+3 of rows g and g+8 of a chunk, whose codes are elements 4t..4t+3 and
-// 16+4t..16+4t+3; the lane turns them into f16 weights (code - offset) * scale + min
-// (one rounding, as exact as the f16 activation) and issues two mma.m16n8k16 (f16 x
-// f16 -> f32) per tile and 8 activation rows, the chunk's elements in a k order both
-// operands share: mma 0 takes elements 0..15, lane t's k pairs (2t, 2t+1) and (2t+8,
-// 2t+9) being elements (4t, 4t+1) and (4t+2, 4t+3); mma 1 the same from 16. The
-// activation's 8 bytes of those 4 elements are one 64-bit shared load. Sums accumulate
-// in f32 in the mma: no per-chunk scaling of outputs (the int8 form of this kernel
-// spent half its instructions there). The warps' partial sums meet in shared memory in
-// a fixed order (deterministic results).
+// mma_row_groups.h) of MT = 2 tiles of 16 output rows (the mma's M; with SWIGLU one tile
+// of W and the same rows of V) and NT*8 activation rows (N), over all of K in stages of
+// 8, 16 or 32 chunks (32 elements each); a launch may walk the row tiles of up to three
+// matrices (MmaMats: q, k and v). The stages stream through a ring of shared-memory
+// slots filled by cp.async (Ring): while stage s is computed, the next kStages - 1 are
+// in flight, so an SM keeps tens of KB of weights in flight without holding them in
+// registers. Within a stage each warp of a row group takes its own chunks. ldmatrix
+// hands lane (g, t) bytes 4t..4t+3 of rows g and g+8 of a chunk, whose codes are
+// elements 4t..4t+3 and 16+4t..16+4t+3; the lane turns them into f16 weights (code -
+// offset) * scale + min (one rounding, as exact as the f16 activation) and issues two
+// mma.m16n8k16 (f16 x f16 -> f32) per tile and 8 activation rows, the chunk's elements
+// in a k order both operands share: mma 0 takes elements 0..15, lane t's k pairs (2t,
+// 2t+1) and (2t+8, 2t+9) being elements (4t, 4t+1) and (4t+2, 4t+3); mma 1 the same from
+// 16. The activation's 8 bytes of those 4 elements are one 64-bit shared load. Sums
+// accumulate in f32 in the mma: no per-chunk scaling of outputs (the int8 form of this
+// kernel spent half its instructions there). The warps' partial sums meet in shared
+// memory in a fixed order (deterministic results).
 //
 // Weights are read from DRAM once per step: the column groups (NT*8 activation
 // rows each) of a row tile run next to each other and share it through L2.
