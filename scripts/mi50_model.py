@@ -163,6 +163,15 @@ def matvec_time(rows, n_in, type_name, epi, audit, lat, gap):
     return max(bw_s, lat_s) + gap, bytes_
 
 
+def layer_types(quant, layer):
+    """(base, v, down) weight types of one llama2-7b layer in a `quant` file: llama.cpp's
+    Q4_K_M mix keeps attn_v and every other ffn_down (even layers) in Q6_K."""
+    base = "Q4_K" if quant == "Q4_K_M" else quant
+    v_type = "Q6_K" if quant == "Q4_K_M" else base
+    down = "Q6_K" if quant == "Q4_K_M" and layer % 2 == 0 else base
+    return base, v_type, down
+
+
 def token_time(quant, audit, lat, gap):
     """Seconds and bytes per decode token; quant is Q4_0, Q8_0, Q4_K_M, IQ4_XS or MXFP4
     (the output matrix Q6_K in every file, as llama.cpp's mixes)."""
@@ -176,9 +185,7 @@ def token_time(quant, audit, lat, gap):
         b += db
 
     for layer in range(LAYERS):
-        base = "Q4_K" if quant == "Q4_K_M" else quant
-        v_type = "Q6_K" if quant == "Q4_K_M" else base
-        down = "Q6_K" if quant == "Q4_K_M" and layer % 2 == 0 else base
+        base, v_type, down = layer_types(quant, layer)
         # 7 kernels: 6 matvecs with their epilogues (q, k, v one matrix per launch,
         # each with rope and the cache store; o and down with residual + next norm +
         # q8; gate/up with SwiGLU and q8 of h) and the attention.
@@ -208,9 +215,7 @@ def tp_token_time(quant, audit, lat, gap, ranks, sum_s):
         t += matvec_time(rows, n_in, ty, epi, audit, lat, gap)[0]
 
     for layer in range(LAYERS):
-        base = "Q4_K" if quant == "Q4_K_M" else quant
-        v_type = "Q6_K" if quant == "Q4_K_M" else base
-        down = "Q6_K" if quant == "Q4_K_M" and layer % 2 == 0 else base
+        base, v_type, down = layer_types(quant, layer)
         t += SMALL_PER_LAYER * small
         mv(E // ranks, E, base, 3), mv(E // ranks, E, base, 3)
         mv(E // ranks, E, v_type, 3)
@@ -315,11 +320,9 @@ def gemm_seconds(n_out, n_in, rows, quant, swiglu=False, overlap=True):
 def prompt_gemm(rows, quant, overlap):
     """Seconds of the matmuls of a `rows`-row llama2-7b prompt on the GEMM (Q4_K_M: v and
     half the down projections Q6_K); the output matrix for the last row only (a matvec)."""
-    base = "Q4_K" if quant == "Q4_K_M" else quant
     t = 0.0
     for layer in range(LAYERS):
-        v = "Q6_K" if quant == "Q4_K_M" else base
-        down = "Q6_K" if quant == "Q4_K_M" and layer % 2 == 0 else base
+        base, v, down = layer_types(quant, layer)
         t += 3 * gemm_seconds(E, E, rows, base, overlap=overlap) if v == base else \
             2 * gemm_seconds(E, E, rows, base, overlap=overlap) + gemm_seconds(E, E, rows, v, overlap=overlap)
         t += gemm_seconds(E, E, rows, base, overlap=overlap)                 # o
