@@ -31,12 +31,13 @@ struct MmaLaunchShape {
     int nt = 8;            // column tile: nt * 8 activation rows a column group (2, 4 or 8)
 };
 
-// The device and the tuning knobs.
+// The device and the tuning knobs, every field given by the caller (matmul_mma.cu: the
+// device's SMs, the target table's values and their environment overrides).
 struct MmaGroupLimits {
-    int n_sm = 1;
-    int max_groups = 4;       // arch::kMmaMaxRowGroups capped by VEGA_GPU_MMA_GROUPS
-    int wide_min_cols = 1;    // VEGA_GPU_MMA_WIDE_COLS: 4 groups from this many column groups on
-    int wide_cost_pct = 160;  // VEGA_GPU_MMA_WIDE_COST; 0: no tail check
+    int n_sm;
+    int max_groups;     // arch::kMmaMaxRowGroups capped by VEGA_GPU_MMA_GROUPS
+    int wide_min_cols;  // VEGA_GPU_MMA_WIDE_COLS: 4 groups from this many column groups on
+    int wide_cost_pct;  // arch::kMmaWideTileCostPct or VEGA_GPU_MMA_WIDE_COST; 0: no tail check
 };
 
 // One column group's row tiles at wm groups.
