@@ -5,16 +5,17 @@
 #   1b. the all-reduce's own tests (PeerSum.*: peer sums against the host's rank-order
 #      sum, op by op and from graphs, on one device named twice and on distinct ones);
 #   2. stories260K greedy ids, one GPU against --devices 0,1 --split-mode tensor (decode
-#      graphs with the peer sums fused with the next block's input (the default), the sums
-#      as launches of their own (VEGA_PEER_SUM_FUSE=0), NCCL's (VEGA_PEER_SUMS=0),
+#      graphs with the peer sums in the o / down kernel's epilogue (the default), in one
+#      kernel with the next block's input (VEGA_PEER_SUM_FUSE=1), as launches of their
+#      own (VEGA_PEER_SUM_FUSE=0), NCCL's (VEGA_PEER_SUMS=0),
 #      single-token and batch buckets), op by op, and over 0,0 (one GPU, two ranks);
 #   3. the end-to-end tests under tensor parallel over 0,1 (and with 4 GPUs, over 0,1,2,3
 #      in both modes);
 #   4. scripts/gpu_sweep.sh, tensor parallel over 0,1 (and with 4 GPUs, over 0,1,2,3 in
 #      both modes): dense and mixture-of-experts shapes;
 #   5. benchmarks side by side (BENCH=0: skip): vega one GPU, tensor parallel over 2 (and
-#      4) GPUs with fused peer sums, unfused ones (tags ending in u) and NCCL's alone
-#      (tags ending in n), the layer split
+#      4) GPUs with the default peer sums, those in the o / down epilogue (tags ending in e),
+#      in the next input's kernel (tags ending in f), unfused ones (tags ending in u) and NCCL's alone (tags ending in n), the layer split
 #      over 2; llama.cpp -sm none / layer / row (LLAMA_MODELS: which files); tg128, pp512 and
 #      B=16 on llama3-8b Q4_K_M, a llama3-70b-shaped synth of $L70 blocks and a
 #      qwen3moe-30b-a3b synth of $LMOE blocks; no bench starts before every synth has
@@ -99,9 +100,13 @@ if [ ! -f $W/ids.done ]; then
   run tp_nccl VEGA_PEER_SUMS=0 -- --devices $D2 --split-mode tensor --prompts-file $W/prompts.txt --parallel 4
   run tp_unfused VEGA_PEER_SUM_FUSE=0 -- --devices $D2 --split-mode tensor --prompts-file $W/prompts.txt --parallel 4
   run tp1_unfused VEGA_PEER_SUM_FUSE=0 -- --devices $D2 --split-mode tensor -p "Once upon a time"
+  run tp_epi VEGA_PEER_SUM_FUSE=2 -- --devices $D2 --split-mode tensor --prompts-file $W/prompts.txt --parallel 4
+  run tp1_epi VEGA_PEER_SUM_FUSE=2 -- --devices $D2 --split-mode tensor -p "Once upon a time"
+  run tp_input VEGA_PEER_SUM_FUSE=1 -- --devices $D2 --split-mode tensor --prompts-file $W/prompts.txt --parallel 4
+  run tp1_input VEGA_PEER_SUM_FUSE=1 -- --devices $D2 --split-mode tensor -p "Once upon a time"
   run tp_same X=1 -- --devices 0,0 --split-mode tensor --prompts-file $W/prompts.txt --parallel 4
   [ $NG -ge 4 ] && run tp4 X=1 -- --devices $D4 --split-mode tensor --prompts-file $W/prompts.txt --parallel 4
-  for t in tp1 tp tp_opbyop tp_nccl tp_unfused tp1_unfused tp_same tp4; do
+  for t in tp1 tp tp_opbyop tp_nccl tp_unfused tp1_unfused tp_epi tp1_epi tp_input tp1_input tp_same tp4; do
     [ -f $W/$t.ids ] || continue
     ref=one; case $t in tp1*) ref=one1;; esac
     cmp -s $W/$t.ids $W/$ref.ids && echo "$t ids == $ref" || echo "$t ids DIFFER from $ref ($(wc -l < $W/$t.ids 2>/dev/null) lines)"
@@ -119,13 +124,15 @@ if [ "${BENCH:-1}" = 1 ]; then
     log "waiting for $n"
     while ! grep -q rc= $sl 2>/dev/null; do sleep 2; done
     tail -n 1 $sl
-    for cfg in ${CONFIGS:-"one:--device 0" "tp2:--devices $D2 --split-mode tensor" "tp2u:--devices $D2 --split-mode tensor" \
+    for cfg in ${CONFIGS:-"one:--device 0" "tp2:--devices $D2 --split-mode tensor" "tp2e:--devices $D2 --split-mode tensor" \
+               "tp2f:--devices $D2 --split-mode tensor" \
+               "tp2u:--devices $D2 --split-mode tensor" \
                "tp2n:--devices $D2 --split-mode tensor" "tp4:--devices $D4 --split-mode tensor" \
                "tp4u:--devices $D4 --split-mode tensor" "tp4n:--devices $D4 --split-mode tensor" "layer2:--devices $D2"}; do
       tag=${cfg%%:*} opts=${cfg#*:} ev=X=1
       [ -n "${CONFIG_TAGS:-}" ] && [[ " $CONFIG_TAGS " != *" $tag "* ]] && continue
       case $tag in tp4*) [ $NG -lt 4 ] && continue;; esac
-      case $tag in *n) ev=VEGA_PEER_SUMS=0;; *u) ev=VEGA_PEER_SUM_FUSE=0;; esac
+      case $tag in *n) ev=VEGA_PEER_SUMS=0;; *u) ev=VEGA_PEER_SUM_FUSE=0;; *f) ev=VEGA_PEER_SUM_FUSE=1;; *e) ev=VEGA_PEER_SUM_FUSE=2;; esac
       [ -f $W/bench.$n.$tag ] && continue
       log "vega, $n: $tag ($ev $opts)"
       env $ev bash -c "$(declare -f vb); B=$B; vb -m $m $opts -r 3 -p 512 -n 128 -B 1; vb -m $m $opts -r 2 -p 0 -n 128 -d 128 -B 16"

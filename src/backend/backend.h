@@ -156,10 +156,13 @@ struct AttentionBlock {
 //                 [rows][n_embd] to buf.tmp (the all-reduce sums them); no next_norm.
 //   pending:      x += pending [rows][n_embd] (the previous block's all-reduced
 //                 output) before this block's norm; never with input_normed.
-//   pending_sum:  pending is still this device's part alone: the block's input
-//                 kernel sums it over the devices itself (the collective's state for
-//                 that, Collective::fused_sum), in place of an all-reduce before the
-//                 block. GPU backends only.
+// Or, where the collective offers it (decode: Collective::fused_sum), as on one device
+// with the sum inside the output:
+//   sum_output:   the block's output is this device's part; the backend sums it over
+//                 the devices itself (the collective's state for that) before x += it
+//                 and the next norm, so the links are the one-device ones (next_norm,
+//                 input_normed) and no all-reduce runs between the blocks. Not with
+//                 part_only; needs next_norm. GPU backends only.
 struct FusedSum;  // (opaque outside the GPU backend: backend/gpu/collective_peer.h)
 struct BlockLink {
     bool input_normed = false;
@@ -170,7 +173,7 @@ struct BlockLink {
     std::array<const Weight*, 3> next_readers{};
     bool part_only = false;
     const float* pending = nullptr;
-    const FusedSum* pending_sum = nullptr;
+    const FusedSum* sum_output = nullptr;
 };
 
 // x += Wdown · (silu(Wgate·n(x)) * Wup·n(x)), or with routed experts (router set):

@@ -40,7 +40,7 @@ void Backend::attention_block(const AttentionBlock& a, KvCache& c, int layer, co
                               const BlockBuffers& buf, const BlockLink& link) {
     const int T = b.n_tokens;
     const int64_t E = a.wq.n_in, Dq = int64_t(a.n_head) * a.head_dim;
-    if (link.pending_sum) fail("block op: a part to sum in the input kernel (pending_sum) needs a GPU backend");
+    if (link.sum_output) fail("block op: a part summed over the devices by the output (sum_output) needs a GPU backend");
     if (link.pending) add(x, link.pending, int64_t(T) * E);
     if (!link.input_normed) matmul_input_rms_norm(x, a.norm, a.eps, T, E);
     qkv_projections(a, buf, T);
@@ -55,7 +55,7 @@ void Backend::attention_block(const AttentionBlock& a, KvCache& c, int layer, co
 
 void Backend::ffn_block(const FfnBlock& f, float* x, int rows, const BlockBuffers& buf, const BlockLink& link) {
     const int64_t E = f.n_embd();
-    if (link.pending_sum) fail("block op: a part to sum in the input kernel (pending_sum) needs a GPU backend");
+    if (link.sum_output) fail("block op: a part summed over the devices by the output (sum_output) needs a GPU backend");
     if (link.pending) add(x, link.pending, int64_t(rows) * E);
     if (!link.input_normed) matmul_input_rms_norm(x, f.norm, f.eps, rows, E);
     if (f.experts()) {

@@ -29,8 +29,8 @@ public:
     // Whether all_reduce_sum may be recorded in the backends' graphs (each rank's thread
     // capturing its own device): the host reference cannot.
     virtual bool capturable() const { return false; }
-    // Rank r's state for a sum of [rows][n] that the next block's input kernel takes
-    // itself (BlockLink::pending_sum: one launch, not an all-reduce and then the input),
+    // Rank r's state for a sum of [rows][n] that a block's output takes itself
+    // (BlockLink::sum_output: no all-reduce launch, no separate input kernel after it),
     // or null where this collective offers none for that size (the caller all-reduces
     // first). The same answer on every rank; only for backends of the collective's kind.
     virtual const FusedSum* fused_sum(int r, int rows, int64_t n) const {

@@ -27,12 +27,13 @@ Forward::Forward(const Model& model, const std::vector<KvCache*>& caches, int ma
 // behind (BlockLink): the attention block the FFN's, the FFN the next layer's
 // attention's. The last FFN of a stage leaves none (the logits read only the gathered
 // rows; the next stage's backend starts from the residual stream alone). Under tensor
-// parallel a block's output is one device's part until the all-reduce: each block
-// leaves its part in buf.tmp (part_only), and the next block adds the all-reduced sum
-// to x before its norm (pending).
+// parallel a block's output is one device's part until the all-reduce: in the links
+// attn_part / ffn_part each block leaves its part in buf.tmp (part_only), and the next
+// block adds the all-reduced sum to x before its norm (pending); where the collective
+// sums inside the output (decode), run_rank takes the one-device links with sum_output.
 void Forward::describe_blocks(Stage& st, const ModelWeights& w, const ModelStage& ms) {
     const HParams& hp = m_.hparams();
-    const bool linked = !tensor_parallel();
+    const bool linked = !tensor_parallel();  // (tensor parallel: the part links too)
     RopeParams rp;
     rp.n_rot = hp.n_rot;
     rp.freq_base = hp.rope_base;
@@ -70,13 +71,14 @@ void Forward::describe_blocks(Stage& st, const ModelWeights& w, const ModelStage
     const size_t n = st.attn.size();
     st.attn_link.assign(n, {});
     st.ffn_link.assign(n, {});
+    st.attn_part.assign(n, {});
+    st.ffn_part.assign(n, {});
     if (!linked) {
         for (size_t i = 0; i < n; ++i) {
-            st.attn_link[i].part_only = st.ffn_link[i].part_only = true;
-            st.attn_link[i].pending = i > 0 ? st.buf.tmp : nullptr;
-            st.ffn_link[i].pending = st.buf.tmp;
+            st.attn_part[i].part_only = st.ffn_part[i].part_only = true;
+            st.attn_part[i].pending = i > 0 ? st.buf.tmp : nullptr;
+            st.ffn_part[i].pending = st.buf.tmp;
         }
-        return;
     }
     for (size_t i = 0; i < n; ++i) {
         BlockLink& la = st.attn_link[i];
@@ -232,9 +234,10 @@ void Forward::hand_off(int s, int rows) {
 // Every device holds x (the same bits on each: the same sums are added to it). Each
 // block leaves its device's part in buf.tmp; the all-reduce sums the parts on every
 // device, and the next block (or, after the last, the output stage) adds the sum to x.
-// Where the collective offers it for this batch (decode: Collective::fused_sum), the
-// next block's input kernel takes the sum itself (BlockLink::pending_sum) and no
-// all-reduce runs between blocks; the last block's sum stays an all-reduce.
+// Where the collective offers it for this batch (decode: Collective::fused_sum), each
+// block's output sums its part over the devices itself (BlockLink::sum_output) and
+// leaves the next block's input, as on one device, and no all-reduce runs between
+// blocks; the last block's part stays an all-reduce.
 void Forward::run_rank(int s, const BatchView& b, const int32_t* out_idx, int n_out, float* logits) {
     Stage& st = stages_[size_t(s)];
     Backend& be = *st.be;
@@ -245,9 +248,12 @@ void Forward::run_rank(int s, const BatchView& b, const int32_t* out_idx, int n_
     const int L = m_.hparams().n_layer;
     for (int il = 0; il < L; ++il) {
         const size_t i = size_t(il);
-        BlockLink la = st.attn_link[i], lf = st.ffn_link[i];
-        if (fused && la.pending) la.pending_sum = fused;
-        if (fused) lf.pending_sum = fused;
+        BlockLink la = fused ? st.attn_link[i] : st.attn_part[i], lf = fused ? st.ffn_link[i] : st.ffn_part[i];
+        if (fused) {
+            la.sum_output = fused;
+            if (lf.next_norm) lf.sum_output = fused;
+            else lf.part_only = true;  // the last block: its part through the all-reduce below
+        }
         be.attention_block(st.attn[i], *st.cache, il, b, st.x, st.buf, la);
         if (!fused) collective_->all_reduce_sum(s, st.buf.tmp, n);
         be.ffn_block(st.ffn[i], st.x, T, st.buf, lf);

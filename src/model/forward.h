@@ -67,6 +67,8 @@ private:
         std::vector<AttentionBlock> attn;
         std::vector<FfnBlock> ffn;
         std::vector<BlockLink> attn_link, ffn_link;
+        // Tensor parallel: the same blocks linked through the all-reduced part (part_only).
+        std::vector<BlockLink> attn_part, ffn_part;
     };
     void describe_blocks(Stage& st, const ModelWeights& w, const ModelStage& ms);
     void alloc_scratch(Stage& st, const ModelStage& ms, bool output);

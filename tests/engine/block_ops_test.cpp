@@ -200,23 +200,24 @@ TEST_P(BlockOps, LinkedBlocksEqualUnlinked) {
     EXPECT_GT(nmse(plain, step), 1e-8);  // the blocks did change x
 }
 
-// A part whose sum over the devices is left to the next block's input kernel
-// (BlockLink::pending_sum, tensor parallel's fused decode sums) is the GPU backend's to
-// take; the reference compositions refuse it by name rather than add a part as a sum.
-TEST(BlockLinks, CpuRefusesAPartLeftToTheInputKernelToSum) {
+// A part whose sum over the devices the block's output takes itself (BlockLink::
+// sum_output, tensor parallel's fused decode sums) is the GPU backend's to take; the
+// reference compositions refuse it by name rather than add a part as a sum.
+TEST(BlockLinks, CpuRefusesAPartTheOutputSumsOverDevices) {
     if (test_device() != "cpu") GTEST_SKIP() << "the CPU's reference compositions only";
     VEGA_REQUIRE_TEST_DATA();
     Fixture fx("models/synth-llama-q4_0.gguf", 4);
     const int one = 0;
     BlockLink lf;
-    lf.pending = fx.buf.tmp;
-    lf.pending_sum = reinterpret_cast<const FusedSum*>(&one);  // (never dereferenced: refused first)
+    lf.sum_output = reinterpret_cast<const FusedSum*>(&one);  // (never dereferenced: refused first)
+    const std::vector<float> before(fx.x, fx.x + fx.ffn.n_embd());
     try {
         fx.be->ffn_block(fx.ffn, fx.x, 1, fx.buf, lf);
-        ADD_FAILURE() << "the CPU backend took a pending_sum";
+        ADD_FAILURE() << "the CPU backend took a sum_output";
     } catch (const std::exception& e) {
-        EXPECT_NE(std::string(e.what()).find("pending_sum"), std::string::npos) << e.what();
+        EXPECT_NE(std::string(e.what()).find("sum_output"), std::string::npos) << e.what();
     }
+    EXPECT_EQ(before, std::vector<float>(fx.x, fx.x + fx.ffn.n_embd())) << "x changed before the refusal";
 }
 
 INSTANTIATE_TEST_SUITE_P(Models, BlockOps,

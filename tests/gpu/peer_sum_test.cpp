@@ -2,10 +2,13 @@
 // (kernels/peer_sum.cu) against the host's rank-order float sum, bit for bit, on every
 // rank; op by op and replayed from each rank's recorded graph; sizes from one float4 to
 // several staging rounds. The sum fused with the next block's input (ops::peer_sum_norm)
-// against the sum and then prepare_act, byte for byte. Ranks on one device named several times (any machine with a
-// GPU) and, where there are two or more, on distinct devices.
+// against the sum and then prepare_act, byte for byte. The sum inside the o / down
+// matvec's residual epilogue (Epi::peer) against the host's sums of each rank's part and
+// the same epilogue's q8 form of that x. Ranks on one device named several times (any
+// machine with a GPU) and, where there are two or more, on distinct devices.
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <cmath>
 #include <cstdint>
 #include <cstdlib>
@@ -23,7 +26,9 @@
 #include "backend/gpu/collective_peer.h"
 #include "backend/gpu/gpu_backend.h"
 #include "backend/gpu/ops.h"
+#include "backend/gpu/repack.h"
 #include "backend/gpu/runtime.h"
+#include "quant/quant.h"
 #endif
 
 namespace vega {
@@ -346,6 +351,179 @@ TEST_F(PeerSum, FusedWithTheNextInputEqualsSumThenInput) {
                         be.release(b->x), be.release(b->xo), be.release(b->ds), be.release(b->q), be.release(b->h);
                     }
                     be.release(plain[r].part), be.release(w_dev[r]);
+                }
+            }
+        }
+    }
+}
+// The sum inside the residual epilogue (ops::matvec_residual_norm with Epi::peer, tensor
+// parallel's decode): every rank multiplies its own matrix by its own input, and x (the
+// same on every rank) gets the ranks' parts summed in rank order, step after step with no
+// wait between (the receive slots alternate). Each rank's part comes from the same
+// kernel without the exchange on x = 0 (0 + v = v); the host sums them. The q8 form, its
+// scales and the sums of squares must equal, byte for byte, what the epilogue without the
+// exchange makes of the final x (a zero matrix adds nothing to it).
+TEST_F(PeerSum, ResidualEpilogueSumsThePartsInRankOrder) {
+    std::mt19937 rng(17);
+    const int n_sm = gpu::rt::device_info(0).n_sm;
+    for (GgmlType type : {GgmlType::Q4_0, GgmlType::Q4_K}) {
+        for (int ranks : {2, 3, 4}) {
+            for (const auto& devs : layouts(ranks)) {
+                const bool one_device = devs.front() == devs.back();
+                // Every block of every rank resident at once on a shared device: ranks x chunks
+                // <= SMs (one block an SM always fits); on distinct devices 4096 rows.
+                const int chunks = std::min(128, (one_device ? n_sm / ranks : n_sm) / 4 * 4);
+                const int64_t n_in = 4096, n_out = int64_t(chunks) * 32;
+                Ranks k(devs, size_t(n_out));
+                ASSERT_TRUE(k.coll);
+                if (!k.coll->name().starts_with("peer memory")) GTEST_SKIP() << "peer sums not used here: " << k.coll->name();
+                const FusedSum* fs0 = k.coll->fused_sum(0, 1, n_out);
+                ASSERT_NE(fs0, nullptr);
+                ASSERT_EQ(fs0->chunks.n_ranks, ranks) << k.coll->name() << ": no epilogue exchange state";
+                const std::string what = std::string(type_traits(type).name) + ", " + std::to_string(ranks) +
+                                         " ranks on " + (one_device ? "one device" : "distinct devices") + ", " +
+                                         std::to_string(n_out) + " rows";
+                std::normal_distribution<float> d(0.f, 1.f);
+                // Per rank: W_r [n_out][n_in] repacked, its input's q8 form, the part buffer.
+                struct RankBufs {
+                    uint8_t* w = nullptr;
+                    float *in = nullptr, *xin = nullptr, *ds = nullptr, *eds = nullptr, *ss = nullptr, *norm = nullptr;
+                    float* part = nullptr;  // x = 0 before the plain epilogue: then the part
+                    int8_t *q = nullptr, *eq = nullptr;
+                    gpu::GpuMat m;
+                };
+                std::vector<RankBufs> rb(devs.size());
+                std::vector<float> x0(static_cast<size_t>(n_out)), norm(static_cast<size_t>(n_out));
+                for (auto& v : x0) v = d(rng);
+                for (auto& v : norm) v = 0.5f + std::abs(d(rng));
+                const gpu::RepackLayout L = gpu::repack_layout(type, n_in, n_out);
+                const size_t row_bytes = size_t(n_in / type_traits(type).block_size * type_traits(type).type_size);
+                auto upload_matrix = [&](Backend& be, const std::vector<float>& wf) {
+                    std::vector<uint8_t> gguf(row_bytes * size_t(n_out)), packed(L.total);
+                    for (int64_t r = 0; r < n_out; ++r)
+                        quant::quantize_row(type, wf.data() + r * n_in, gguf.data() + size_t(r) * row_bytes, n_in);
+                    gpu::repack_matrix(type, gguf.data(), n_in, n_out, packed.data());
+                    auto* dev = static_cast<uint8_t*>(be.alloc(L.total, "W"));
+                    be.upload(dev, packed.data(), L.total);
+                    return dev;
+                };
+                for (size_t r = 0; r < devs.size(); ++r) {
+                    Backend& be = *k.be[r];
+                    RankBufs& b = rb[r];
+                    std::vector<float> wf(static_cast<size_t>(n_in * n_out)), in(static_cast<size_t>(n_in));
+                    for (auto& v : wf) v = d(rng) * 0.05f;
+                    for (auto& v : in) v = d(rng);
+                    b.w = upload_matrix(be, wf);
+                    b.m = gpu::gpu_mat_view(type, n_in, n_out, b.w);
+                    b.in = static_cast<float*>(be.alloc(size_t(n_in) * 4, "in"));
+                    b.xin = static_cast<float*>(be.alloc(size_t(n_in) * 4, "xin"));
+                    b.q = static_cast<int8_t*>(be.alloc(size_t(n_in), "q"));
+                    b.ds = static_cast<float*>(be.alloc(size_t(n_in) / 32 * 8, "ds"));
+                    b.eq = static_cast<int8_t*>(be.alloc(size_t(n_out), "eq"));
+                    b.eds = static_cast<float*>(be.alloc(size_t(n_out) / 32 * 8, "eds"));
+                    b.ss = static_cast<float*>(be.alloc(size_t(n_out) / 32 * 4, "ss"));
+                    b.norm = static_cast<float*>(be.alloc(size_t(n_out) * 4, "norm"));
+                    b.part = static_cast<float*>(be.alloc(size_t(n_out) * 4, "part"));
+                    be.upload(b.in, in.data(), size_t(n_in) * 4);
+                    be.upload(b.norm, norm.data(), size_t(n_out) * 4);
+                    be.upload(k.buf[r], x0.data(), size_t(n_out) * 4);  // x
+                    const std::vector<float> zero(static_cast<size_t>(n_out), 0.f);
+                    be.upload(b.part, zero.data(), size_t(n_out) * 4);
+                    gpu::rt::set_device(devs[r]);
+                    void* st = gpu_stream_of(be);
+                    gpu::ops::prepare_act(b.in, nullptr, nullptr, 0.f, 1, n_in, b.xin, b.q, b.ds, nullptr, st);
+                    gpu::ops::Act a;
+                    a.q = b.q, a.ds = b.ds, a.x = b.xin, a.rows = 1, a.n = n_in;
+                    gpu::ops::Epi e;
+                    e.x = b.part, e.w = b.norm, e.q = b.eq, e.ds = b.eds, e.ss = b.ss;
+                    ASSERT_TRUE(gpu::ops::matvec_peer_epi_ok(b.m, 1, gpu::rt::device_info(devs[r]).n_sm)) << what;
+                    gpu::ops::matvec_residual_norm(b.m, a, e, st);  // part = 0 + W_r . in
+                    be.synchronize();
+                }
+                std::vector<std::vector<float>> parts(devs.size(), std::vector<float>(size_t(n_out)));
+                for (size_t r = 0; r < devs.size(); ++r) k.be[r]->download(parts[r].data(), rb[r].part, size_t(n_out) * 4);
+                // Distinct devices: the steps back to back with no wait between them (the
+                // receive slots alternate under the peers' reads). One device: a step at a
+                // time, each waited for: there a rank's next launch, started early (PDL),
+                // holds the SMs its peer's blocks need (one block an SM), and the ranks wait
+                // for each other forever (the poll limit's trap; the engine never puts two
+                // ranks of the peer sums on one device, collective_peer.h).
+                constexpr int kSteps = 5;
+                auto steps = [&](int r, int n_steps) {
+                    const RankBufs& b = rb[size_t(r)];
+                    gpu::rt::set_device(devs[size_t(r)]);
+                    void* st = gpu_stream_of(*k.be[size_t(r)]);
+                    gpu::ops::Act a;
+                    a.q = b.q, a.ds = b.ds, a.x = b.xin, a.rows = 1, a.n = n_in;
+                    gpu::ops::Epi e;
+                    e.x = k.buf[size_t(r)], e.w = b.norm, e.q = b.eq, e.ds = b.eds, e.ss = b.ss;
+                    e.peer = &k.coll->fused_sum(r, 1, n_out)->chunks;
+                    for (int j = 0; j < n_steps; ++j) gpu::ops::matvec_residual_norm(b.m, a, e, st);
+                    k.be[size_t(r)]->synchronize();
+                };
+                if (one_device)
+                    for (int j = 0; j < kSteps; ++j) k.threads->run([&](int r) { steps(r, 1); });
+                else
+                    k.threads->run([&](int r) { steps(r, kSteps); });
+                std::vector<float> want = x0;
+                for (int j = 0; j < kSteps; ++j)
+                    for (size_t i = 0; i < want.size(); ++i) {
+                        float sum = parts[0][i];
+                        for (int q = 1; q < ranks; ++q) sum += parts[size_t(q)][i];
+                        want[i] += sum;
+                    }
+                // The epilogue's q8 form of want: the plain epilogue on x = want with a zero matrix (rank 0).
+                Backend& be0 = *k.be[0];
+                RankBufs& b0 = rb[0];
+                const std::vector<float> zeros(static_cast<size_t>(n_in * n_out), 0.f);
+                uint8_t* wz = upload_matrix(be0, zeros);
+                float* xr = static_cast<float*>(be0.alloc(size_t(n_out) * 4, "x ref"));
+                int8_t* qr = static_cast<int8_t*>(be0.alloc(size_t(n_out), "q ref"));
+                float* dsr = static_cast<float*>(be0.alloc(size_t(n_out) / 32 * 8, "ds ref"));
+                float* ssr = static_cast<float*>(be0.alloc(size_t(n_out) / 32 * 4, "ss ref"));
+                be0.synchronize();
+                be0.upload(xr, want.data(), size_t(n_out) * 4);
+                {
+                    gpu::rt::set_device(devs[0]);
+                    gpu::ops::Act a;
+                    a.q = b0.q, a.ds = b0.ds, a.x = b0.xin, a.rows = 1, a.n = n_in;
+                    gpu::ops::Epi e;
+                    e.x = xr, e.w = b0.norm, e.q = qr, e.ds = dsr, e.ss = ssr;
+                    gpu::ops::matvec_residual_norm(gpu::gpu_mat_view(type, n_in, n_out, wz), a, e, gpu_stream_of(be0));
+                    be0.synchronize();
+                }
+                auto bytes = [&](Backend& be, const void* p, size_t nb) {
+                    std::vector<uint8_t> out(nb);
+                    be.download(out.data(), p, nb);
+                    return out;
+                };
+                const auto want_x = bytes(be0, xr, size_t(n_out) * 4);
+                EXPECT_EQ(std::memcmp(want_x.data(), want.data(), want_x.size()), 0) << what << ": x + 0 changed x";
+                for (size_t r = 0; r < devs.size(); ++r) {
+                    Backend& be = *k.be[r];
+                    be.synchronize();
+                    std::vector<float> got(static_cast<size_t>(n_out));
+                    be.download(got.data(), k.buf[r], size_t(n_out) * 4);
+                    size_t bad = 0, first = 0;
+                    for (size_t i = 0; i < got.size(); ++i)
+                        if (std::memcmp(&got[i], &want[i], 4) != 0 && bad++ == 0) first = i;
+                    EXPECT_EQ(bad, 0u) << what << ", rank " << r << ": x differs from the host's sums in " << bad
+                                       << " rows, first " << first << " (" << got[first] << " vs " << want[first] << ")";
+                    EXPECT_EQ(bytes(be, rb[r].eq, size_t(n_out)), bytes(be0, qr, size_t(n_out))) << what << ", rank " << r << ": q8";
+                    EXPECT_EQ(bytes(be, rb[r].eds, size_t(n_out) / 32 * 8), bytes(be0, dsr, size_t(n_out) / 32 * 8))
+                        << what << ", rank " << r << ": q8 scales";
+                    EXPECT_EQ(bytes(be, rb[r].ss, size_t(n_out) / 32 * 4), bytes(be0, ssr, size_t(n_out) / 32 * 4))
+                        << what << ", rank " << r << ": sums of squares";
+                }
+                be0.release(wz), be0.release(xr), be0.release(qr), be0.release(dsr), be0.release(ssr);
+                for (size_t r = 0; r < devs.size(); ++r) {
+                    Backend& be = *k.be[r];
+                    RankBufs& b = rb[r];
+                    for (void* p : {static_cast<void*>(b.w), static_cast<void*>(b.in), static_cast<void*>(b.xin),
+                                    static_cast<void*>(b.q), static_cast<void*>(b.ds), static_cast<void*>(b.eq),
+                                    static_cast<void*>(b.eds), static_cast<void*>(b.ss), static_cast<void*>(b.norm),
+                                    static_cast<void*>(b.part)})
+                        be.release(p);
                 }
             }
         }

@@ -23,12 +23,17 @@ namespace {
 class PeerCollective final : public Collective {
 public:
     PeerCollective(std::vector<int> devs, std::vector<void*> streams, std::string list, std::unique_ptr<Collective> large,
-                   int64_t n_stage, bool fused)
+                   int64_t n_stage, int fuse)
         : devs_(std::move(devs)), streams_(std::move(streams)), list_(std::move(list)), large_(std::move(large)) {
         try {
             ranks_ = make_states(n_stage);
-            if (fused)
-                for (const ops::PeerSum& p : make_states(n_stage)) fused_.push_back(FusedSum{p});
+            if (fuse >= 1) {
+                const std::vector<ops::PeerSum> rows = make_states(n_stage);
+                // (n_ranks 0: no epilogue sums, FusedSum::chunks unused)
+                const std::vector<ops::PeerChunks> chunks =
+                    fuse >= 2 ? make_chunk_states() : std::vector<ops::PeerChunks>(rows.size());
+                for (size_t r = 0; r < rows.size(); ++r) fused_.push_back(FusedSum{rows[r], chunks[r]});
+            }
         } catch (...) {
             release();
             throw;
@@ -40,7 +45,9 @@ public:
         return "peer memory over devices " + list_ +
                (large_ ? " (sums of up to " + kb + " KiB; larger ones through " + large_->name() + ")"
                        : " (every sum; rounds of " + kb + " KiB)") +
-               (fused_.empty() ? "" : ", decode sums fused with the next norm");
+               (fused_.empty()                       ? ""
+                : fused_.front().chunks.n_ranks > 0 ? ", decode sums in the o / down kernel's epilogue"
+                                                     : ", decode sums fused with the next norm");
     }
     void all_reduce_sum(int r, float* buf, int64_t n) override {
         const bool fits = n % 4 == 0 && reinterpret_cast<uintptr_t>(buf) % 16 == 0;  // (float4 loads)
@@ -83,6 +90,34 @@ private:
         std::vector<ops::PeerSum> out;
         for (size_t r = 0; r < n; ++r) {
             ops::PeerSum p = shared;
+            p.rank = int(r);
+            p.rounds = rounds[r];
+            out.push_back(p);
+        }
+        return out;
+    }
+    // The residual epilogue's exchange (ops::PeerChunks): per rank its receive slots,
+    // flags and rounds on its device (zeroed), every rank seeing every rank's.
+    std::vector<ops::PeerChunks> make_chunk_states() {
+        const size_t n = devs_.size();
+        ops::PeerChunks shared;
+        shared.n_ranks = int(n);
+        const size_t recv_bytes = 2 * n * size_t(ops::kPeerChunks) * 32 * sizeof(float);
+        const size_t flag_bytes = size_t(ops::kPeerChunks) * ops::kPeerMaxRanks * sizeof(uint32_t);
+        const size_t round_bytes = size_t(ops::kPeerChunks) * sizeof(uint32_t);
+        std::vector<uint32_t*> rounds(n);
+        for (size_t r = 0; r < n; ++r) {
+            rt::set_device(devs_[r]);
+            shared.recv[r] = static_cast<float*>(alloc(recv_bytes, r));
+            shared.flags[r] = static_cast<uint32_t*>(alloc(flag_bytes, r));
+            rounds[r] = static_cast<uint32_t*>(alloc(round_bytes, r));
+            rt::memset(shared.flags[r], 0, flag_bytes, streams_[r]);
+            rt::memset(rounds[r], 0, round_bytes, streams_[r]);
+            rt::stream_sync(streams_[r]);
+        }
+        std::vector<ops::PeerChunks> out;
+        for (size_t r = 0; r < n; ++r) {
+            ops::PeerChunks p = shared;
             p.rank = int(r);
             p.rounds = rounds[r];
             out.push_back(p);
@@ -152,10 +187,15 @@ std::unique_ptr<Collective> make_peer_collective(const std::vector<int>& devs, c
     const int kb = env::integer("VEGA_PEER_SUM_KB", 512);
     if (kb < 16) fail("VEGA_PEER_SUM_KB={} is under 16", kb);
     const int64_t n_stage = int64_t(kb) * 1024 / 4 / int64_t(devs.size() - 1) / 4 * 4;
-    // VEGA_PEER_SUM_FUSE=0: every sum a launch of its own before the next block's input
-    // kernel (the A/B against the fused sums).
-    const bool fused = env::flag("VEGA_PEER_SUM_FUSE", true);
-    return std::make_unique<PeerCollective>(devs, streams, list, std::move(large), n_stage, fused);
+    // VEGA_PEER_SUM_FUSE (the A/B of the decode sums): 0, every sum a launch of its own
+    // before the next block's input kernel; 1 (default), the sum and the next input one
+    // kernel after the part's matvec (ops::peer_sum_norm); 2, the sum inside the o / down
+    // kernel's epilogue where it serves, else as 1. 2 is not the default until it has run
+    // on two distinct GPUs (so far only on one GPU named 2-4 times, the GPU test
+    // PeerSum.ResidualEpilogueSumsThePartsInRankOrder; docs/PERFORMANCE.md).
+    const int fuse = env::integer("VEGA_PEER_SUM_FUSE", 1);
+    if (fuse < 0 || fuse > 2) fail("VEGA_PEER_SUM_FUSE={}: 0, 1 or 2", fuse);
+    return std::make_unique<PeerCollective>(devs, streams, list, std::move(large), n_stage, fuse);
 }
 
 }  // namespace vega::gpu

@@ -9,10 +9,13 @@
 #include "backend/gpu/ops.h"
 
 namespace vega {
-// One rank's state for the sums the next block's input kernel takes (BlockLink::
-// pending_sum, ops::peer_sum_norm): staging slots, flags and rounds of their own.
+// One rank's state for the sums a block's output takes itself (BlockLink::sum_output):
+// in the o / down matvec's residual epilogue (ops::matvec_residual_norm with Epi::peer,
+// chunks), else in one kernel after the part's matvec (ops::peer_sum_norm, peer). Each
+// with staging or receive slots, flags and rounds of its own.
 struct FusedSum {
     gpu::ops::PeerSum peer;
+    gpu::ops::PeerChunks chunks;
 };
 }  // namespace vega
 
@@ -27,8 +30,9 @@ namespace vega::gpu {
 // likely cause: one rank's thread makes a call that waits for the whole device (cudaFree
 // does) while the other rank's sum spins on that device, waiting for the first rank's
 // next launch. The GPU tests, whose threads make no such call, pass true to run the
-// kernel on one GPU. With VEGA_PEER_SUM_FUSE unset or 1 it also offers fused sums
-// (Collective::fused_sum) for the sizes ops::peer_sum_norm serves.
+// kernel on one GPU. With VEGA_PEER_SUM_FUSE unset, 1 or 2 it also offers fused sums
+// (Collective::fused_sum) for the sizes ops::peer_sum_norm serves; with 2 their state
+// for the residual epilogue too (FusedSum::chunks, n_ranks 0 otherwise).
 std::unique_ptr<Collective> make_peer_collective(const std::vector<int>& devs, const std::vector<void*>& streams,
                                                  const std::string& list, std::unique_ptr<Collective>& large,
                                                  std::string& why, bool shared_device_ok = false);

@@ -486,7 +486,7 @@ public:
                             /*plan_early=*/one_launch);
         rt::check("experts down");
         // x += the weighted sum, the next norm and its q8 form: one kernel where it fits.
-        if (link.next_norm && !link.part_only && E <= act_n_) {
+        if (link.next_norm && !link.part_only && !link.sum_output && E <= act_n_) {
             uint16_t* h = want_h(rows) ? act_h_ : nullptr;
             const bool only_h = h && h_only(rows, link.next_readers);
             if (ops::prepare_act_experts(x, buf.expert_out, buf.expert_w, K, f32(*link.next_norm), link.next_eps, rows,
@@ -498,6 +498,7 @@ public:
         ops::combine_experts(buf.expert_out, buf.expert_w, rows, K, E, buf.tmp, stream_);
         rt::check("experts combine");
         if (link.part_only) return;
+        if (link.sum_output) return sum_input(x, buf.tmp, link, rows, E);
         if (link.next_norm)  // x += tmp first
             return set_input(x, buf.tmp, f32(*link.next_norm), link.next_eps, rows, E, h_only(rows, link.next_readers));
         ops::add(x, buf.tmp, int64_t(rows) * E, stream_);
@@ -554,7 +555,6 @@ private:
     void block_input(float* x, const Weight& norm, float eps, int rows, int64_t n, const BlockLink& link,
                      const Readers& readers) {
         if (link.pending && link.input_normed) fail("GPU block op: a pending part with an input already normed");
-        if (link.pending_sum) return sum_input(x, link.pending, *link.pending_sum, f32(norm), eps, rows, n);
         if (!link.input_normed)  // (x += pending first)
             return set_input(x, link.pending, f32(norm), eps, rows, n, h_only(rows, readers));
         if (act_.rows != rows || act_.n != n)
@@ -574,15 +574,20 @@ private:
             rt::check("matmul (part)");
             return;
         }
+        // Tensor parallel's fused sums: in the epilogue when it serves this rank's
+        // exchange (every block of the launch resident), else after the part.
+        const ops::PeerChunks* peer = link.sum_output ? &link.sum_output->chunks : nullptr;
+        const bool peer_epi = peer && peer->n_ranks > 0 && ops::matvec_peer_epi_ok(m, rows, info_.n_sm);
         if (link.next_norm && link.next_quantized && fuse_ && !act_.ss && act_.q != act_q_ &&
             ops::matvec_epi_ok(m, rows) && (epi_max_in_ <= 0 || m.n_in <= epi_max_in_) && m.n_out <= act_n_ &&
-            deferred_router_ok(link.next_router, m.n_out) &&
-            (!link.next_router || act_.x != act_x_)) {
+            deferred_router_ok(link.next_router, m.n_out) && (!link.next_router || act_.x != act_x_) &&
+            (!link.sum_output || peer_epi)) {
             ops::Epi e;
             e.x = x, e.w = f32(*link.next_norm), e.q = act_q_, e.ds = act_ds_, e.ss = ss_;
             if (link.next_router) e.xw = act_x_;  // the router's f32 x * w
+            e.peer = link.sum_output ? peer : nullptr;
             ops::matvec_residual_norm(m, act_, e, stream_);
-            rt::check("matmul + residual + norm");
+            rt::check(link.sum_output ? "matmul + peer sum + residual + norm" : "matmul + residual + norm");
             act_ = {};
             act_.q = act_q_, act_.ds = act_ds_, act_.ss = ss_, act_.eps = link.next_eps, act_.rows = 1, act_.n = m.n_out;
             act_.x = e.xw;
@@ -596,6 +601,7 @@ private:
                              m.n_out));
         ops::matvec(m, act_, tmp, stream_);
         rt::check("matmul");
+        if (link.sum_output) return sum_input(x, tmp, link, rows, n);
         if (link.next_norm)  // x += tmp first
             return set_input(x, tmp, f32(*link.next_norm), link.next_eps, rows, n, h_only(rows, link.next_readers));
         ops::add(x, tmp, int64_t(rows) * n, stream_);
@@ -760,13 +766,14 @@ private:
         rt::check("matmul input");
         use_own_input(rows, n, q, h, only_h);
     }
-    // Tensor parallel: x += part summed over the devices, and the matmul input from it,
-    // in one kernel (ops::peer_sum_norm).
-    void sum_input(float* x, const float* part, const FusedSum& sum, const float* w, float eps, int rows, int64_t n) {
-        if (!part) fail("GPU block op: a fused sum without this device's part");
+    // Tensor parallel: x += part summed over the devices, and the next block's matmul
+    // input from it (link.next_norm), in one kernel (ops::peer_sum_norm).
+    void sum_input(float* x, const float* part, const BlockLink& link, int rows, int64_t n) {
+        if (!link.next_norm) fail("GPU block op: a part summed by the output (sum_output) without the next norm");
         check_reserved_input(rows, n);
         uint16_t* h = want_h(rows) ? act_h_ : nullptr;
-        ops::peer_sum_norm(sum.peer, x, part, w, eps, rows, n, act_x_, act_q_, act_ds_, h, stream_);
+        ops::peer_sum_norm(link.sum_output->peer, x, part, f32(*link.next_norm), link.next_eps, rows, n, act_x_,
+                           act_q_, act_ds_, h, stream_);
         rt::check("peer sum + matmul input");
         use_own_input(rows, n, true, h);
     }

@@ -68,11 +68,32 @@ struct QkvRope {
     int n_head = 0;
 };
 constexpr int kQkvHeadCounters = 1024;
+// Tensor parallel's decode sum inside the residual epilogue (Epi::peer, below): the
+// o / down matvec's block for 32-row chunk c pushes this rank's 32 outputs into every
+// peer's receive slot, raises flag [c][rank] in that peer's memory, waits for its own
+// flags [c][q] from every peer, and adds the ranks' parts in rank order (the same bits
+// on every rank) before x += and the norm. One launch between a block's matmuls and the
+// next block's, as on one device; the all-reduce kernel and the input kernel go.
+// A receive slot (round e: slot e & 1) is written again two rounds later, after the
+// reader raised its own flag for the round between, i.e. finished reading it.
+constexpr int kPeerMaxRanks = 8;   // ranks of a peer-memory sum (PeerChunks, PeerSum)
+constexpr int kPeerChunks = 256;  // 32-row chunks one exchange serves (outputs of up to 8192 rows)
+struct PeerChunks {
+    // Rank q's receive buffer [2][n_ranks][kPeerChunks * 32] floats in q's memory:
+    // [e & 1][p] = rank p's part in round e.
+    float* recv[kPeerMaxRanks] = {};
+    // Rank q's flags [kPeerChunks][kPeerMaxRanks] in q's memory: [c][p] = the last
+    // round rank p has pushed chunk c (counting up from 1; zeroed at start).
+    uint32_t* flags[kPeerMaxRanks] = {};
+    uint32_t* rounds = nullptr;  // this rank's [kPeerChunks]: the last round of each chunk
+    int rank = 0, n_ranks = 0;
+};
 // Residual + norm epilogue of a decode matvec (ops::matvec_residual_norm): for
 // row r of y = W·act, x[r] += y[r] (y itself is not written); per 32-row chunk c,
 // q/ds get q8(x * w) without the 1/rms factor and ss[c] = sum of x^2: the
-// deferred-norm input of the next matmul (Act::ss). The q8 epilogue of the gate/up
-// kernel uses q/ds; the q+k+v kernel's rope epilogue uses `rope`.
+// deferred-norm input of the next matmul (Act::ss). With peer, y is this rank's part
+// and x[r] += the sum of the ranks' parts (PeerChunks above). The q8 epilogue of the
+// gate/up kernel uses q/ds; the q+k+v kernel's rope epilogue uses `rope`.
 struct Epi {
     float* x = nullptr;
     const float* w = nullptr;
@@ -81,6 +102,7 @@ struct Epi {
     float* ss = nullptr;
     float* xw = nullptr;  // residual epilogue: also x * w in f32 (the deferred form's Act::x), when set
     QkvRope rope;
+    const PeerChunks* peer = nullptr;  // (host memory) residual epilogue under tensor parallel, when set
 };
 
 // out [n][table.n_in] = dequantized rows tokens[i] of the table.
@@ -118,6 +140,12 @@ void matvec_residual_norm(const GpuMat& W, const Act& a, const Epi& e, void* s);
 // Whether the epilogue kernel (and a deferred-norm Act) can serve W with this input
 // (wave32 targets, one row, quantized, n_out % 128 == 0, n_out <= 128 * wave).
 bool matvec_epi_ok(const GpuMat& W, int rows);
+// Whether the epilogue with Epi::peer can serve W: matvec_epi_ok, at most kPeerChunks
+// chunks, and no more blocks (one a chunk) than n_sm, so that every block of the launch
+// is resident at once (a block waits for its counterparts on the peers, never for a
+// block of its own launch; one block an SM always fits: its launch bounds), and a
+// target with peer sums (peer_sums_allowed).
+bool matvec_peer_epi_ok(const GpuMat& W, int rows, int n_sm);
 // Decode (one row): y = {q, k, v} = act @ {Wq, Wk, Wv}^T in one launch, then, in the
 // same kernel, rope(q) and rope(k) in place and k, v into the cache at (seq[0],
 // pos[0]): what matvec3 + rope_store do, without the second kernel (each wave owns
@@ -311,7 +339,6 @@ void combine_experts(const float* y, const float* w, int rows, int n_used, int64
 // part into its own staging slot, raises a flag in every peer's memory, waits for the
 // peers' flags, then reads every rank's part over peer memory and adds them in rank
 // order (the same bits on every rank). One launch; no library, no host round trip.
-constexpr int kPeerMaxRanks = 8;
 constexpr int kPeerBlocks = 32;  // blocks of every sum (each has its own flags; peer_sum.cu says why all)
 struct PeerSum {
     // Rank q's staging buffer [2][n_stage] floats in q's memory: round e's part in

@@ -32,6 +32,14 @@ __device__ __forceinline__ float4 load_fresh4(const float4* p) {
 #endif
 }
 
+__device__ __forceinline__ float load_fresh(const float* p) {
+#if defined(VEGA_GPU_CUDA)
+    return __ldcv(p);
+#else
+    return *reinterpret_cast<const volatile float*>(p);
+#endif
+}
+
 // Ends the kernel with an error the host sees at its next synchronization (a peer that
 // never arrives: better a failed step than a hung device).
 __device__ __forceinline__ void trap_kernel() {

@@ -35,11 +35,14 @@
 #include "backend/gpu/kernels/deferred_norm.h"
 #include "backend/gpu/kernels/head_rope.h"
 #include "backend/gpu/kernels/last_block.h"
+#include "backend/gpu/kernels/peer_chunk_sum.h"
 #include "backend/gpu/kernels/quant_chunk.h"
 #include "backend/gpu/kernels/silu.h"
 #include "backend/gpu/kernels/rope.h"
 
 #include <cstdlib>
+#include <string>
+#include <type_traits>
 
 namespace vega::gpu {
 namespace {
@@ -104,6 +107,8 @@ __device__ __forceinline__ Sel select(const Job& j) {
 //   kEpiResidualNorm (o / down): x[row] += v, then q8(x * w) and the chunk's sum
 //     of x^2 (ops::Epi: the deferred-norm input of the next matmul);
 //   kEpiQ8 (gate/up + SwiGLU): y[row] = v, and q8(y) (the down matmul's input).
+//   kEpiPeerResidualNorm (o / down under tensor parallel): v is this rank's part;
+//     x[row] += the ranks' parts summed (peer_chunk_sum.h), then as kEpiResidualNorm.
 // And one per wave (plain blocks, the 3-matrix q+k+v launch):
 //   kEpiRope: the wave's R rows are R/2 dimension pairs of one head (rope_pair):
 //     q, k rotated at pos[0], written to y (q, k, v as matvec3 would, rotated),
@@ -112,9 +117,14 @@ __device__ __forceinline__ Sel select(const Job& j) {
 //     are, then the last block of each head (a counter per head) norms, rotates
 //     and stores it (norm_rope_head, rope_store's arithmetic): the rope launch saved.
 constexpr int kEpiRows = 32;
-constexpr int kEpiNone = 0, kEpiResidualNorm = 1, kEpiQ8 = 2, kEpiRope = 3, kEpiNormRope = 4;
+constexpr int kEpiNone = 0, kEpiResidualNorm = 1, kEpiQ8 = 2, kEpiRope = 3, kEpiNormRope = 4, kEpiPeerResidualNorm = 5;
 constexpr bool rope_epi(int epi) { return epi == kEpiRope || epi == kEpiNormRope; }
-constexpr bool block_epi(int epi) { return epi == kEpiResidualNorm || epi == kEpiQ8; }
+constexpr bool residual_epi(int epi) { return epi == kEpiResidualNorm || epi == kEpiPeerResidualNorm; }
+constexpr bool block_epi(int epi) { return residual_epi(epi) || epi == kEpiQ8; }
+// The peer exchange's state, a kernel parameter of the kEpiPeerResidualNorm kernels alone.
+struct NoPeer {};
+template <int EPI>
+using PeerArg = std::conditional_t<EPI == kEpiPeerResidualNorm, ops::PeerChunks, NoPeer>;
 // Waves per block of matvec_q: the target's for a block epilogue's 32-row chunk
 // (arch::epi_waves: each wave then takes kEpiRows / (waves * R) row sets in turn),
 // else the table's.
@@ -135,7 +145,7 @@ bool block_epi_ok(const GpuMat& W, int rows) {
 // EPI: kEpi* above (block epilogues: block = the 32-row chunk, arch::epi_waves(R) waves).
 // U: 16-byte-load chunks in flight per lane, row and matrix.
 template <GgmlType T, int NB, bool SWIGLU, int EPI, int R, int U>
-__global__ void __launch_bounds__(block_waves(EPI, R) * kWave) VEGA_WAVES(arch::matvec_waves(NB, SWIGLU, T), arch::matvec_waves_max(NB, SWIGLU, T)) matvec_q(Job job, ops::Act a, ops::Epi e) {
+__global__ void __launch_bounds__(block_waves(EPI, R) * kWave) VEGA_WAVES(arch::matvec_waves(NB, SWIGLU, T), arch::matvec_waves_max(NB, SWIGLU, T)) matvec_q(Job job, ops::Act a, ops::Epi e, PeerArg<EPI> peer) {
     constexpr int kWaves = block_waves(EPI, R);
     // Row sets a wave computes one after another: a block epilogue's block owns a
     // 32-row chunk with fewer than 32 / R waves where the target says so (gfx906:
@@ -145,7 +155,7 @@ __global__ void __launch_bounds__(block_waves(EPI, R) * kWave) VEGA_WAVES(arch::
     static_assert(!EPI || NB == 1, "epilogues: decode");
     static_assert(!block_epi(EPI) || (kWaves * kWave <= 1024 && kWaves * R * kPasses == kEpiRows),
                   "block epilogue: a 32-row chunk per block");
-    static_assert(EPI != kEpiResidualNorm || !SWIGLU, "residual epilogue: one matrix");
+    static_assert(!residual_epi(EPI) || !SWIGLU, "residual epilogue: one matrix");
     static_assert(!rope_epi(EPI) || (R % 2 == 0 && !SWIGLU), "rope epilogue: whole pairs per wave");
     const Sel sel = select(job);
     const GpuMat W = sel.W;
@@ -317,7 +327,7 @@ __global__ void __launch_bounds__(block_waves(EPI, R) * kWave) VEGA_WAVES(arch::
                 if (lane == 0) {
                     float xn = v;
                     if constexpr (EPI == kEpiResidualNorm) xn = e.x[rbase + r] + v, e.x[rbase + r] = xn;  // residual add
-                    else y[rbase + r] = v;
+                    else if constexpr (EPI != kEpiPeerResidualNorm) y[rbase + r] = v;  // (peer: the part, summed below)
                     xs[wi * R * kPasses + pass * R + r] = xn;
                 }
             }
@@ -340,8 +350,12 @@ __global__ void __launch_bounds__(block_waves(EPI, R) * kWave) VEGA_WAVES(arch::
         const int64_t c = row0 / kEpiRows;  // wave 0: row0 == the chunk's first row
         // Lanes kEpiRows.. of a wave64 hold 0: neutral for the max of |g| and the sums.
         const bool in = lane < kEpiRows;
-        const float xv = in ? xs[lane] : 0.f;
-        const float g = EPI == kEpiResidualNorm && in ? xv * e.w[c * kEpiRows + lane] : xv;
+        float xv = in ? xs[lane] : 0.f;
+        if constexpr (EPI == kEpiPeerResidualNorm) {  // x += the ranks' parts, summed in rank order
+            const float sum = peer_chunk_sum<kEpiRows>(peer, c, lane, xv);
+            if (in) xv = e.x[c * kEpiRows + lane] + sum, e.x[c * kEpiRows + lane] = xv;
+        }
+        const float g = residual_epi(EPI) && in ? xv * e.w[c * kEpiRows + lane] : xv;
         const float amax = wave_reduce_max(fabsf(g));
         const float d = amax / 127.f, id = d != 0.f ? 1.f / d : 0.f;
         const int q = int(roundf(g * id));
@@ -349,7 +363,7 @@ __global__ void __launch_bounds__(block_waves(EPI, R) * kWave) VEGA_WAVES(arch::
         if (in) e.q[c * kEpiRows + lane] = int8_t(q);
         if (in && e.xw) e.xw[c * kEpiRows + lane] = g;  // x * w in f32 (an f32 reader: the expert router)
         if (lane == 0) reinterpret_cast<float2*>(e.ds)[c] = make_float2(d, d * qs);
-        if constexpr (EPI == kEpiResidualNorm) {
+        if constexpr (residual_epi(EPI)) {
             const float ss = wave_reduce_sum(xv * xv);
             if (lane == 0) e.ss[c] = ss;
         }
@@ -454,12 +468,14 @@ void launch_nb(const GpuMat* Ws, float* const* ys, int n_mat, const ops::Act& a,
     j.W0 = Ws[0], j.W1 = n_mat > 1 ? Ws[1] : Ws[0], j.W2 = n_mat > 2 ? Ws[2] : Ws[0];
     j.y0 = ys[0], j.y1 = n_mat > 1 ? ys[1] : ys[0], j.y2 = n_mat > 2 ? ys[2] : ys[0];
     const dim3 threads(unsigned(block_waves(EPI, R) * kWave));
+    PeerArg<EPI> peer_arg{};
+    if constexpr (EPI == kEpiPeerResidualNorm) peer_arg = *e.peer;
     if constexpr (EPI == kEpiNormRope) {
         if ((e.rope.c.hd / 2) % (kMatvecWaves * R / 2) != 0) gpu_fail("q+k+v norm + rope: a head's pairs must fill whole blocks");
     }
     auto run = [&](const Job& jb, int64_t blocks) {
         if constexpr (is_float_type(T)) launch(matvec_f<T, NB, SW>, dim3(unsigned(blocks)), threads, s, jb, a);
-        else launch(matvec_q<T, NB, SW, EPI, R, U>, dim3(unsigned(blocks)), threads, s, jb, a, e);
+        else launch(matvec_q<T, NB, SW, EPI, R, U>, dim3(unsigned(blocks)), threads, s, jb, a, e, peer_arg);
     };
     if constexpr (block_epi(EPI)) {  // one block per 32-row chunk of the first matrix (SWIGLU: the up rows ride along)
         j.end0 = j.end1 = Ws[0].n_out / kEpiRows;
@@ -503,7 +519,7 @@ ops::MatvecTuning& tuning() {
 
 template <GgmlType T, int NB, bool SW, int EPI>
 void launch_shaped(const GpuMat* Ws, float* const* ys, int n_mat, const ops::Act& a, const ops::Epi& e, void* s) {
-    constexpr arch::Role role = EPI == kEpiResidualNorm ? arch::Role::kResidualNorm
+    constexpr arch::Role role = residual_epi(EPI) ? arch::Role::kResidualNorm
                                 : rope_epi(EPI)         ? arch::Role::kQkvRope
                                 : SW                    ? arch::Role::kSwiglu
                                                         : arch::Role::kPlain;
@@ -657,11 +673,31 @@ bool ops::matvec_epi_ok(const GpuMat& W, int rows) {
     return block_epi_ok(W, rows) && W.n_out % 128 == 0 && W.n_out <= 128 * kWave;
 }
 
+// The peer epilogue's kernels exist only where the target has peer sums (gfx906 compiles none).
+template <bool kOn>
+void dispatch_peer_epi(const GpuMat& W, float* const* y, const ops::Act& a, const ops::Epi& e, void* s) {
+    if constexpr (kOn) dispatch_epi<false, kEpiPeerResidualNorm>(&W, y, 1, a, e, s);
+    else gpu_fail("matvec_residual_norm: this target has no peer sums");
+}
+
+bool ops::matvec_peer_epi_ok(const GpuMat& W, int rows, int n_sm) {
+    const int64_t chunks = W.n_out / kEpiRows;
+    return arch::kPeerSums && matvec_epi_ok(W, rows) && chunks <= kPeerChunks && chunks <= n_sm;
+}
+
 void ops::matvec_residual_norm(const GpuMat& W, const Act& a, const Epi& e, void* s) {
     if (!matvec_epi_ok(W, a.rows) || !e.x || !e.w)
         gpu_fail("matvec_residual_norm: needs one row, quantized, n_out % 128 == 0, residual and norm weight");
     float* const y[1] = {nullptr};
-    dispatch_epi<false, kEpiResidualNorm>(&W, y, 1, a, e, s);
+    if (!e.peer) return dispatch_epi<false, kEpiResidualNorm>(&W, y, 1, a, e, s);
+    // (The host's n_sm check is matvec_peer_epi_ok's; here what the kernel itself needs.)
+    const PeerChunks& p = *e.peer;
+    if (p.n_ranks < 2 || p.n_ranks > kPeerMaxRanks || p.rank < 0 || p.rank >= p.n_ranks || !p.rounds ||
+        W.n_out / kEpiRows > kPeerChunks)
+        gpu_fail("matvec_residual_norm: a peer exchange of " + std::to_string(p.n_ranks) + " ranks (rank " +
+                 std::to_string(p.rank) + ") over " + std::to_string(W.n_out) + " rows (at most " +
+                 std::to_string(kPeerChunks * kEpiRows) + ")");
+    dispatch_peer_epi<arch::kPeerSums>(W, y, a, e, s);
 }
 
 }  // namespace vega::gpu
