@@ -365,7 +365,7 @@ TEST_F(PeerSum, FusedWithTheNextInputEqualsSumThenInput) {
 // exchange makes of the final x (a zero matrix adds nothing to it).
 TEST_F(PeerSum, ResidualEpilogueSumsThePartsInRankOrder) {
     std::mt19937 rng(17);
-    const int n_sm = gpu::rt::device_info(0).n_sm;
+    const int n_sm = gpu::rt::device_info(0).n_sm;  // (the one-device layouts' device)
     for (GgmlType type : {GgmlType::Q4_0, GgmlType::Q4_K}) {
         for (int ranks : {2, 3, 4}) {
             for (const auto& devs : layouts(ranks)) {
@@ -374,12 +374,17 @@ TEST_F(PeerSum, ResidualEpilogueSumsThePartsInRankOrder) {
                 // <= SMs (one block an SM always fits); on distinct devices 4096 rows.
                 const int chunks = std::min(128, (one_device ? n_sm / ranks : n_sm) / 4 * 4);
                 const int64_t n_in = 4096, n_out = int64_t(chunks) * 32;
+                setenv("VEGA_PEER_SUM_FUSE", "2", 1);  // (the epilogue's state: not the default yet)
                 Ranks k(devs, size_t(n_out));
+                unsetenv("VEGA_PEER_SUM_FUSE");
                 ASSERT_TRUE(k.coll);
                 if (!k.coll->name().starts_with("peer memory")) GTEST_SKIP() << "peer sums not used here: " << k.coll->name();
                 const FusedSum* fs0 = k.coll->fused_sum(0, 1, n_out);
                 ASSERT_NE(fs0, nullptr);
                 ASSERT_EQ(fs0->chunks.n_ranks, ranks) << k.coll->name() << ": no epilogue exchange state";
+                int fewest = gpu::ops::kPeerChunks;
+                for (int dv : devs) fewest = std::min(fewest, gpu::rt::device_info(dv).n_sm);
+                EXPECT_EQ(fs0->chunks.max_chunks, fewest) << "the fewest SMs of the ranks' devices";
                 const std::string what = std::string(type_traits(type).name) + ", " + std::to_string(ranks) +
                                          " ranks on " + (one_device ? "one device" : "distinct devices") + ", " +
                                          std::to_string(n_out) + " rows";
@@ -436,7 +441,7 @@ TEST_F(PeerSum, ResidualEpilogueSumsThePartsInRankOrder) {
                     a.q = b.q, a.ds = b.ds, a.x = b.xin, a.rows = 1, a.n = n_in;
                     gpu::ops::Epi e;
                     e.x = b.part, e.w = b.norm, e.q = b.eq, e.ds = b.eds, e.ss = b.ss;
-                    ASSERT_TRUE(gpu::ops::matvec_peer_epi_ok(b.m, 1, gpu::rt::device_info(devs[r]).n_sm)) << what;
+                    ASSERT_TRUE(gpu::ops::matvec_peer_epi_ok(b.m, 1, k.coll->fused_sum(int(r), 1, n_out)->chunks)) << what;
                     gpu::ops::matvec_residual_norm(b.m, a, e, st);  // part = 0 + W_r . in
                     be.synchronize();
                 }

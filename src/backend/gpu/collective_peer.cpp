@@ -5,6 +5,7 @@
 // wins on 4 and more devices. Without NCCL every sum takes the peer path, in rounds of
 // its staging size. A device named twice (tensor parallel's checks on one GPU) keeps the
 // host collective (collective_peer.h says why).
+#include <algorithm>
 #include <cstdint>
 #include <memory>
 #include <string>
@@ -105,6 +106,8 @@ private:
         const size_t recv_bytes = 2 * n * size_t(ops::kPeerChunks) * 32 * sizeof(float);
         const size_t flag_bytes = size_t(ops::kPeerChunks) * ops::kPeerMaxRanks * sizeof(uint32_t);
         const size_t round_bytes = size_t(ops::kPeerChunks) * sizeof(uint32_t);
+        shared.max_chunks = ops::kPeerChunks;
+        for (int d : devs_) shared.max_chunks = std::min(shared.max_chunks, rt::device_info(d).n_sm);
         std::vector<uint32_t*> rounds(n);
         for (size_t r = 0; r < n; ++r) {
             rt::set_device(devs_[r]);

@@ -577,7 +577,7 @@ private:
         // Tensor parallel's fused sums: in the epilogue when it serves this rank's
         // exchange (every block of the launch resident), else after the part.
         const ops::PeerChunks* peer = link.sum_output ? &link.sum_output->chunks : nullptr;
-        const bool peer_epi = peer && peer->n_ranks > 0 && ops::matvec_peer_epi_ok(m, rows, info_.n_sm);
+        const bool peer_epi = peer && ops::matvec_peer_epi_ok(m, rows, *peer);  // (the same answer on every rank)
         if (link.next_norm && link.next_quantized && fuse_ && !act_.ss && act_.q != act_q_ &&
             ops::matvec_epi_ok(m, rows) && (epi_max_in_ <= 0 || m.n_in <= epi_max_in_) && m.n_out <= act_n_ &&
             deferred_router_ok(link.next_router, m.n_out) && (!link.next_router || act_.x != act_x_) &&

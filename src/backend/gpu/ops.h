@@ -87,6 +87,9 @@ struct PeerChunks {
     uint32_t* flags[kPeerMaxRanks] = {};
     uint32_t* rounds = nullptr;  // this rank's [kPeerChunks]: the last round of each chunk
     int rank = 0, n_ranks = 0;
+    // The most chunks (blocks) one exchange may have: the fewest SMs of the ranks' devices
+    // (at most kPeerChunks), so that every rank makes the same choice of kernels.
+    int max_chunks = 0;
 };
 // Residual + norm epilogue of a decode matvec (ops::matvec_residual_norm): for
 // row r of y = W·act, x[r] += y[r] (y itself is not written); per 32-row chunk c,
@@ -140,12 +143,13 @@ void matvec_residual_norm(const GpuMat& W, const Act& a, const Epi& e, void* s);
 // Whether the epilogue kernel (and a deferred-norm Act) can serve W with this input
 // (wave32 targets, one row, quantized, n_out % 128 == 0, n_out <= 128 * wave).
 bool matvec_epi_ok(const GpuMat& W, int rows);
-// Whether the epilogue with Epi::peer can serve W: matvec_epi_ok, at most kPeerChunks
-// chunks, and no more blocks (one a chunk) than n_sm, so that every block of the launch
-// is resident at once (a block waits for its counterparts on the peers, never for a
-// block of its own launch; one block an SM always fits: its launch bounds), and a
-// target with peer sums (peer_sums_allowed).
-bool matvec_peer_epi_ok(const GpuMat& W, int rows, int n_sm);
+// Whether the epilogue with Epi::peer = p can serve W: matvec_epi_ok, and no more blocks
+// (one a chunk) than p.max_chunks, the fewest SMs of the ranks' devices, so that every
+// block of the launch is resident at once on every rank (a block waits for its
+// counterparts on the peers, never for a block of its own launch; one block an SM
+// always fits: its launch bounds) and every rank gives the same answer; a target with
+// peer sums (peer_sums_allowed).
+bool matvec_peer_epi_ok(const GpuMat& W, int rows, const PeerChunks& p);
 // Decode (one row): y = {q, k, v} = act @ {Wq, Wk, Wv}^T in one launch, then, in the
 // same kernel, rope(q) and rope(k) in place and k, v into the cache at (seq[0],
 // pos[0]): what matvec3 + rope_store do, without the second kernel (each wave owns

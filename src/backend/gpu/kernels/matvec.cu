@@ -680,9 +680,10 @@ void dispatch_peer_epi(const GpuMat& W, float* const* y, const ops::Act& a, cons
     else gpu_fail("matvec_residual_norm: this target has no peer sums");
 }
 
-bool ops::matvec_peer_epi_ok(const GpuMat& W, int rows, int n_sm) {
+bool ops::matvec_peer_epi_ok(const GpuMat& W, int rows, const PeerChunks& p) {
     const int64_t chunks = W.n_out / kEpiRows;
-    return arch::kPeerSums && matvec_epi_ok(W, rows) && chunks <= kPeerChunks && chunks <= n_sm;
+    return arch::kPeerSums && p.n_ranks >= 2 && matvec_epi_ok(W, rows) && chunks <= kPeerChunks &&
+           chunks <= p.max_chunks;
 }
 
 void ops::matvec_residual_norm(const GpuMat& W, const Act& a, const Epi& e, void* s) {
@@ -690,13 +691,12 @@ void ops::matvec_residual_norm(const GpuMat& W, const Act& a, const Epi& e, void
         gpu_fail("matvec_residual_norm: needs one row, quantized, n_out % 128 == 0, residual and norm weight");
     float* const y[1] = {nullptr};
     if (!e.peer) return dispatch_epi<false, kEpiResidualNorm>(&W, y, 1, a, e, s);
-    // (The host's n_sm check is matvec_peer_epi_ok's; here what the kernel itself needs.)
     const PeerChunks& p = *e.peer;
-    if (p.n_ranks < 2 || p.n_ranks > kPeerMaxRanks || p.rank < 0 || p.rank >= p.n_ranks || !p.rounds ||
-        W.n_out / kEpiRows > kPeerChunks)
+    if (!matvec_peer_epi_ok(W, a.rows, p) || p.n_ranks > kPeerMaxRanks || p.rank < 0 || p.rank >= p.n_ranks ||
+        !p.rounds)
         gpu_fail("matvec_residual_norm: a peer exchange of " + std::to_string(p.n_ranks) + " ranks (rank " +
                  std::to_string(p.rank) + ") over " + std::to_string(W.n_out) + " rows (at most " +
-                 std::to_string(kPeerChunks * kEpiRows) + ")");
+                 std::to_string(std::min(p.max_chunks, kPeerChunks) * kEpiRows) + ")");
     dispatch_peer_epi<arch::kPeerSums>(W, y, a, e, s);
 }
 
