@@ -578,10 +578,9 @@ private:
         // exchange (every block of the launch resident), else after the part.
         const ops::PeerChunks* peer = link.sum_output ? &link.sum_output->chunks : nullptr;
         const bool peer_epi = peer && ops::matvec_peer_epi_ok(m, rows, *peer);  // (the same answer on every rank)
-        if (link.next_norm && link.next_quantized && fuse_ && !act_.ss && act_.q != act_q_ &&
+        if (link.next_norm && link.next_quantized && fuse_ && !act_.ss && !input_in_own_buffers() &&
             ops::matvec_epi_ok(m, rows) && (epi_max_in_ <= 0 || m.n_in <= epi_max_in_) && m.n_out <= act_n_ &&
-            deferred_router_ok(link.next_router, m.n_out) && (!link.next_router || act_.x != act_x_) &&
-            (!link.sum_output || peer_epi)) {
+            deferred_router_ok(link.next_router, m.n_out) && (!link.sum_output || peer_epi)) {
             ops::Epi e;
             e.x = x, e.w = f32(*link.next_norm), e.q = act_q_, e.ds = act_ds_, e.ss = ss_;
             if (link.next_router) e.xw = act_x_;  // the router's f32 x * w
@@ -745,6 +744,14 @@ private:
     void check_reserved_input(int rows, int64_t n) const {
         if (rows > act_rows_ || n > act_n_)
             fail("GPU backend: matmul input [{}][{}] exceeds the reserved [{}][{}]", rows, n, act_rows_, act_n_);
+    }
+    // Whether the current matmul input (act_) lives in the buffers the input kernels and
+    // the residual epilogue write (act_x_, act_q_): then a kernel that writes the next
+    // input cannot read this one (the epilogue would overwrite the q8 rows its own blocks
+    // still read). Inputs written elsewhere: the attention output and h (act2_*, use_q8),
+    // a caller's rows.
+    bool input_in_own_buffers() const {
+        return (act_.q && act_.q == act_q_) || (act_.x && act_.x == act_x_) || (act_.h && act_.h == act_h_);
     }
     // act_ = those buffers as an input kernel left them: the f32 rows, their q8 form where q,
     // the f16 form where h; with only_h, h alone.
