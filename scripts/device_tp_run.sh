@@ -20,7 +20,7 @@
 #      B=16 on llama3-8b Q4_K_M, a llama3-70b-shaped synth of $L70 blocks and a
 #      qwen3moe-30b-a3b synth of $LMOE blocks; no bench starts before every synth has
 #      ended (a synth takes every core, and the ranks' host threads would compete).
-#   Knobs: CONFIG_TAGS="one tp2 ..." (which vega placements), BENCH_MODELS, LLAMA_MODELS,
+#   Knobs: CONFIG_TAGS="one tp2 ..." (which vega placements), IDS="one one1 tp ..." (which greedy runs), BENCH_MODELS, LLAMA_MODELS,
 #   LLAMA_MODES, SYNTH70=0 / SYNTHQ=0 (no such file), E2E=0, SWEEP=0, PARITY_ALL=1,
 #   TYPES_BENCH="IQ4_XS ..." (scripts/types_bench.sh on GPU 0 alone, at the end).
 #   start: setsid scripts/device_tp_run.sh &     poll: scripts/device_tp_run.sh poll SECONDS
@@ -84,8 +84,9 @@ GRAPH_ENV=$(cat $W/graph_env)
 echo "decode graph environment: $GRAPH_ENV"
 export $GRAPH_ENV
 printf 'Once upon a time\nThe little dog\nLily and Ben\nA big red ball\nOne day\n' > $W/prompts.txt
-run() {  # run TAG ENV... -- ARGS: stories260K greedy, ids to $W/TAG.ids
+run() {  # run TAG ENV... -- ARGS: stories260K greedy, ids to $W/TAG.ids (IDS="tag ...": only those)
   local tag=$1; shift
+  [ -n "${IDS:-}" ] && [[ " $IDS " != *" $tag "* ]] && return 0
   local envs=(); while [ "$1" != -- ]; do envs+=("$1"); shift; done; shift
   env "${envs[@]}" timeout 60 $B/vega run -m $S -n 24 --temp 0 --ignore-eos --ids-out $W/$tag.ids "$@" > $W/$tag.out 2> $W/$tag.err
   echo "$tag: rc=$? $(grep -E 'all-reduce|rror|tensor parallel' $W/$tag.err | head -2 | tr '\n' ' ')"
