@@ -20,11 +20,13 @@ struct SynthOptions {
     std::string out;
     uint64_t seed = 1;
     int layers = 0;  // 0: the shape's own layer count
+    int tp_share = 0;  // 0: the whole model; n: one device's share under tensor parallel over n
 };
 
 void synth(const SynthOptions& o) {
     SynthShape shape = find_synth_shape(o.shape);
     if (o.layers > 0) shape.n_layer = std::min(shape.n_layer, o.layers);  // never more blocks than the shape's
+    if (o.tp_share > 0) shape = tensor_parallel_share(shape, o.tp_share);
     const SynthFormat format = parse_synth_format(o.type);
     int last = -1;
     write_synth_model(shape, format, o.out, o.seed, [&](float f) {
@@ -65,6 +67,11 @@ void register_synth(CLI::App& app) {
                     "keep only the first N blocks, at most the shape's own (every matrix keeps its full shape; "
                     "for quick sweeps)")
         ->check(CLI::Range(1, 1024));
+    cmd->add_option("--tp-share", o->tp_share,
+                    "write one device's share under tensor parallel over N devices instead (dense shapes): 1/N of "
+                    "the heads, KV heads and FFN rows, the embedding and output whole; its decode on one GPU is a "
+                    "rank's step with free all-reduces, the ceiling of --split-mode tensor")
+        ->check(CLI::Range(1, 64));
     cmd->callback([o] { synth(*o); });
 }
 

@@ -203,6 +203,22 @@ const SynthShape& find_synth_shape(const std::string& name) {
     fail("synth: unknown shape '{}' (known: {})", name, known);
 }
 
+SynthShape tensor_parallel_share(const SynthShape& s, int n) {
+    if (n < 1) fail("synth: a tensor-parallel share over {} devices (needs 1 or more)", n);
+    if (s.moe())
+        fail("synth: shape '{}': a mixture of experts has no tensor-parallel share file (its experts split by "
+             "expert, routed over all of them)",
+             s.name);
+    if (s.n_head % n != 0 || s.n_head_kv % n != 0 || s.n_ff % n != 0)
+        fail("synth: shape '{}': {} heads, {} KV heads and FFN {} do not all divide by {} devices", s.name, s.n_head,
+             s.n_head_kv, s.n_ff, n);
+    SynthShape r = s;
+    r.head_dim = s.head_size();
+    r.n_head = s.n_head / n, r.n_head_kv = s.n_head_kv / n, r.n_ff = s.n_ff / n;
+    r.name = s.name + "/tp" + std::to_string(n);
+    return r;
+}
+
 SynthFormat parse_synth_format(const std::string& s) {
     std::string u = s;
     for (auto& c : u) c = char(std::toupper(static_cast<unsigned char>(c)));

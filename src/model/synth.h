@@ -51,6 +51,14 @@ struct SynthShape {
 const std::vector<SynthShape>& synth_shapes();
 // Throws vega::Error listing the known names.
 const SynthShape& find_synth_shape(const std::string& name);
+// One device's share of a dense shape under tensor parallel over n devices, as a model
+// of its own: n_head / n heads and n_head_kv / n KV heads of the same head_dim (written
+// as attention.key_length), n_ff / n FFN rows; the embedding and the output at full size
+// (the output stage computes every logit alone). Its decode on one device is a rank's
+// step with free all-reduces: the ceiling of tensor parallel's decode, measured on one
+// GPU. Named "<shape>/tp<n>". Throws vega::Error for a mixture of experts (its experts
+// split by expert, with routing over all of them) and for counts that do not divide.
+SynthShape tensor_parallel_share(const SynthShape& s, int n);
 
 // How the weight matrices are stored. A plain GgmlType converts implicitly
 // (every matrix in that type, like llama-quantize --pure); mix_m asks for

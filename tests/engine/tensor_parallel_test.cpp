@@ -8,15 +8,20 @@
 #include <gtest/gtest.h>
 
 #include <cmath>
+#include <filesystem>
 #include <random>
 #include <string>
+#include <tuple>
 #include <vector>
+
+#include <unistd.h>
 
 #include "backend/backend_factory.h"
 #include "core/error.h"
 #include "engine/session.h"
 #include "model/model.h"
 #include "model/route_trace.h"
+#include "model/synth.h"
 #include "test_data.h"
 
 namespace vega::test {
@@ -183,6 +188,55 @@ TEST(TensorParallel, RefusesWhatDoesNotDivide) {
     } catch (const Error& e) {
         EXPECT_NE(std::string(e.what()).find("cannot be split 2 ways by columns"), std::string::npos) << e.what();
     }
+}
+
+// `vega synth --tp-share N` (tensor_parallel_share): one rank's share of a dense shape as
+// a model of its own, the file a rank's decode is timed with on one GPU. Its matrices
+// must be the ones rank 0 of the real split holds: the same heads, KV heads, head size,
+// FFN rows and matrix shapes; mixtures of experts and counts that do not divide refused.
+TEST(TensorParallel, ShareFileHoldsWhatARankHolds) {
+    namespace fs = std::filesystem;
+    const fs::path dir = fs::path(::testing::TempDir()) / ("vega-tp-share-" + std::to_string(::getpid()));
+    fs::create_directories(dir);
+    const SynthShape& full = find_synth_shape("tiny");
+    for (int ranks : {2}) {
+        const SynthShape share = tensor_parallel_share(full, ranks);
+        EXPECT_EQ(share.name, "tiny/tp2");
+        EXPECT_EQ(share.n_embd, full.n_embd);
+        EXPECT_EQ(share.n_vocab, full.n_vocab);
+        const std::string fp = (dir / "full.gguf").string(), sp = (dir / "share.gguf").string();
+        write_synth_model(full, GgmlType::Q8_0, fp, 3);
+        write_synth_model(share, GgmlType::Q8_0, sp, 3);
+        std::vector<std::unique_ptr<Backend>> owned;
+        Placement p;
+        p.mode = SplitMode::kTensor;
+        for (int r = 0; r < ranks; ++r) {
+            owned.push_back(make_cpu_backend(1));
+            p.devices.push_back(owned.back().get());
+        }
+        auto split = Model::load(fp, p, nullptr);
+        auto one = make_cpu_backend(1);
+        auto alone = Model::load(sp, *one, nullptr);
+        const ModelStage& r0 = split->stages()[0];
+        const HParams& h = alone->hparams();
+        EXPECT_EQ(h.n_head, r0.n_head);
+        EXPECT_EQ(h.n_head_kv, r0.n_head_kv);
+        EXPECT_EQ(h.n_ff, r0.n_ff);
+        EXPECT_EQ(h.head_dim, split->hparams().head_dim);
+        EXPECT_EQ(h.n_embd, split->hparams().n_embd);
+        const LayerWeights &a = alone->weights(0).layers[0], &b = split->weights(0).layers[0];
+        for (auto [x, y, what] : {std::tuple{&a.wq, &b.wq, "wq"}, {&a.wk, &b.wk, "wk"}, {&a.wv, &b.wv, "wv"},
+                                  {&a.wo, &b.wo, "wo"}, {&a.ffn_gate, &b.ffn_gate, "ffn_gate"},
+                                  {&a.ffn_up, &b.ffn_up, "ffn_up"}, {&a.ffn_down, &b.ffn_down, "ffn_down"}}) {
+            EXPECT_EQ(x->n_in, y->n_in) << what;
+            EXPECT_EQ(x->n_out, y->n_out) << what;
+            EXPECT_EQ(x->type, y->type) << what;
+        }
+    }
+    fs::remove_all(dir);
+    EXPECT_THROW(tensor_parallel_share(find_synth_shape("qwen3moe-tiny"), 2), Error);  // experts split by expert
+    EXPECT_THROW(tensor_parallel_share(full, 3), Error);                               // 4 heads over 3
+    EXPECT_THROW(tensor_parallel_share(full, 0), Error);
 }
 
 }  // namespace
