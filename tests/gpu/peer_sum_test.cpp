@@ -293,15 +293,24 @@ TEST_F(PeerSum, FusedWithTheNextInputEqualsSumThenInput) {
                 // can hold the SM a 1024-thread fused block needs (4 ranks' peer_sum_k waiting
                 // on 128 SMs deadlocked here, the poll limit's trap). The engine never puts
                 // two ranks of the peer sums on one device (collective_peer.h).
-                k.threads->run([&](int r) {
+                // On one device also a step at a time, each waited for: 7 steps back to back
+                // there trapped once on 2 x H200 (2026-11-29, an early-launched next step
+                // holding the SMs a peer's blocks needed); distinct devices keep them back to back.
+                const bool one_device = devs.front() == devs.back();
+                auto fused_steps = [&](int r, int j0, int j1) {
                     gpu::rt::set_device(devs[size_t(r)]);
                     void* st = gpu_stream_of(*k.be[size_t(r)]);
                     const FusedSum* fs = k.coll->fused_sum(r, 1, n);
                     const Bufs& f = fused[size_t(r)];
-                    for (int j = 0; j < S; ++j)
+                    for (int j = j0; j < j1; ++j)
                         gpu::ops::peer_sum_norm(fs->peer, f.x, f.part + size_t(j) * rn, w_dev[r], eps, steps[size_t(j)], n,
                                                 f.xo, f.q, f.ds, f.h, st);
-                });
+                    k.be[size_t(r)]->synchronize();
+                };
+                if (one_device)
+                    for (int j = 0; j < S; ++j) k.threads->run([&](int r) { fused_steps(r, j, j + 1); });
+                else
+                    k.threads->run([&](int r) { fused_steps(r, 0, S); });
                 for (int j = 0; j < S; ++j)  // (a step at a time, for the same reason)
                     k.threads->run([&](int r) {
                         void* st = gpu_stream_of(*k.be[size_t(r)]);
@@ -374,7 +383,7 @@ TEST_F(PeerSum, ResidualEpilogueSumsThePartsInRankOrder) {
                 // <= SMs (one block an SM always fits); on distinct devices 4096 rows.
                 const int chunks = std::min(128, (one_device ? n_sm / ranks : n_sm) / 4 * 4);
                 const int64_t n_in = 4096, n_out = int64_t(chunks) * 32;
-                setenv("VEGA_PEER_SUM_FUSE", "2", 1);  // (the epilogue's state: not the default yet)
+                setenv("VEGA_PEER_SUM_FUSE", "2", 1);  // (the epilogue's state, whatever the default)
                 Ranks k(devs, size_t(n_out));
                 unsetenv("VEGA_PEER_SUM_FUSE");
                 ASSERT_TRUE(k.coll);

@@ -191,12 +191,11 @@ std::unique_ptr<Collective> make_peer_collective(const std::vector<int>& devs, c
     if (kb < 16) fail("VEGA_PEER_SUM_KB={} is under 16", kb);
     const int64_t n_stage = int64_t(kb) * 1024 / 4 / int64_t(devs.size() - 1) / 4 * 4;
     // VEGA_PEER_SUM_FUSE (the A/B of the decode sums): 0, every sum a launch of its own
-    // before the next block's input kernel; 1 (default), the sum and the next input one
-    // kernel after the part's matvec (ops::peer_sum_norm); 2, the sum inside the o / down
-    // kernel's epilogue where it serves, else as 1. 2 is not the default until it has run
-    // on two distinct GPUs (so far only on one GPU named 2-4 times, the GPU test
-    // PeerSum.ResidualEpilogueSumsThePartsInRankOrder; docs/PERFORMANCE.md).
-    const int fuse = env::integer("VEGA_PEER_SUM_FUSE", 1);
+    // before the next block's input kernel; 1, the sum and the next input one kernel
+    // after the part's matvec (ops::peer_sum_norm); 2 (default), the sum inside the o /
+    // down kernel's epilogue where it serves, else as 1 (2 x H200, llama3-8b Q4_K_M tg128:
+    // 612.49 t/s against 572.97 with 1, docs/PERFORMANCE.md thirty-fourth session).
+    const int fuse = env::integer("VEGA_PEER_SUM_FUSE", 2);
     if (fuse < 0 || fuse > 2) fail("VEGA_PEER_SUM_FUSE={}: 0, 1 or 2", fuse);
     return std::make_unique<PeerCollective>(devs, streams, list, std::move(large), n_stage, fuse);
 }

@@ -31,8 +31,8 @@ namespace vega::gpu {
 // does) while the other rank's sum spins on that device, waiting for the first rank's
 // next launch. The GPU tests, whose threads make no such call, pass true to run the
 // kernel on one GPU. With VEGA_PEER_SUM_FUSE unset, 1 or 2 it also offers fused sums
-// (Collective::fused_sum) for the sizes ops::peer_sum_norm serves; with 2 their state
-// for the residual epilogue too (FusedSum::chunks, n_ranks 0 otherwise).
+// (Collective::fused_sum) for the sizes ops::peer_sum_norm serves; with 2 (the default)
+// their state for the residual epilogue too (FusedSum::chunks, n_ranks 0 otherwise).
 std::unique_ptr<Collective> make_peer_collective(const std::vector<int>& devs, const std::vector<void*>& streams,
                                                  const std::string& list, std::unique_ptr<Collective>& large,
                                                  std::string& why, bool shared_device_ok = false);
