@@ -231,6 +231,16 @@ void Forward::hand_off(int s, int rows) {
     from.be->copy_to(*to.be, to.x, from.x, size_t(rows) * size_t(m_.hparams().n_embd) * sizeof(float));
 }
 
+RankLinks tensor_parallel_links(const BlockLink& attn_linked, const BlockLink& ffn_linked, const BlockLink& attn_part,
+                                const BlockLink& ffn_part, const FusedSum* fused) {
+    if (!fused) return {attn_part, ffn_part};
+    RankLinks r{attn_linked, ffn_linked};
+    r.attn.sum_output = fused;
+    if (r.ffn.next_norm) r.ffn.sum_output = fused;
+    else r.ffn.part_only = true;  // the last block: its part through the all-reduce after it
+    return r;
+}
+
 // Every device holds x (the same bits on each: the same sums are added to it). Each
 // block leaves its device's part in buf.tmp; the all-reduce sums the parts on every
 // device, and the next block (or, after the last, the output stage) adds the sum to x.
@@ -248,12 +258,7 @@ void Forward::run_rank(int s, const BatchView& b, const int32_t* out_idx, int n_
     const int L = m_.hparams().n_layer;
     for (int il = 0; il < L; ++il) {
         const size_t i = size_t(il);
-        BlockLink la = fused ? st.attn_link[i] : st.attn_part[i], lf = fused ? st.ffn_link[i] : st.ffn_part[i];
-        if (fused) {
-            la.sum_output = fused;
-            if (lf.next_norm) lf.sum_output = fused;
-            else lf.part_only = true;  // the last block: its part through the all-reduce below
-        }
+        const auto [la, lf] = tensor_parallel_links(st.attn_link[i], st.ffn_link[i], st.attn_part[i], st.ffn_part[i], fused);
         be.attention_block(st.attn[i], *st.cache, il, b, st.x, st.buf, la);
         if (!fused) collective_->all_reduce_sum(s, st.buf.tmp, n);
         be.ffn_block(st.ffn[i], st.x, T, st.buf, lf);

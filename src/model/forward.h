@@ -17,6 +17,17 @@
 
 namespace vega {
 
+// Tensor parallel: the links of layer i's two blocks on one rank. Without fused sums
+// (fused null), the part links (part_only, pending: an all-reduce between the blocks).
+// With them, the one-device links with fused as sum_output (each block's output sums
+// its part over the devices and leaves the next input), except a last FFN (no next
+// norm): part_only, its part summed by the all-reduce before the output.
+struct RankLinks {
+    BlockLink attn, ffn;
+};
+RankLinks tensor_parallel_links(const BlockLink& attn_linked, const BlockLink& ffn_linked, const BlockLink& attn_part,
+                                const BlockLink& ffn_part, const FusedSum* fused);
+
 class Forward {
 public:
     // caches[s]: the KV cache of stage s, on its backend, holding its layers

@@ -19,6 +19,7 @@
 #include "backend/backend_factory.h"
 #include "core/error.h"
 #include "engine/session.h"
+#include "model/forward.h"
 #include "model/model.h"
 #include "model/route_trace.h"
 #include "model/synth.h"
@@ -237,6 +238,48 @@ TEST(TensorParallel, ShareFileHoldsWhatARankHolds) {
     EXPECT_THROW(tensor_parallel_share(find_synth_shape("qwen3moe-tiny"), 2), Error);  // experts split by expert
     EXPECT_THROW(tensor_parallel_share(full, 3), Error);                               // 4 heads over 3
     EXPECT_THROW(tensor_parallel_share(full, 0), Error);
+}
+
+// A rank's links (tensor_parallel_links, Forward::run_rank): without fused sums the part
+// links as they are; with them the one-device links with the sum in every block's output
+// but the last FFN's, which leaves its part to the all-reduce before the output.
+TEST(TensorParallel, RankLinksSumInTheOutputWhereFused) {
+    Weight norm_attn, norm_ffn;
+    float tmp[4] = {};
+    BlockLink attn_first, attn_next, ffn_mid, ffn_last;  // the one-device links (Forward::describe_blocks)
+    attn_first.next_norm = &norm_ffn;
+    attn_next.input_normed = true, attn_next.next_norm = &norm_ffn;
+    ffn_mid.input_normed = true, ffn_mid.next_norm = &norm_attn;
+    ffn_last.input_normed = true;  // (the last FFN of the stage: no next norm)
+    BlockLink attn_part, ffn_part;  // the part links
+    attn_part.part_only = ffn_part.part_only = true;
+    attn_part.pending = ffn_part.pending = tmp;
+    const int one = 0;
+    const FusedSum* fused = reinterpret_cast<const FusedSum*>(&one);  // (opaque here: never dereferenced)
+
+    const RankLinks plain = tensor_parallel_links(attn_next, ffn_mid, attn_part, ffn_part, nullptr);
+    EXPECT_TRUE(plain.attn.part_only && plain.ffn.part_only);
+    EXPECT_EQ(plain.attn.pending, tmp);
+    EXPECT_EQ(plain.attn.sum_output, nullptr);
+    EXPECT_EQ(plain.ffn.sum_output, nullptr);
+
+    const RankLinks first = tensor_parallel_links(attn_first, ffn_mid, attn_part, ffn_part, fused);
+    EXPECT_FALSE(first.attn.input_normed) << "layer 0 norms the embedding itself";
+    EXPECT_EQ(first.attn.sum_output, fused);
+    EXPECT_EQ(first.attn.next_norm, &norm_ffn);
+    EXPECT_FALSE(first.attn.part_only);
+    EXPECT_EQ(first.attn.pending, nullptr);
+    EXPECT_EQ(first.ffn.sum_output, fused);
+    EXPECT_TRUE(first.ffn.input_normed) << "the attention's output left the FFN's input";
+    EXPECT_EQ(first.ffn.next_norm, &norm_attn);
+
+    const RankLinks last = tensor_parallel_links(attn_next, ffn_last, attn_part, ffn_part, fused);
+    EXPECT_TRUE(last.attn.input_normed);
+    EXPECT_EQ(last.attn.sum_output, fused);
+    EXPECT_TRUE(last.ffn.part_only) << "the last part goes through the all-reduce";
+    EXPECT_EQ(last.ffn.sum_output, nullptr);
+    EXPECT_TRUE(last.ffn.input_normed);
+    EXPECT_EQ(last.ffn.pending, nullptr);
 }
 
 }  // namespace
