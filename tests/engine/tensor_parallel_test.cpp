@@ -54,6 +54,17 @@ double nmse(const std::vector<float>& a, const std::vector<float>& b) {
     return den > 0 ? num / den : num;
 }
 
+// A tensor-parallel placement over `ranks` one-thread CPU backends, owned by `owned`.
+Placement cpu_tensor_placement(int ranks, std::vector<std::unique_ptr<Backend>>& owned) {
+    Placement p;
+    p.mode = SplitMode::kTensor;
+    for (int r = 0; r < ranks; ++r) {
+        owned.push_back(make_cpu_backend(1));
+        p.devices.push_back(owned.back().get());
+    }
+    return p;
+}
+
 ContextParams params() {
     ContextParams cp;
     cp.n_ctx = 64;
@@ -79,12 +90,7 @@ TEST(TensorParallel, RanksWithHostAllReduceEqualTheUnsplitModel) {
         for (int ranks : {2, 4}) {
             if (m1->hparams().n_head_kv % ranks) continue;  // (stories260K: 4 KV heads; the synth ones 2)
             std::vector<std::unique_ptr<Backend>> owned;
-            Placement p;
-            p.mode = SplitMode::kTensor;
-            for (int r = 0; r < ranks; ++r) {
-                owned.push_back(make_cpu_backend(1));
-                p.devices.push_back(owned.back().get());
-            }
+            const Placement p = cpu_tensor_placement(ranks, owned);
             auto m = Model::load(data_file(rel), p, nullptr);
             ASSERT_EQ(m->split_mode(), SplitMode::kTensor);
             ASSERT_EQ(m->stages().size(), size_t(ranks));
@@ -128,12 +134,7 @@ TEST(TensorParallel, RoutesRecordedAcrossRanksReplayOnOneDevice) {
     VEGA_REQUIRE_TEST_DATA();
     const std::string rel = "moe/synth-qwen3moe-f32.gguf";
     std::vector<std::unique_ptr<Backend>> owned;
-    Placement p;
-    p.mode = SplitMode::kTensor;
-    for (int r = 0; r < 2; ++r) {
-        owned.push_back(make_cpu_backend(1));
-        p.devices.push_back(owned.back().get());
-    }
+    const Placement p = cpu_tensor_placement(2, owned);
     auto m = Model::load(data_file(rel), p, nullptr);
     const int V = m->hparams().n_vocab;
     RouteTrace rec = RouteTrace::recorder();
@@ -168,12 +169,7 @@ TEST(TensorParallel, RoutesRecordedAcrossRanksReplayOnOneDevice) {
 TEST(TensorParallel, RefusesWhatDoesNotDivide) {
     VEGA_REQUIRE_TEST_DATA();
     std::vector<std::unique_ptr<Backend>> owned;
-    Placement p;
-    p.mode = SplitMode::kTensor;
-    for (int r = 0; r < 3; ++r) {
-        owned.push_back(make_cpu_backend(1));
-        p.devices.push_back(owned.back().get());
-    }
+    Placement p = cpu_tensor_placement(3, owned);
     // Three ways: synth-qwen3's 4 heads and 2 KV heads do not divide.
     try {
         Model::load(data_file("models/synth-qwen3-q8_0.gguf"), p, nullptr);
@@ -209,12 +205,7 @@ TEST(TensorParallel, ShareFileHoldsWhatARankHolds) {
         write_synth_model(full, GgmlType::Q8_0, fp, 3);
         write_synth_model(share, GgmlType::Q8_0, sp, 3);
         std::vector<std::unique_ptr<Backend>> owned;
-        Placement p;
-        p.mode = SplitMode::kTensor;
-        for (int r = 0; r < ranks; ++r) {
-            owned.push_back(make_cpu_backend(1));
-            p.devices.push_back(owned.back().get());
-        }
+        const Placement p = cpu_tensor_placement(ranks, owned);
         auto split = Model::load(fp, p, nullptr);
         auto one = make_cpu_backend(1);
         auto alone = Model::load(sp, *one, nullptr);

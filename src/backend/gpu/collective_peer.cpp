@@ -71,61 +71,61 @@ public:
     }
 
 private:
-    // One state per rank (staging slots, flags, rounds on each device, zeroed), every
-    // rank seeing every rank's slots and flags.
-    std::vector<ops::PeerSum> make_states(int64_t n_stage) {
-        const size_t n = devs_.size();
-        ops::PeerSum shared;
-        shared.n_ranks = int(n);
-        shared.n_stage = n_stage;
-        std::vector<uint32_t*> rounds(n);
-        for (size_t r = 0; r < n; ++r) {
+    // Each rank's exchange buffers on its device: data (slots), flags and round counters,
+    // the last two zeroed. Both states below are made of them.
+    struct Exchange {
+        std::vector<void*> data;
+        std::vector<uint32_t*> flags, rounds;
+    };
+    Exchange alloc_exchange(size_t data_bytes, size_t flag_bytes, size_t round_bytes) {
+        Exchange x;
+        for (size_t r = 0; r < devs_.size(); ++r) {
             rt::set_device(devs_[r]);
-            shared.stage[r] = static_cast<float*>(alloc(size_t(2 * n_stage) * sizeof(float), r));
-            shared.flags[r] = static_cast<uint32_t*>(alloc(kFlagBytes, r));
-            rounds[r] = static_cast<uint32_t*>(alloc(kRoundBytes, r));
-            rt::memset(shared.flags[r], 0, kFlagBytes, streams_[r]);
-            rt::memset(rounds[r], 0, kRoundBytes, streams_[r]);
+            x.data.push_back(alloc(data_bytes, r));
+            x.flags.push_back(static_cast<uint32_t*>(alloc(flag_bytes, r)));
+            x.rounds.push_back(static_cast<uint32_t*>(alloc(round_bytes, r)));
+            rt::memset(x.flags[r], 0, flag_bytes, streams_[r]);
+            rt::memset(x.rounds[r], 0, round_bytes, streams_[r]);
             rt::stream_sync(streams_[r]);
         }
-        std::vector<ops::PeerSum> out;
-        for (size_t r = 0; r < n; ++r) {
-            ops::PeerSum p = shared;
+        return x;
+    }
+    // Rank r's copy of a state every rank shares: its rank and its own round counters.
+    template <class State>
+    static std::vector<State> per_rank(const State& shared, const std::vector<uint32_t*>& rounds) {
+        std::vector<State> out;
+        for (size_t r = 0; r < rounds.size(); ++r) {
+            State p = shared;
             p.rank = int(r);
             p.rounds = rounds[r];
             out.push_back(p);
         }
         return out;
     }
+    // One state per rank (staging slots, flags, rounds on each device, zeroed), every
+    // rank seeing every rank's slots and flags.
+    std::vector<ops::PeerSum> make_states(int64_t n_stage) {
+        const Exchange x = alloc_exchange(size_t(2 * n_stage) * sizeof(float), kFlagBytes, kRoundBytes);
+        ops::PeerSum shared;
+        shared.n_ranks = int(devs_.size());
+        shared.n_stage = n_stage;
+        for (size_t r = 0; r < devs_.size(); ++r)
+            shared.stage[r] = static_cast<float*>(x.data[r]), shared.flags[r] = x.flags[r];
+        return per_rank(shared, x.rounds);
+    }
     // The residual epilogue's exchange (ops::PeerChunks): per rank its receive slots,
     // flags and rounds on its device (zeroed), every rank seeing every rank's.
     std::vector<ops::PeerChunks> make_chunk_states() {
         const size_t n = devs_.size();
+        const Exchange x = alloc_exchange(2 * n * size_t(ops::kPeerChunks) * 32 * sizeof(float),
+                                          size_t(ops::kPeerChunks) * ops::kPeerMaxRanks * sizeof(uint32_t),
+                                          size_t(ops::kPeerChunks) * sizeof(uint32_t));
         ops::PeerChunks shared;
         shared.n_ranks = int(n);
-        const size_t recv_bytes = 2 * n * size_t(ops::kPeerChunks) * 32 * sizeof(float);
-        const size_t flag_bytes = size_t(ops::kPeerChunks) * ops::kPeerMaxRanks * sizeof(uint32_t);
-        const size_t round_bytes = size_t(ops::kPeerChunks) * sizeof(uint32_t);
         shared.max_chunks = ops::kPeerChunks;
         for (int d : devs_) shared.max_chunks = std::min(shared.max_chunks, rt::device_info(d).n_sm);
-        std::vector<uint32_t*> rounds(n);
-        for (size_t r = 0; r < n; ++r) {
-            rt::set_device(devs_[r]);
-            shared.recv[r] = static_cast<float*>(alloc(recv_bytes, r));
-            shared.flags[r] = static_cast<uint32_t*>(alloc(flag_bytes, r));
-            rounds[r] = static_cast<uint32_t*>(alloc(round_bytes, r));
-            rt::memset(shared.flags[r], 0, flag_bytes, streams_[r]);
-            rt::memset(rounds[r], 0, round_bytes, streams_[r]);
-            rt::stream_sync(streams_[r]);
-        }
-        std::vector<ops::PeerChunks> out;
-        for (size_t r = 0; r < n; ++r) {
-            ops::PeerChunks p = shared;
-            p.rank = int(r);
-            p.rounds = rounds[r];
-            out.push_back(p);
-        }
-        return out;
+        for (size_t r = 0; r < n; ++r) shared.recv[r] = static_cast<float*>(x.data[r]), shared.flags[r] = x.flags[r];
+        return per_rank(shared, x.rounds);
     }
     static constexpr size_t kFlagBytes = size_t(ops::kPeerBlocks) * ops::kPeerMaxRanks * sizeof(uint32_t);
     static constexpr size_t kRoundBytes = size_t(ops::kPeerBlocks) * sizeof(uint32_t);

@@ -584,7 +584,7 @@ private:
             ops::Epi e;
             e.x = x, e.w = f32(*link.next_norm), e.q = act_q_, e.ds = act_ds_, e.ss = ss_;
             if (link.next_router) e.xw = act_x_;  // the router's f32 x * w
-            e.peer = link.sum_output ? peer : nullptr;
+            e.peer = peer;  // (null without sum_output)
             ops::matvec_residual_norm(m, act_, e, stream_);
             rt::check(link.sum_output ? "matmul + peer sum + residual + norm" : "matmul + residual + norm");
             act_ = {};
