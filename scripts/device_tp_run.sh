@@ -22,7 +22,10 @@
 #      ended (a synth takes every core, and the ranks' host threads would compete).
 #   Knobs: CONFIG_TAGS="one tp2 ..." (which vega placements), IDS="one one1 tp ..." (which greedy runs), BENCH_MODELS, LLAMA_MODELS,
 #   LLAMA_MODES, SYNTH70=0 / SYNTHQ=0 (no such file), E2E=0, SWEEP=0, PARITY_ALL=1,
-#   TYPES_BENCH="IQ4_XS ..." (scripts/types_bench.sh on GPU 0 alone, at the end).
+#   TYPES_BENCH="IQ4_XS ..." (scripts/types_bench.sh on GPU 0 alone, at the end),
+#   SHARES="2 4" (tg128 / B=16 of the 8B file's one-rank share, vega synth --tp-share N, on
+#   GPU 0 alone: a rank's decode with free sums, the ceiling of tensor parallel over N),
+#   SWEEP1="shape:type ..." (scripts/gpu_sweep.sh on GPU 0 alone, PROMPT=${SWEEP1_PROMPT:-300}).
 #   start: setsid scripts/device_tp_run.sh &     poll: scripts/device_tp_run.sh poll SECONDS
 W=${W:-/tmp/tp_run}
 . "$(dirname "$0")/device_run_start.sh" 70 "$@"
@@ -60,7 +63,11 @@ if [ "${BENCH:-1}" = 1 ] && [ ! -f $W/synth.started ]; then
    if [ "${SYNTH70:-1}" = 1 ]; then timeout 900 $B/vega synth --shape llama3-70b --type Q4_K_M --layers $L70 -o $m70 > $W/synth70.log 2>&1; fi
    echo "rc=$?" >> $W/synth70.log
    if [ "${SYNTHQ:-1}" = 1 ]; then timeout 900 $B/vega synth --shape qwen3moe-30b-a3b --type Q4_K_M --layers $LMOE -o $mq > $W/synthq.log 2>&1; fi
-   echo "rc=$?" >> $W/synthq.log) &
+   echo "rc=$?" >> $W/synthq.log
+   for n in ${SHARES:-}; do
+     timeout 900 $B/vega synth --shape llama3-8b --type Q4_K_M --tp-share $n -o ${m8%.gguf}-share$n.gguf > $W/synth_share$n.log 2>&1
+     echo "rc=$?" >> $W/synth_share$n.log
+   done) &
 fi
 S=$VEGA_TEST_DATA/models/stories260K.gguf
 if [ ! -f $W/peer.done ]; then
@@ -156,6 +163,21 @@ if [ "${BENCH:-1}" = 1 ]; then
     fi
   done
 fi
+if [ "${BENCH:-1}" = 1 ]; then
+  for n in ${SHARES:-}; do  # one rank's share alone: its decode with free sums
+    [ -f $W/bench.share$n ] && continue
+    while ! grep -q rc= $W/synth_share$n.log 2>/dev/null; do sleep 2; done
+    tail -n 1 $W/synth_share$n.log
+    for f in $m8 ${m8%.gguf}-share$n.gguf; do
+      [ $f = $m8 ] && [ -f $W/bench.share.whole ] && continue
+      log "vega, GPU 0 alone: $(basename $f)"
+      CUDA_VISIBLE_DEVICES=0 timeout 300 $B/vega bench -m $f --device 0 -r 3 -p 0 -n 128 2>&1 | grep -E "^\||rror" | cut -d'|' -f4- | grep -v -- "---"
+      CUDA_VISIBLE_DEVICES=0 timeout 300 $B/vega bench -m $f --device 0 -r 2 -p 0 -n 128 -d 128 -B 16 2>&1 | grep -E "^\||rror" | cut -d'|' -f4- | grep -v -- "---"
+      [ $f = $m8 ] && touch $W/bench.share.whole
+    done
+    touch $W/bench.share$n
+  done
+fi
 E2EF=${E2E_FILTER:-AllReferences*:V1AndV3*:ParallelRun*:ParallelBench*:KvCacheQ8.*}
 e2e() {  # e2e TAG DEVICES FILTER
   [ -f $W/e2e.$1.done ] && return 0
@@ -179,6 +201,15 @@ if [ "${SWEEP:-1}" = 1 ]; then
   sweep tp2 "$D2 --split-mode tensor"
   if [ $NG -ge 4 ]; then sweep tp4 "$D4 --split-mode tensor"; sweep layer4 "$D4"; fi
 fi
+# One-GPU sweep pairs (SWEEP1="llama3-8b:Q6_K qwen2-7b:Q4_0 ..."), GPU 0 alone.
+for pair in ${SWEEP1:-}; do
+  t=${pair//:/-}
+  [ -f $W/sweep1.$t.done ] && continue
+  log "one-GPU sweep, $pair, PROMPT=${SWEEP1_PROMPT:-300}"
+  CUDA_VISIBLE_DEVICES=0 SHAPES=${pair%%:*} TYPES=${pair#*:} PROMPT=${SWEEP1_PROMPT:-300} OUT=$W/sweep1.$t \
+    bash scripts/gpu_sweep.sh $B | tail -5
+  touch $W/sweep1.$t.done
+done
 # One-GPU types table on the same build (issue 26's bars are an H200's: worth a step when a
 # several-GPU H200 machine comes): TYPES_BENCH="IQ4_XS MXFP4" runs scripts/types_bench.sh
 # with only GPU 0 visible (llama-bench would otherwise split over every GPU).
