@@ -126,6 +126,7 @@ if [ "${BENCH:-1}" = 1 ]; then
   vb() { timeout 300 $B/vega bench "$@" 2>&1 | grep -E "^\||rror|layer split|tensor parallel" | cut -d'|' -f4-; }
   log "waiting for the synth files (no bench runs beside a synth: it takes every core)"
   while ! grep -q rc= $W/synthq.log 2>/dev/null; do sleep 2; done
+  for n in ${SHARES:-}; do while ! grep -q rc= $W/synth_share$n.log 2>/dev/null; do sleep 2; done; done
   for m in ${BENCH_MODELS:-$m8 $m70 $mq}; do
     n=$(basename $m .gguf) sl=$W/synth8.log
     [ $m = $mq ] && sl=$W/synthq.log
