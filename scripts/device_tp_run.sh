@@ -25,7 +25,10 @@
 #   TYPES_BENCH="IQ4_XS ..." (scripts/types_bench.sh on GPU 0 alone, at the end),
 #   SHARES="2 4" (tg128 / B=16 of the 8B file's one-rank share, vega synth --tp-share N, on
 #   GPU 0 alone: a rank's decode with free sums, the ceiling of tensor parallel over N),
-#   SWEEP1="shape:type ..." (scripts/gpu_sweep.sh on GPU 0 alone, PROMPT=${SWEEP1_PROMPT:-300}).
+#   SWEEP1="shape:type ..." (scripts/gpu_sweep.sh on GPU 0 alone, PROMPT=${SWEEP1_PROMPT:-300}),
+#   PEER_STRESS=N (PeerSum.* N times beside a busy loop on every core, with the CUDA runtime's
+#   default lazy kernel loading and with CUDA_MODULE_LOADING=EAGER: the thirty-fifth
+#   session saw the suite trap twice in 8 runs, both while a synth took every core).
 #   start: setsid scripts/device_tp_run.sh &     poll: scripts/device_tp_run.sh poll SECONDS
 W=${W:-/tmp/tp_run}
 . "$(dirname "$0")/device_run_start.sh" 70 "$@"
@@ -75,6 +78,20 @@ if [ ! -f $W/peer.done ]; then
   timeout 180 $B/tests/gpu/vega_gpu_parity_tests --gtest_filter='PeerSum.*' 2>&1 | grep -E "^\[  |Failure|differ|rank|rror|exception|Expected|Which is" | head -40
   touch $W/peer.done
 fi
+if [ "${PEER_STRESS:-0}" -gt 0 ] && [ ! -f $W/peer_stress.done ]; then
+  log "PeerSum.* x $PEER_STRESS beside a busy loop on each of $(nproc) cores, lazy then eager kernel loading"
+  hogs=(); for i in $(seq "$(nproc)"); do (while :; do :; done) & hogs+=($!); done
+  for mode in "" EAGER; do
+    bad=0
+    for i in $(seq "$PEER_STRESS"); do
+      env ${mode:+CUDA_MODULE_LOADING=$mode} timeout 120 $B/tests/gpu/vega_gpu_parity_tests --gtest_filter='PeerSum.*' \
+        > $W/peer_stress.${mode:-LAZY}.$i.log 2>&1 || { bad=$((bad + 1)); grep -E "FAILED  \]|exception" $W/peer_stress.${mode:-LAZY}.$i.log | head -3; }
+    done
+    echo "loading ${mode:-LAZY (default)}: $bad of $PEER_STRESS runs failed"
+  done
+  kill "${hogs[@]}" 2>/dev/null; wait "${hogs[@]}" 2>/dev/null
+  touch $W/peer_stress.done
+fi
 # Which environment lets the decode graphs with the NCCL sums run (VEGA_TRACE_GRAPHS says
 # where a hang sits); the first that finishes is used for the rest, else op by op.
 if [ ! -f $W/graph_env ]; then
@@ -118,6 +135,7 @@ if [ ! -f $W/ids.done ]; then
   for t in tp1 tp tp_opbyop tp_nccl tp_unfused tp1_unfused tp_epi tp1_epi tp_input tp1_input tp_same tp4; do
     [ -f $W/$t.ids ] || continue
     ref=one; case $t in tp1*) ref=one1;; esac
+    [ -f $W/$ref.ids ] || { echo "$t: no $ref run to compare with (IDS)"; continue; }
     cmp -s $W/$t.ids $W/$ref.ids && echo "$t ids == $ref" || echo "$t ids DIFFER from $ref ($(wc -l < $W/$t.ids 2>/dev/null) lines)"
   done
   touch $W/ids.done
