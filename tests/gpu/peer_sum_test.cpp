@@ -291,7 +291,7 @@ TEST_F(PeerSum, FusedWithTheNextInputEqualsSumThenInput) {
                 // The fused steps, then (a second run) the reference's: ranks sharing one device
                 // must all be resident at once, and a rank's next kernel, launched early (PDL),
                 // can hold the SM a 1024-thread fused block needs (4 ranks' peer_sum_k waiting
-                // on 128 SMs deadlocked here, the poll limit's trap). The engine never puts
+                // on 128 SMs deadlocked here, the wait limit's trap). The engine never puts
                 // two ranks of the peer sums on one device (collective_peer.h).
                 // On one device also a step at a time, each waited for: 7 steps back to back
                 // there trapped once on 2 x H200 (2026-11-29, an early-launched next step
@@ -460,7 +460,7 @@ TEST_F(PeerSum, ResidualEpilogueSumsThePartsInRankOrder) {
                 // receive slots alternate under the peers' reads). One device: a step at a
                 // time, each waited for: there a rank's next launch, started early (PDL),
                 // holds the SMs its peer's blocks need (one block an SM), and the ranks wait
-                // for each other forever (the poll limit's trap; the engine never puts two
+                // for each other forever (the wait limit's trap; the engine never puts two
                 // ranks of the peer sums on one device, collective_peer.h).
                 constexpr int kSteps = 5;
                 auto steps = [&](int r, int n_steps) {

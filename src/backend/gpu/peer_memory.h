@@ -10,6 +10,7 @@
 #pragma once
 #include <cstdint>
 
+#include "backend/gpu/arch/arch.h"
 #include "backend/gpu/vendor.h"
 
 namespace vega::gpu {
@@ -48,6 +49,36 @@ __device__ __forceinline__ void trap_kernel() {
 #else
     __builtin_trap();
 #endif
+}
+
+// A clock that runs at arch::kWaitClockHz whatever the shader clock does.
+__device__ __forceinline__ uint64_t wait_clock() {
+#if defined(VEGA_GPU_CUDA)
+    uint64_t t;
+    asm volatile("mov.u64 %0, %%globaltimer;" : "=l"(t));
+    return t;
+#else
+    return wall_clock64();
+#endif
+}
+
+// How long a rank waits for a peer's flag before its kernel traps. A peer that never
+// comes (its process died, its launch failed) should fail the step, not hang the device;
+// a peer that is only late must not. A rank's host thread can stall for a second or more
+// before its launch (first-launch kernel loading, a busy host, paging), and a false trap
+// ends the whole run. The limit was 2^24 polls, a few seconds on an H200; the test suite
+// trapped twice while a synth held every core (docs/PERFORMANCE.md, thirty-fifth session).
+constexpr uint64_t kPeerWaitSeconds = 60;
+
+// Waits until the round number in *watch has reached e (compared wrapping: rounds count
+// up and may wrap). A flag already there costs one load; otherwise the clock is read when
+// the wait starts and then every 256 polls, so an arriving flag is seen at the next poll,
+// late by at most one clock read.
+__device__ __forceinline__ void wait_flag(const uint32_t* watch, uint32_t e) {
+    if (int32_t(poll_flag(watch) - e) >= 0) return;
+    const uint64_t start = wait_clock(), limit = kPeerWaitSeconds * arch::kWaitClockHz;
+    for (uint32_t polls = 1; int32_t(poll_flag(watch) - e) < 0; ++polls)
+        if ((polls & 255u) == 0 && wait_clock() - start > limit) trap_kernel();
 }
 
 }  // namespace vega::gpu

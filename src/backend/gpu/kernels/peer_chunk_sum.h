@@ -11,8 +11,8 @@
 // The round e is rounds[c] + 1, written back by lane 0. Pushing, not pulling: the only
 // traffic over the link is posted stores; the reads are local (the pull form of
 // peer_sum.cu waits one remote read round trip more). A peer that never arrives traps the
-// kernel after ~2^24 polls instead of hanging the device. Only targets with peer sums
-// (arch::kPeerSums) instantiate it.
+// kernel after kPeerWaitSeconds (peer_memory.h) instead of hanging the device. Only
+// targets with peer sums (arch::kPeerSums) instantiate it.
 #pragma once
 #include <cstdint>
 
@@ -26,8 +26,7 @@ namespace vega::gpu {
 // p is read in place (a kernel parameter, never through a reference that escapes).
 template <int kRows>
 __device__ __forceinline__ float peer_chunk_sum(const ops::PeerChunks& p, int64_t c, int lane, float part) {
-    constexpr uint32_t kMaxPolls = 1u << 24;
-    constexpr int64_t kPer = int64_t(ops::kPeerChunks) * kRows;  // floats of one rank's part in a slot
+        constexpr int64_t kPer = int64_t(ops::kPeerChunks) * kRows;  // floats of one rank's part in a slot
     const bool in = lane < kRows;
     const uint32_t e = p.rounds[c] + 1;
     const int64_t slot = int64_t(e & 1u) * p.n_ranks * kPer, at = c * kRows + lane;
@@ -39,8 +38,7 @@ __device__ __forceinline__ float peer_chunk_sum(const ops::PeerChunks& p, int64_
     if (peer) {
         publish_flag(p.flags[lane] + c * ops::kPeerMaxRanks + p.rank, e);
         const uint32_t* watch = p.flags[p.rank] + c * ops::kPeerMaxRanks + lane;
-        for (uint32_t polls = 0; int32_t(poll_flag(watch) - e) < 0; ++polls)
-            if (polls == kMaxPolls) trap_kernel();
+        wait_flag(watch, e);
         __threadfence_system();
     }
     wave_lds_sync();

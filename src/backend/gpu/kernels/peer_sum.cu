@@ -13,8 +13,8 @@
 // counterparts' flags alone, and a sum's slices (and so which block reads where) depend
 // on its size. So every launch has kPeerBlocks blocks (all in step: the same round
 // numbers, the same slot), and within a launch a block keeps one slice in every round.
-// A peer that never arrives traps the kernel after ~2^24 polls (seconds) instead of
-// hanging the device.
+// A peer that never arrives traps the kernel after kPeerWaitSeconds (peer_memory.h)
+// instead of hanging the device.
 //
 // peer_sum_norm_k is the same exchange fused with the next block's input (prep_row.h):
 // tensor parallel's decode then spends one launch, not two, between a block's part and
@@ -35,7 +35,6 @@ namespace {
 
 using arch::kPrepThreads;
 constexpr int kThreads = 256;
-constexpr uint32_t kMaxPolls = 1u << 24;
 
 __device__ __forceinline__ float4 add4(float4 a, float4 b) {
     return make_float4(a.x + b.x, a.y + b.y, a.z + b.z, a.w + b.w);
@@ -49,8 +48,7 @@ __device__ __forceinline__ void exchange_flags(bool active, uint32_t* raise, con
     __syncthreads();
     if (active) {
         publish_flag(raise, e);
-        for (uint32_t polls = 0; int32_t(poll_flag(watch) - e) < 0; ++polls)
-            if (polls == kMaxPolls) trap_kernel();
+        wait_flag(watch, e);
         __threadfence_system();
     }
     __syncthreads();
