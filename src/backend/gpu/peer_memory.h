@@ -51,14 +51,18 @@ __device__ __forceinline__ void trap_kernel() {
 #endif
 }
 
-// A clock that runs at arch::kWaitClockHz whatever the shader clock does.
-__device__ __forceinline__ uint64_t wait_clock() {
+// Nanoseconds by a clock that runs at a fixed rate whatever the shader clock does: CUDA's
+// %globaltimer; on HIP wall_clock64(), whose rate the target's table gives (the emulation
+// build, CUDA with the gfx906 table, reads %globaltimer).
+__device__ __forceinline__ uint64_t wait_clock_ns() {
 #if defined(VEGA_GPU_CUDA)
     uint64_t t;
     asm volatile("mov.u64 %0, %%globaltimer;" : "=l"(t));
     return t;
+#elif defined(__HIP_DEVICE_COMPILE__)
+    return uint64_t(wall_clock64()) * (1000000000ull / arch::kWallClockHz);
 #else
-    return wall_clock64();
+    return 0;  // (a HIP build's host pass, which declares no wall_clock64 and never runs this)
 #endif
 }
 
@@ -66,8 +70,9 @@ __device__ __forceinline__ uint64_t wait_clock() {
 // comes (its process died, its launch failed) should fail the step, not hang the device;
 // a peer that is only late must not. A rank's host thread can stall for a second or more
 // before its launch (first-launch kernel loading, a busy host, paging), and a false trap
-// ends the whole run. The limit was 2^24 polls, a few seconds on an H200; the test suite
-// trapped twice while a synth held every core (docs/PERFORMANCE.md, thirty-fifth session).
+// ends the whole run. The limit was 2^24 polls, a few seconds on an H200 (the test suite
+// trapped twice while a synth held every core: docs/PERFORMANCE.md, thirty-fifth session,
+// says what is known of why).
 constexpr uint64_t kPeerWaitSeconds = 60;
 
 // Waits until the round number in *watch has reached e (compared wrapping: rounds count
@@ -76,9 +81,9 @@ constexpr uint64_t kPeerWaitSeconds = 60;
 // late by at most one clock read.
 __device__ __forceinline__ void wait_flag(const uint32_t* watch, uint32_t e) {
     if (int32_t(poll_flag(watch) - e) >= 0) return;
-    const uint64_t start = wait_clock(), limit = kPeerWaitSeconds * arch::kWaitClockHz;
+    const uint64_t start = wait_clock_ns(), limit = kPeerWaitSeconds * 1000000000ull;
     for (uint32_t polls = 1; int32_t(poll_flag(watch) - e) < 0; ++polls)
-        if ((polls & 255u) == 0 && wait_clock() - start > limit) trap_kernel();
+        if ((polls & 255u) == 0 && wait_clock_ns() - start > limit) trap_kernel();
 }
 
 }  // namespace vega::gpu

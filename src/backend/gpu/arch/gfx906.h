@@ -54,7 +54,7 @@ constexpr bool kPdl = false;             // no programmatic dependent launch on 
 // device memory over PCIe or xGMI may miss lines still in the owner's L2; RCCL's own
 // buffers are fine-grained. Every sum goes through RCCL. Not tried on a card.
 constexpr bool kPeerSums = false;
-constexpr uint64_t kWaitClockHz = 100000000;  // wall_clock64() (s_memrealtime): 100 MHz on gfx9
+constexpr uint64_t kWallClockHz = 100000000;  // wall_clock64() (s_memrealtime): 100 MHz on gfx9 (HIP builds)
 constexpr bool kMultiMatLaunch = false;  // one matrix per launch: selecting among three GpuMat
                                          // parameters puts a per-lane copy in LDS (audit)
 constexpr const char* kName = "gfx906";

@@ -38,7 +38,6 @@ constexpr bool kPdl = true;             // programmatic dependent launch (sm_90;
 // where every pair of devices has peer access: device memory is coherent for peers at
 // system scope (NVLink, PCIe P2P), so a system fence and a flag publish a part.
 constexpr bool kPeerSums = true;
-constexpr uint64_t kWaitClockHz = 1000000000;  // %globaltimer: nanoseconds
 constexpr bool kMultiMatLaunch = true;  // q, k, v (three GpuMat parameters) in one matvec launch
 constexpr const char* kName = "nvidia";
 constexpr const char* kDeviceArch = "sm_";  // any NVIDIA device (sm_61+: dp4a; mma needs sm_80, checked at run time)
