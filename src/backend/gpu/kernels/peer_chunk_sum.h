@@ -26,7 +26,7 @@ namespace vega::gpu {
 // p is read in place (a kernel parameter, never through a reference that escapes).
 template <int kRows>
 __device__ __forceinline__ float peer_chunk_sum(const ops::PeerChunks& p, int64_t c, int lane, float part) {
-        constexpr int64_t kPer = int64_t(ops::kPeerChunks) * kRows;  // floats of one rank's part in a slot
+    constexpr int64_t kPer = int64_t(ops::kPeerChunks) * kRows;  // floats of one rank's part in a slot
     const bool in = lane < kRows;
     const uint32_t e = p.rounds[c] + 1;
     const int64_t slot = int64_t(e & 1u) * p.n_ranks * kPer, at = c * kRows + lane;
