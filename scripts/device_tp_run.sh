@@ -181,17 +181,14 @@ if [ "${BENCH:-1}" = 1 ]; then
       touch $W/bench.$n.llama
     fi
   done
-fi
-if [ "${BENCH:-1}" = 1 ]; then
-  for n in ${SHARES:-}; do  # one rank's share alone: its decode with free sums
+  for n in ${SHARES:-}; do  # one rank's share alone, on GPU 0: its decode with free sums
     [ -f $W/bench.share$n ] && continue
-    while ! grep -q rc= $W/synth_share$n.log 2>/dev/null; do sleep 2; done
     tail -n 1 $W/synth_share$n.log
     for f in $m8 ${m8%.gguf}-share$n.gguf; do
       [ $f = $m8 ] && [ -f $W/bench.share.whole ] && continue
       log "vega, GPU 0 alone: $(basename $f)"
-      CUDA_VISIBLE_DEVICES=0 timeout 300 $B/vega bench -m $f --device 0 -r 3 -p 0 -n 128 2>&1 | grep -E "^\||rror" | cut -d'|' -f4- | grep -v -- "---"
-      CUDA_VISIBLE_DEVICES=0 timeout 300 $B/vega bench -m $f --device 0 -r 2 -p 0 -n 128 -d 128 -B 16 2>&1 | grep -E "^\||rror" | cut -d'|' -f4- | grep -v -- "---"
+      CUDA_VISIBLE_DEVICES=0 vb -m $f --device 0 -r 3 -p 0 -n 128
+      CUDA_VISIBLE_DEVICES=0 vb -m $f --device 0 -r 2 -p 0 -n 128 -d 128 -B 16
       [ $f = $m8 ] && touch $W/bench.share.whole
     done
     touch $W/bench.share$n
