@@ -294,8 +294,10 @@ TEST_F(PeerSum, FusedWithTheNextInputEqualsSumThenInput) {
                 // on 128 SMs deadlocked here, the wait limit's trap). The engine never puts
                 // two ranks of the peer sums on one device (collective_peer.h).
                 // On one device also a step at a time, each waited for: 7 steps back to back
-                // there trapped once on 2 x H200 (2026-11-29, an early-launched next step
-                // holding the SMs a peer's blocks needed); distinct devices keep them back to back.
+                // there trapped once on 2 x H200 (2026-11-29, thought an early-launched next
+                // step holding the SMs a peer's blocks needed); distinct devices keep them back
+                // to back. The test trapped once more after this change, while a synth held
+                // every host core: cause not known yet (docs/PERFORMANCE.md, thirty-fifth session).
                 const bool one_device = devs.front() == devs.back();
                 auto fused_steps = [&](int r, int j0, int j1) {
                     gpu::rt::set_device(devs[size_t(r)]);
