@@ -217,6 +217,11 @@ if [ "${SWEEP:-1}" = 1 ]; then
   sweep tp2 "$D2 --split-mode tensor"
   if [ $NG -ge 4 ]; then sweep tp4 "$D4 --split-mode tensor"; sweep layer4 "$D4"; fi
 fi
+if [ "${PARITY_ALL:-0}" = 1 ] && [ ! -f $W/parity_all.done ]; then
+  log "every GPU parity test on device 0 (Parity.*, MoeParity.*, PeerSum.*)"
+  timeout 400 $B/tests/gpu/vega_gpu_parity_tests 2>&1 | grep -E "^\[  (PASSED|FAILED)|^\[  FAILED|tests ran" | head -30
+  touch $W/parity_all.done
+fi
 # One-GPU sweep pairs (SWEEP1="llama3-8b:Q6_K qwen2-7b:Q4_0 ..."), GPU 0 alone.
 for pair in ${SWEEP1:-}; do
   t=${pair//:/-}
@@ -234,11 +239,6 @@ if [ -n "${TYPES_BENCH:-}" ] && [ ! -f $W/types.done ]; then
   CUDA_VISIBLE_DEVICES=0 TYPES="$TYPES_BENCH" OUT=$W/types PEERS=$PEERS bash scripts/types_bench.sh $B > $W/types.log 2>&1
   cat $W/types/summary.txt 2>/dev/null | tail -20
   touch $W/types.done
-fi
-if [ "${PARITY_ALL:-0}" = 1 ] && [ ! -f $W/parity_all.done ]; then
-  log "every GPU parity test on device 0 (Parity.*, MoeParity.*, PeerSum.*)"
-  timeout 400 $B/tests/gpu/vega_gpu_parity_tests 2>&1 | grep -E "^\[  (PASSED|FAILED)|^\[  FAILED|tests ran" | head -30
-  touch $W/parity_all.done
 fi
 log "done"
 touch $W/finished
