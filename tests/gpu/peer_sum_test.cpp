@@ -115,6 +115,7 @@ protected:
     void SetUp() override {
         if (gpu_device_count_impl() == 0) GTEST_SKIP() << "no GPU device found";
         if (!gpu::ops::peer_sums_allowed()) GTEST_SKIP() << "this target's table has no peer sums (arch kPeerSums)";
+        if (!gpu::rt::kernels_load_eagerly()) GTEST_SKIP() << "kernels load lazily here, so peer sums refuse to run";
     }
     // The device lists to try with `ranks` ranks: one device named `ranks` times and,
     // where the machine has as many, distinct devices.
@@ -128,6 +129,26 @@ protected:
         return out;
     }
 };
+
+// The runtime loads every kernel at its start (runtime.cu: a peer sum's spinning kernel
+// and a lazily loaded one deadlock): the driver's own mode says eager, unless the user
+// asked for lazy loading, and then the peer sums must know it.
+TEST(GpuRuntime, LoadsEveryKernelAtItsStartUnlessAskedNotTo) {
+    if (gpu_device_count_impl() == 0) GTEST_SKIP() << "no GPU device found";
+    const auto [var, eager] = gpu::rt::kernel_loading_switch();
+    const char* v = std::getenv(var);
+    ASSERT_TRUE(v) << var << " unset: the runtime did not set it before main";
+    if (std::strcmp(v, eager) == 0) {
+        EXPECT_TRUE(gpu::rt::kernels_load_eagerly()) << var << "=" << v << " but the driver loads lazily";
+    } else {
+        EXPECT_FALSE(gpu::rt::kernels_load_eagerly()) << var << "=" << v << " but kernels_load_eagerly() says eager";
+        std::string why;
+        std::unique_ptr<Collective> none;
+        EXPECT_FALSE(gpu::make_peer_collective({0, 0}, {nullptr, nullptr}, "0,0", none, why, true))
+            << "peer sums accepted lazy loading";
+        EXPECT_NE(why.find("lazily"), std::string::npos) << why;
+    }
+}
 
 TEST_F(PeerSum, SumsInRankOrderOnEveryRankOpByOp) {
     // 16 KiB read from the peers a sum: on 2 ranks a staging slot of 4096 floats, so 4100

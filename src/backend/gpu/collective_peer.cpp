@@ -165,6 +165,11 @@ std::unique_ptr<Collective> make_peer_collective(const std::vector<int>& devs, c
         why = "peer sums off (VEGA_PEER_SUMS=0)";
         return nullptr;
     }
+    if (!rt::kernels_load_eagerly()) {
+        why = "peer sums off: kernels load lazily (CUDA_MODULE_LOADING / HIP_ENABLE_DEFERRED_LOADING), and a "
+              "rank's first launch could then wait on its peer's spinning sum";
+        return nullptr;
+    }
     if (devs.size() < 2 || devs.size() > size_t(ops::kPeerMaxRanks)) {
         why = "peer sums: 2 to " + std::to_string(ops::kPeerMaxRanks) + " devices";
         return nullptr;

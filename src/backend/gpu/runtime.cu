@@ -1,5 +1,6 @@
 // HIP/CUDA runtime calls behind runtime.h (one source for both vendors).
 #include <cstdlib>
+#include <cstring>
 #include <string>
 
 #include "core/env.h"
@@ -14,7 +15,52 @@ void ok(gpuError_t e, const char* what) {
     if (e != gpuSuccess) gpu_fail(std::string("GPU runtime error in ") + what + ": " + gpuGetErrorString(e));
 }
 gpuStream_t S(void* s) { return static_cast<gpuStream_t>(s); }
+
+// Every kernel loads when the runtime starts, not at its first launch. A peer sum's kernel
+// spins until its peer ranks' kernels arrive (peer_memory.h wait_flag); with lazy loading
+// (CUDA's default since 12.2) a rank's first launch of some kernel may wait for its
+// context to go idle, which the spinning kernel never lets it do: a deadlock, which the
+// wait loop ends with a trap after 60 s. CUDA's programming guide names this hazard
+// (Lazy Loading, "Potential Hazards"). Measured on 2 x H200 (thirty-sixth session):
+// PeerSum.* beside a busy loop on every core trapped in 5 of 5 runs with lazy loading,
+// 0 of 5 with eager loading. HIP's deferred code object loading is the same mechanism.
+// Set before main, hence before the runtime's first call reads it; a value the user set
+// wins (and kernels_load_eagerly() then says whether peer sums are safe).
+#if defined(VEGA_GPU_HIP)
+constexpr const char* kLoadingVar = "HIP_ENABLE_DEFERRED_LOADING";
+constexpr const char* kEagerValue = "0";
+#else
+constexpr const char* kLoadingVar = "CUDA_MODULE_LOADING";
+constexpr const char* kEagerValue = "EAGER";
+#endif
+const bool kEagerLoadingAsked = [] {
+    setenv(kLoadingVar, kEagerValue, /*overwrite=*/0);
+    const char* v = std::getenv(kLoadingVar);
+    return v && std::strcmp(v, kEagerValue) == 0;
+}();
 }  // namespace
+
+LoadingSwitch kernel_loading_switch() { return {kLoadingVar, kEagerValue}; }
+
+bool kernels_load_eagerly() {
+#if defined(VEGA_GPU_HIP)
+    return kEagerLoadingAsked;
+#else
+    // The driver's own answer (cuModuleGetLoadingMode: 1 eager, 2 lazy), found through the
+    // runtime so that the build links no driver library; the variable where it is missing.
+    using GetMode = int (*)(int*);
+    void* fn = nullptr;
+    cudaDriverEntryPointQueryResult found{};
+    if (cudaGetDriverEntryPointByVersion("cuModuleGetLoadingMode", &fn, 12000, cudaEnableDefault, &found) !=
+            cudaSuccess ||
+        found != cudaDriverEntryPointSuccess || !fn) {
+        (void)cudaGetLastError();
+        return kEagerLoadingAsked;
+    }
+    int mode = 0;
+    return reinterpret_cast<GetMode>(fn)(&mode) == 0 ? mode == 1 : kEagerLoadingAsked;
+#endif
+}
 
 int device_count() {
     int n = 0;

@@ -26,6 +26,15 @@ int current_device();
 // Lets dev read and write peer's memory directly (NVLink, PCIe P2P, xGMI); false
 // where the pair cannot (peer_copy then goes through host memory, in the runtime).
 bool enable_peer_access(int dev, int peer);
+// Whether the runtime loaded every kernel at its start (runtime.cu says why peer sums
+// need that); false only where the user asked for lazy loading.
+bool kernels_load_eagerly();
+// The environment variable that chooses it, and its value that asks for eager loading.
+struct LoadingSwitch {
+    const char* var;
+    const char* eager;
+};
+LoadingSwitch kernel_loading_switch();
 // n bytes from src (on src_dev) to dst (on dst_dev), on stream s (async).
 void peer_copy(void* dst, int dst_dev, const void* src, int src_dev, size_t n, void* s);
 // Throws unless this build's kernels (their target table: arch/arch.h) serve the
