@@ -70,20 +70,26 @@ __device__ __forceinline__ uint64_t wait_clock_ns() {
 // comes (its process died, its launch failed) should fail the step, not hang the device;
 // a peer that is only late must not. A rank's host thread can stall for a second or more
 // before its launch (first-launch kernel loading, a busy host, paging), and a false trap
-// ends the whole run. The limit was 2^24 polls, a few seconds on an H200 (the test suite
-// trapped twice while a synth held every core: docs/PERFORMANCE.md, thirty-fifth session,
-// says what is known of why).
+// ends the whole run. (The limit was 2^24 polls, a few seconds on an H200. The traps the
+// test suite hit beside a busy host came from lazy kernel loading, not from this limit:
+// runtime.cu loads every kernel at the start now.)
 constexpr uint64_t kPeerWaitSeconds = 60;
 
 // Waits until the round number in *watch has reached e (compared wrapping: rounds count
-// up and may wrap). A flag already there costs one load; otherwise the clock is read when
-// the wait starts and then every 256 polls, so an arriving flag is seen at the next poll,
-// late by at most one clock read.
+// up and may wrap). A wait of fewer than 2^14 polls (milliseconds) runs the loop of a
+// plain poll count and reads no clock; a longer one reads the clock every 2^14 polls and
+// traps kPeerWaitSeconds after its first read. (The first version read the clock when
+// every unfinished wait started; B=16 tensor-parallel decode then measured ~5% slower on
+// 2 x H200 while tg128 did not move: see docs/PERFORMANCE.md, thirty-sixth session.)
 __device__ __forceinline__ void wait_flag(const uint32_t* watch, uint32_t e) {
-    if (int32_t(poll_flag(watch) - e) >= 0) return;
-    const uint64_t start = wait_clock_ns(), limit = kPeerWaitSeconds * 1000000000ull;
-    for (uint32_t polls = 1; int32_t(poll_flag(watch) - e) < 0; ++polls)
-        if ((polls & 255u) == 0 && wait_clock_ns() - start > limit) trap_kernel();
+    constexpr uint32_t kPollsPerRead = 1u << 14;
+    uint64_t start = 0;
+    for (uint32_t polls = 1; int32_t(poll_flag(watch) - e) < 0; ++polls) {
+        if (polls % kPollsPerRead) continue;
+        const uint64_t now = wait_clock_ns();
+        if (start == 0) start = now;  // (a count that wraps leaves start where it was)
+        else if (now - start > kPeerWaitSeconds * 1000000000ull) trap_kernel();
+    }
 }
 
 }  // namespace vega::gpu
