@@ -79,8 +79,9 @@ constexpr uint64_t kPeerWaitSeconds = 60;
 // up and may wrap). A wait of fewer than 2^14 polls (milliseconds) runs the loop of a
 // plain poll count and reads no clock; a longer one reads the clock every 2^14 polls and
 // traps kPeerWaitSeconds after its first read. (The first version read the clock when
-// every unfinished wait started; B=16 tensor-parallel decode then measured ~5% slower on
-// 2 x H200 while tg128 did not move: see docs/PERFORMANCE.md, thirty-sixth session.)
+// every unfinished wait started: B=16 tensor-parallel decode of the 8B on 2 x H200 fell
+// from 5051-5071 t/s to 4772-4808, and came back to 5012-5086 with this loop; tg128 did
+// not move. docs/PERFORMANCE.md, thirty-sixth session.)
 __device__ __forceinline__ void wait_flag(const uint32_t* watch, uint32_t e) {
     constexpr uint32_t kPollsPerRead = 1u << 14;
     uint64_t start = 0;
