@@ -11,6 +11,7 @@
 #include <immintrin.h>
 
 #include <cstring>
+#include <type_traits>
 
 namespace vega::quant::detail {
 namespace {
@@ -196,11 +197,16 @@ inline float mins_dot(const uint8_t* m, const BlockQ8Act* a) {
     return s0 + s1;
 }
 
-// Q4_K: chunk c (64 elements) = 32 bytes of qs; low nibbles = sub-block 2c,
-// high = 2c+1. The 6-bit scale is folded into vpmaddwd.
-float dot_q4_k(const void* w, const BlockQ8Act* a, int64_t n) {
-    const auto* x = static_cast<const BlockQ4_K*>(w);
+// Q4_K and Q5_K: chunk c (64 elements) = 32 bytes of qs; low nibbles = sub-block 2c,
+// high = 2c+1. The 6-bit scale is folded into vpmaddwd. Q5_K: qh[l] bit 2c / 2c+1 adds
+// 16 to sub-block 2c / 2c+1; the qh vector is shifted right by 2 per chunk so bits 0 and
+// 1 are always the ones used.
+template <class Block>
+float dot_k4_family(const void* w, const BlockQ8Act* a, int64_t n) {
+    constexpr bool kHighBits = std::is_same_v<Block, BlockQ5_K>;
+    const auto* x = static_cast<const Block*>(w);
     const __m256i m4 = _mm256_set1_epi8(0x0F);
+    const __m256i b0 = _mm256_set1_epi8(0x01), b1 = _mm256_set1_epi8(0x02);
     __m256 acc0 = _mm256_setzero_ps(), acc1 = _mm256_setzero_ps();
     float off = 0;
     for (int64_t i = 0; i < n / 256; ++i, a += 8) {
@@ -208,10 +214,17 @@ float dot_q4_k(const void* w, const BlockQ8Act* a, int64_t n) {
         uint8_t sc[8], m[8];
         k4_scales(x[i].scales, sc, m);
         off += f16(x[i].dmin) * mins_dot(m, a);
+        __m256i hb = _mm256_setzero_si256();
+        if constexpr (kHighBits) hb = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(x[i].qh));
         for (int c = 0; c < 4; ++c) {
             const __m256i q = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(x[i].qs + 32 * c));
-            const __m256i lo = _mm256_and_si256(q, m4);
-            const __m256i hi = _mm256_and_si256(_mm256_srli_epi16(q, 4), m4);
+            __m256i lo = _mm256_and_si256(q, m4);
+            __m256i hi = _mm256_and_si256(_mm256_srli_epi16(q, 4), m4);
+            if constexpr (kHighBits) {
+                lo = _mm256_or_si256(lo, _mm256_slli_epi16(_mm256_and_si256(hb, b0), 4));  // bit 0 -> 0x10
+                hi = _mm256_or_si256(hi, _mm256_slli_epi16(_mm256_and_si256(hb, b1), 3));  // bit 1 -> 0x10
+                hb = _mm256_srli_epi16(hb, 2);
+            }
             const __m256i p0 = _mm256_madd_epi16(_mm256_maddubs_epi16(lo, load_act(a[2 * c])),
                                                  _mm256_set1_epi16(sc[2 * c]));
             const __m256i p1 = _mm256_madd_epi16(_mm256_maddubs_epi16(hi, load_act(a[2 * c + 1])),
@@ -223,37 +236,8 @@ float dot_q4_k(const void* w, const BlockQ8Act* a, int64_t n) {
     return hsum(_mm256_add_ps(acc0, acc1)) - off;
 }
 
-// Q5_K: as Q4_K; qh[l] bit 2c / 2c+1 adds 16 to sub-block 2c / 2c+1. The qh
-// vector is shifted right by 2 per chunk so bits 0 and 1 are always the ones used.
-float dot_q5_k(const void* w, const BlockQ8Act* a, int64_t n) {
-    const auto* x = static_cast<const BlockQ5_K*>(w);
-    const __m256i m4 = _mm256_set1_epi8(0x0F);
-    const __m256i b0 = _mm256_set1_epi8(0x01), b1 = _mm256_set1_epi8(0x02);
-    __m256 acc0 = _mm256_setzero_ps(), acc1 = _mm256_setzero_ps();
-    float off = 0;
-    for (int64_t i = 0; i < n / 256; ++i, a += 8) {
-        const float d = f16(x[i].d);
-        uint8_t sc[8], m[8];
-        k4_scales(x[i].scales, sc, m);
-        off += f16(x[i].dmin) * mins_dot(m, a);
-        __m256i hb = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(x[i].qh));
-        for (int c = 0; c < 4; ++c) {
-            const __m256i q = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(x[i].qs + 32 * c));
-            const __m256i h0 = _mm256_slli_epi16(_mm256_and_si256(hb, b0), 4);  // bit 0 -> 0x10
-            const __m256i h1 = _mm256_slli_epi16(_mm256_and_si256(hb, b1), 3);  // bit 1 -> 0x10
-            hb = _mm256_srli_epi16(hb, 2);
-            const __m256i lo = _mm256_or_si256(_mm256_and_si256(q, m4), h0);
-            const __m256i hi = _mm256_or_si256(_mm256_and_si256(_mm256_srli_epi16(q, 4), m4), h1);
-            const __m256i p0 = _mm256_madd_epi16(_mm256_maddubs_epi16(lo, load_act(a[2 * c])),
-                                                 _mm256_set1_epi16(sc[2 * c]));
-            const __m256i p1 = _mm256_madd_epi16(_mm256_maddubs_epi16(hi, load_act(a[2 * c + 1])),
-                                                 _mm256_set1_epi16(sc[2 * c + 1]));
-            acc0 = _mm256_fmadd_ps(_mm256_set1_ps(d * a[2 * c].d), _mm256_cvtepi32_ps(p0), acc0);
-            acc1 = _mm256_fmadd_ps(_mm256_set1_ps(d * a[2 * c + 1].d), _mm256_cvtepi32_ps(p1), acc1);
-        }
-    }
-    return hsum(_mm256_add_ps(acc0, acc1)) - off;
-}
+float dot_q4_k(const void* w, const BlockQ8Act* a, int64_t n) { return dot_k4_family<BlockQ4_K>(w, a, n); }
+float dot_q5_k(const void* w, const BlockQ8Act* a, int64_t n) { return dot_k4_family<BlockQ5_K>(w, a, n); }
 
 // Q6_K: group g = 4h+k (32 elements) meets activation block g; its two 16-element
 // halves (the two 128-bit lanes) use scales[2g] and scales[2g+1]. Codes are

@@ -6,6 +6,8 @@
 #include "quant/kscale.h"
 #include "quant/type_table.h"
 
+#include <type_traits>
+
 namespace vega::quant::detail {
 namespace {
 
@@ -76,10 +78,13 @@ float dot_q8_0(const void* w, const BlockQ8Act* a, int64_t n) {
     return acc;
 }
 
-// Q4_K: sub-block j of the super-block meets activation block j:
-// d*sc_j*d_a*isum_j - dmin*m_j*s_j.
-float dot_q4_k(const void* w, const BlockQ8Act* a, int64_t n) {
-    const auto* x = static_cast<const BlockQ4_K*>(w);
+// Q4_K and Q5_K: sub-block j of the super-block meets activation block j:
+// d*sc_j*d_a*isum_j - dmin*m_j*s_j. Q5_K's qh[l] bit 2c / 2c+1 adds 16 to the code of
+// sub-block 2c / 2c+1.
+template <class Block>
+float dot_k4_family(const void* w, const BlockQ8Act* a, int64_t n) {
+    constexpr bool kHighBits = std::is_same_v<Block, BlockQ5_K>;
+    const auto* x = static_cast<const Block*>(w);
     float acc = 0;
     for (int64_t i = 0; i < n / 256; ++i, a += 8) {
         uint8_t sc[8], m[8];
@@ -91,8 +96,13 @@ float dot_q4_k(const void* w, const BlockQ8Act* a, int64_t n) {
             const int8_t* a1 = a[2 * c + 1].qs;
             int s0 = 0, s1 = 0;
             for (int l = 0; l < 32; ++l) {
-                s0 += (q[l] & 0xF) * a0[l];
-                s1 += (q[l] >> 4) * a1[l];
+                int lo = q[l] & 0xF, hi = q[l] >> 4;
+                if constexpr (kHighBits) {
+                    lo |= ((x[i].qh[l] >> (2 * c)) & 1) << 4;
+                    hi |= ((x[i].qh[l] >> (2 * c + 1)) & 1) << 4;
+                }
+                s0 += lo * a0[l];
+                s1 += hi * a1[l];
             }
             sumi += a[2 * c].d * float(sc[2 * c] * s0) + a[2 * c + 1].d * float(sc[2 * c + 1] * s1);
             summ += float(m[2 * c]) * a[2 * c].s + float(m[2 * c + 1]) * a[2 * c + 1].s;
@@ -102,30 +112,8 @@ float dot_q4_k(const void* w, const BlockQ8Act* a, int64_t n) {
     return acc;
 }
 
-float dot_q5_k(const void* w, const BlockQ8Act* a, int64_t n) {
-    const auto* x = static_cast<const BlockQ5_K*>(w);
-    float acc = 0;
-    for (int64_t i = 0; i < n / 256; ++i, a += 8) {
-        uint8_t sc[8], m[8];
-        unpack_scales_mins_k4(x[i].scales, sc, m);
-        float sumi = 0, summ = 0;
-        for (int c = 0; c < 4; ++c) {
-            const uint8_t* q = x[i].qs + 32 * c;
-            const uint8_t* qh = x[i].qh;
-            const int8_t* a0 = a[2 * c].qs;
-            const int8_t* a1 = a[2 * c + 1].qs;
-            int s0 = 0, s1 = 0;
-            for (int l = 0; l < 32; ++l) {
-                s0 += ((q[l] & 0xF) | ((qh[l] >> (2 * c)) & 1) << 4) * a0[l];
-                s1 += ((q[l] >> 4) | ((qh[l] >> (2 * c + 1)) & 1) << 4) * a1[l];
-            }
-            sumi += a[2 * c].d * float(sc[2 * c] * s0) + a[2 * c + 1].d * float(sc[2 * c + 1] * s1);
-            summ += float(m[2 * c]) * a[2 * c].s + float(m[2 * c + 1]) * a[2 * c + 1].s;
-        }
-        acc += f16_to_f32(x[i].d) * sumi - f16_to_f32(x[i].dmin) * summ;
-    }
-    return acc;
-}
+float dot_q4_k(const void* w, const BlockQ8Act* a, int64_t n) { return dot_k4_family<BlockQ4_K>(w, a, n); }
+float dot_q5_k(const void* w, const BlockQ8Act* a, int64_t n) { return dot_k4_family<BlockQ5_K>(w, a, n); }
 
 // Q6_K: half h, group k (0..3) of 32 elements meets activation block 4h+k; its
 // first 16 elements use scales[8h+2k], the next 16 scales[8h+2k+1]. The -32
