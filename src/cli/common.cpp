@@ -35,8 +35,9 @@ void add_model_options(CLI::App& cmd, ModelOptions& o, bool ctx_option) {
         ->excludes(one);
     cmd.add_option("--split-mode", o.split_mode,
                    "how --devices share the model: layer (each holds a contiguous range of layers), tensor (each "
-                   "holds its share of every layer's heads and FFN rows; one all-reduce per block, through NCCL/RCCL "
-                   "when found) or none (the first device holds all)")
+                   "holds its share of every layer's heads and FFN rows; one all-reduce after each attention and "
+                   "FFN block, over peer memory on NVIDIA where it serves, else through NCCL/RCCL when found) or "
+                   "none (the first device holds all)")
         ->capture_default_str();
     cmd.add_option("--tensor-split", o.tensor_split,
                    "each device's share of the layers, comma-separated (3,1: three quarters on the first); default: "
