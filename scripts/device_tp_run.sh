@@ -8,7 +8,8 @@
 #      graphs with the peer sums in the o / down kernel's epilogue (the default), in one
 #      kernel with the next block's input (VEGA_PEER_SUM_FUSE=1), as launches of their
 #      own (VEGA_PEER_SUM_FUSE=0), NCCL's (VEGA_PEER_SUMS=0),
-#      single-token and batch buckets), op by op, and over 0,0 (one GPU, two ranks);
+#      single-token and batch buckets), op by op (also beside a busy loop on every core:
+#      tp_busy), and over 0,0 (one GPU, two ranks);
 #   3. the end-to-end tests under tensor parallel over 0,1 (and with 4 GPUs, over 0,1,2,3
 #      in both modes);
 #   4. scripts/gpu_sweep.sh, tensor parallel over 0,1 (and with 4 GPUs, over 0,1,2,3 in
@@ -138,7 +139,14 @@ if [ ! -f $W/ids.done ]; then
   run tp1_input VEGA_PEER_SUM_FUSE=1 -- --devices $D2 --split-mode tensor -p "Once upon a time"
   run tp_same X=1 -- --devices 0,0 --split-mode tensor --prompts-file $W/prompts.txt --parallel 4
   [ $NG -ge 4 ] && run tp4 X=1 -- --devices $D4 --split-mode tensor --prompts-file $W/prompts.txt --parallel 4
-  for t in tp1 tp tp_opbyop tp_nccl tp_unfused tp1_unfused tp_epi tp1_epi tp_input tp1_input tp_same tp4; do
+  # Every step op by op (no graph loads the kernels first) beside a busy loop on every core:
+  # the case lazy kernel loading deadlocked (thirty-sixth session).
+  if [ -z "${IDS:-}" ] || [[ " $IDS " == *" tp_busy "* ]]; then
+    hogs=(); for i in $(seq "$(nproc)"); do (while :; do :; done) & hogs+=($!); done
+    run tp_busy VEGA_GRAPHS=0 -- --devices $D2 --split-mode tensor --prompts-file $W/prompts.txt --parallel 4
+    kill "${hogs[@]}" 2>/dev/null; wait "${hogs[@]}" 2>/dev/null
+  fi
+  for t in tp1 tp tp_opbyop tp_nccl tp_unfused tp1_unfused tp_epi tp1_epi tp_input tp1_input tp_same tp4 tp_busy; do
     [ -f $W/$t.ids ] || continue
     ref=one; case $t in tp1*) ref=one1;; esac
     [ -f $W/$ref.ids ] || { echo "$t: no $ref run to compare with (IDS)"; continue; }
