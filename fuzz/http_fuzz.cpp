@@ -7,6 +7,7 @@
 // limit, or the whole-input and piecewise parses disagreeing.
 #include <cstddef>
 #include <cstdint>
+#include <cstdio>
 #include <cstdlib>
 #include <string>
 #include <string_view>
@@ -23,9 +24,13 @@ using vega::http::RequestParser;
 
 constexpr size_t kMaxBody = 1 << 16;
 
-void check(bool ok) {
-    if (!ok) std::abort();
+// A broken invariant: names it (the condition's text and line) before aborting.
+void check_that(bool ok, const char* what, int line) {
+    if (ok) return;
+    std::fprintf(stderr, "http_fuzz.cpp:%d: invariant broken: %s\n", line, what);
+    std::abort();
 }
+#define check(cond) check_that((cond), #cond, __LINE__)
 
 void exercise(const Request& r) {
     check(r.body.size() <= kMaxBody);

@@ -147,6 +147,15 @@ TEST(HttpParser, LimitsGiveTheirStatus) {
     Request r;
     size_t used;
     EXPECT_EQ(p.feed("GET /" + std::string(200, 'a'), r, used).status, RequestParser::Status::Fail);
+    // A request line of exactly the limit: accepted whole and byte by byte, also when the
+    // bytes so far end in its CR (the http fuzzer's finding: 414 in pieces, 200 whole).
+    const std::string at_limit = "GET /" + std::string(64 - 14, 'a') + " HTTP/1.1";
+    ASSERT_EQ(at_limit.size(), 64u);
+    for (bool bytewise : {false, true}) {
+        const Parsed ok = parse(at_limit + "\r\n\r\n", bytewise, lim);
+        EXPECT_EQ(ok.o.status, RequestParser::Status::Done) << bytewise << ": " << ok.o.message;
+    }
+    expect_fail("GET /" + std::string(64 - 13, 'a') + " HTTP/1.1\r\n\r\n", 414, "request line", lim);
 }
 
 TEST(HttpParser, ExpectContinueAndProgressFlags) {

@@ -201,7 +201,11 @@ RequestParser::Outcome RequestParser::feed(std::string_view buf, Request& out, s
             std::string_view line;
             if (!next_line(buf, line)) {
                 const size_t partial = buf.size() - line_start_;
-                if (req_.method.empty() && partial > lim_.max_request_line)
+                // A complete line is measured without its CR LF, so a partial one may hold
+                // max_request_line bytes and the CR before the LF comes (the same request
+                // must get the same answer whole or in pieces).
+                const size_t cr = buf.back() == '\r' ? 1 : 0;
+                if (req_.method.empty() && partial > lim_.max_request_line + cr)
                     return line_too_long();
                 if (header_bytes_ + partial > lim_.max_header_bytes)
                     return headers_too_large("headers");
