@@ -80,9 +80,13 @@ if [ ! -f $W/peer.done ]; then
   timeout 180 $B/tests/gpu/vega_gpu_parity_tests --gtest_filter='PeerSum.*' 2>&1 | grep -E "^\[  |Failure|differ|rank|rror|exception|Expected|Which is" | head -40
   touch $W/peer.done
 fi
+# A busy loop on every host core (busy_start) until busy_stop: a loaded host, where the
+# ranks' host threads launch late.
+busy_start() { hogs=(); for i in $(seq "$(nproc)"); do (while :; do :; done) & hogs+=($!); done; }
+busy_stop() { kill "${hogs[@]}" 2>/dev/null; wait "${hogs[@]}" 2>/dev/null; }
 if [ "${PEER_STRESS:-0}" -gt 0 ] && [ ! -f $W/peer_stress.done ]; then
   log "PeerSum.* x $PEER_STRESS beside a busy loop on each of $(nproc) cores: the runtime's eager loading, then LAZY (peer sums refuse)"
-  hogs=(); for i in $(seq "$(nproc)"); do (while :; do :; done) & hogs+=($!); done
+  busy_start
   for mode in "" LAZY; do
     bad=0
     for i in $(seq "$PEER_STRESS"); do
@@ -92,7 +96,7 @@ if [ "${PEER_STRESS:-0}" -gt 0 ] && [ ! -f $W/peer_stress.done ]; then
     done
     echo "loading ${mode:-as the runtime sets it}: $bad of $PEER_STRESS runs failed; last run: $(grep -cE '^\[       OK' $f) ok, $(grep -cE '^\[  SKIPPED \]' $f) skipped"
   done
-  kill "${hogs[@]}" 2>/dev/null; wait "${hogs[@]}" 2>/dev/null
+  busy_stop
   for mode in EAGER LAZY; do  # what eager loading costs at startup: a whole small run, 3 times
     TIMEFORMAT="$mode: %R s"
     for i in 1 2 3; do time (CUDA_MODULE_LOADING=$mode $B/vega run -m $S -n 4 --temp 0 --device 0 > /dev/null 2>&1); done
@@ -142,9 +146,9 @@ if [ ! -f $W/ids.done ]; then
   # Every step op by op (no graph loads the kernels first) beside a busy loop on every core:
   # the case lazy kernel loading deadlocked (thirty-sixth session).
   if [ -z "${IDS:-}" ] || [[ " $IDS " == *" tp_busy "* ]]; then
-    hogs=(); for i in $(seq "$(nproc)"); do (while :; do :; done) & hogs+=($!); done
+    busy_start
     run tp_busy VEGA_GRAPHS=0 -- --devices $D2 --split-mode tensor --prompts-file $W/prompts.txt --parallel 4
-    kill "${hogs[@]}" 2>/dev/null; wait "${hogs[@]}" 2>/dev/null
+    busy_stop
   fi
   for t in tp1 tp tp_opbyop tp_nccl tp_unfused tp1_unfused tp_epi tp1_epi tp_input tp1_input tp_same tp4 tp_busy; do
     [ -f $W/$t.ids ] || continue

@@ -319,7 +319,9 @@ TEST_F(PeerSum, FusedWithTheNextInputEqualsSumThenInput) {
                 // there trapped once on 2 x H200 (2026-11-29, thought an early-launched next
                 // step holding the SMs a peer's blocks needed); distinct devices keep them back
                 // to back. The test trapped once more after this change, while a synth held
-                // every host core: cause not known yet (docs/PERFORMANCE.md, thirty-fifth session).
+                // every host core: that, and likely the first trap too, was lazy kernel
+                // loading, 5 of 5 runs beside a busy host, 0 of 5 eager (runtime.cu now
+                // loads every kernel at the start; docs/PERFORMANCE.md, thirty-sixth session).
                 const bool one_device = devs.front() == devs.back();
                 auto fused_steps = [&](int r, int j0, int j1) {
                     gpu::rt::set_device(devs[size_t(r)]);
