@@ -26,6 +26,8 @@
 #   TYPES_BENCH="IQ4_XS ..." (scripts/types_bench.sh on GPU 0 alone, at the end),
 #   SHARES="2 4" (tg128 / B=16 of the 8B file's one-rank share, vega synth --tp-share N, on
 #   GPU 0 alone: a rank's decode with free sums, the ceiling of tensor parallel over N),
+#   E2E1=1 (the end-to-end tests on GPU 0 alone), SWEEP_ONE=1 (every shape x type on the last GPU
+#   alone, in the background, PROMPT=${SWEEP_ONE_PROMPT:-24}),
 #   SWEEP1="shape:type ..." (scripts/gpu_sweep.sh on GPU 0 alone, PROMPT=${SWEEP1_PROMPT:-300}),
 #   PEER_STRESS=N (PeerSum.* N times beside a busy loop on every core, with the eager kernel
 #   loading the runtime asks for and with CUDA_MODULE_LOADING=LAZY, where the peer sums must
@@ -60,6 +62,14 @@ if [ ! -f $W/built ]; then
     && cmake --build $B -j40 --target vega vega_gpu_parity_tests $([ "${E2E:-1}" = 1 ] && echo vega_engine_tests) \
        > $W/build.log 2>&1 && touch $W/built \
     || { grep -E "error|FAILED" $W/build.log | head -20; touch $W/finished; exit 1; }
+fi
+# SWEEP_ONE=1: every synth shape x type on the last GPU alone (scripts/gpu_sweep.sh,
+# PROMPT=${SWEEP_ONE_PROMPT:-24}), in the background from here on; waited for at the end.
+if [ "${SWEEP_ONE:-0}" = 1 ] && [ ! -f $W/sweep_one.started ]; then
+  touch $W/sweep_one.started
+  log "one-GPU sweep of every shape x type on GPU $((NG - 1)), in the background ($W/sweep_one)"
+  (CUDA_VISIBLE_DEVICES=$((NG - 1)) PROMPT=${SWEEP_ONE_PROMPT:-24} OUT=$W/sweep_one bash scripts/gpu_sweep.sh $B > $W/sweep_one.log 2>&1
+   echo "rc=$?" >> $W/sweep_one.log) &
 fi
 m8=/tmp/tp-llama3-8b-Q4_K_M.gguf m70=/tmp/tp-llama3-70b-${L70}L-Q4_K_M.gguf mq=/tmp/tp-qwen3moe-30b-${LMOE}L-Q4_K_M.gguf
 if [ "${BENCH:-1}" = 1 ] && [ ! -f $W/synth.started ]; then
@@ -221,6 +231,7 @@ e2e() {  # e2e TAG DEVICES FILTER
   grep -E "^\[  (PASSED|FAILED|SKIPPED)|^\[  FAILED|rc=" $W/e2e.$1.log | head -20
   touch $W/e2e.$1.done
 }
+[ "${E2E1:-0}" = 1 ] && e2e one 0 "${E2E1_FILTER:-$E2EF}"
 [ "${E2E:-1}" = 1 ] && e2e tp2 "$D2 --split-mode tensor" "$E2EF"
 [ "${E2E:-1}" = 1 ] && [ $NG -ge 4 ] && e2e tp4 "$D4 --split-mode tensor" "${E2E4:-AllReferences*}"
 [ "${E2E:-1}" = 1 ] && [ $NG -ge 4 ] && e2e layer4 "$D4" "${E2E4:-AllReferences*}"
@@ -259,4 +270,9 @@ if [ -n "${TYPES_BENCH:-}" ] && [ ! -f $W/types.done ]; then
   touch $W/types.done
 fi
 log "done"
+if [ -f $W/sweep_one.started ]; then
+  log "waiting for the one-GPU sweep"
+  while ! grep -q rc= $W/sweep_one.log 2>/dev/null; do sleep 5; done
+  cat $W/sweep_one/sweep.txt; tail -1 $W/sweep_one.log
+fi
 touch $W/finished
