@@ -22,7 +22,9 @@
 #      qwen3moe-30b-a3b synth of $LMOE blocks; no bench starts before every synth has
 #      ended (a synth takes every core, and the ranks' host threads would compete).
 #   Knobs: CONFIG_TAGS="one tp2 ..." (which vega placements), IDS="one one1 tp ..." (which greedy runs), BENCH_MODELS, LLAMA_MODELS,
-#   LLAMA_MODES, SYNTH70=0 / SYNTHQ=0 (no such file), E2E=0, SWEEP=0, PARITY_ALL=1,
+#   LLAMA_MODES, SYNTH70=0 / SYNTHQ=0 (no such file), E2E=0, SWEEP=0, PARITY_ALL=1 (PARITY_FILTER: which),
+#   bench tags ending in v or v2 run with VEGA_TP_VOCAB_SPLIT=0 (device 0 computes every logit; tp2 / tp2v /
+#   tp2_2 / tp2v2 alternate the vocabulary split's A/B),
 #   TYPES_BENCH="IQ4_XS ..." (scripts/types_bench.sh on GPU 0 alone, at the end),
 #   SHARES="2 4" (tg128 / B=16 of the 8B file's one-rank share, vega synth --tp-share N, on
 #   GPU 0 alone: a rank's decode with free sums, the ceiling of tensor parallel over N),
@@ -180,7 +182,9 @@ if [ "${BENCH:-1}" = 1 ]; then
     log "waiting for $n"
     while ! grep -q rc= $sl 2>/dev/null; do sleep 2; done
     tail -n 1 $sl
-    for cfg in ${CONFIGS:-"one:--device 0" "tp2:--devices $D2 --split-mode tensor" "tp2e:--devices $D2 --split-mode tensor" \
+    for cfg in ${CONFIGS:-"one:--device 0" "tp2:--devices $D2 --split-mode tensor" \
+               "tp2v:--devices $D2 --split-mode tensor" "tp2_2:--devices $D2 --split-mode tensor" \
+               "tp2v2:--devices $D2 --split-mode tensor" "tp2e:--devices $D2 --split-mode tensor" \
                "tp2f:--devices $D2 --split-mode tensor" \
                "tp2u:--devices $D2 --split-mode tensor" \
                "tp2n:--devices $D2 --split-mode tensor" "tp4:--devices $D4 --split-mode tensor" \
@@ -188,7 +192,7 @@ if [ "${BENCH:-1}" = 1 ]; then
       tag=${cfg%%:*} opts=${cfg#*:} ev=X=1
       [ -n "${CONFIG_TAGS:-}" ] && [[ " $CONFIG_TAGS " != *" $tag "* ]] && continue
       case $tag in tp4*) [ $NG -lt 4 ] && continue;; esac
-      case $tag in *n) ev=VEGA_PEER_SUMS=0;; *u) ev=VEGA_PEER_SUM_FUSE=0;; *f) ev=VEGA_PEER_SUM_FUSE=1;; *e) ev=VEGA_PEER_SUM_FUSE=2;; esac
+      case $tag in *v|*v2) ev=VEGA_TP_VOCAB_SPLIT=0;; *n) ev=VEGA_PEER_SUMS=0;; *u) ev=VEGA_PEER_SUM_FUSE=0;; *f) ev=VEGA_PEER_SUM_FUSE=1;; *e) ev=VEGA_PEER_SUM_FUSE=2;; esac
       [ -f $W/bench.$n.$tag ] && continue
       log "vega, $n: $tag ($ev $opts)"
       env $ev bash -c "$(declare -f vb); B=$B; vb -m $m $opts -r 3 -p 512 -n 128 -B 1; vb -m $m $opts -r 2 -p 0 -n 128 -d 128 -B 16"
@@ -248,7 +252,7 @@ if [ "${SWEEP:-1}" = 1 ]; then
 fi
 if [ "${PARITY_ALL:-0}" = 1 ] && [ ! -f $W/parity_all.done ]; then
   log "every GPU parity test on device 0 (Parity.*, MoeParity.*, PeerSum.*)"
-  timeout 400 $B/tests/gpu/vega_gpu_parity_tests 2>&1 | grep -E "^\[  (PASSED|FAILED)|^\[  FAILED|tests ran" | head -30
+  timeout 400 $B/tests/gpu/vega_gpu_parity_tests ${PARITY_FILTER:+--gtest_filter=$PARITY_FILTER} 2>&1 | grep -E "^\[  (PASSED|FAILED)|^\[  FAILED|tests ran" | head -30
   touch $W/parity_all.done
 fi
 # One-GPU sweep pairs (SWEEP1="llama3-8b:Q6_K qwen2-7b:Q4_0 ..."), GPU 0 alone.

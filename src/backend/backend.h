@@ -289,8 +289,9 @@ public:
 
     // y[j][:] = x[idx[j]][:] (selects the rows that need logits).
     virtual void gather_rows(const float* x, const int32_t* idx, int n_idx, int64_t n, float* y) = 0;
-    // out[r] = argmax_j logits[r][j] (lowest index wins ties).
-    virtual void argmax(const float* logits, int rows, int64_t n, int32_t* out) = 0;
+    // out[r] = argmax_j logits[r][j] (lowest index wins ties); with max_out, also
+    // max_out[r] = that logit (a vocabulary split merges its slices' maxima on the host).
+    virtual void argmax(const float* logits, int rows, int64_t n, int32_t* out, float* max_out = nullptr) = 0;
     // The k best entries of each row, best first (ties: lowest index first; NaN never
     // chosen): ids [rows][k] and vals [rows][k]. 1 <= k <= kTopKMax, k <= n. Lets
     // top-k sampling move only k candidates off the device. The default goes through

@@ -1,8 +1,9 @@
 #include "engine/session.h"
 
 #include <algorithm>
-#include <functional>
 #include <cstdio>
+#include <cstring>
+#include <functional>
 
 #include "backend/backend_factory.h"
 #include "core/env.h"
@@ -15,9 +16,11 @@ enum class Select { Logits, Argmax, TopK };
 
 // The ids block a captured decode step reads from backend memory: one array of `stride`
 // ints per field, in this order (fresh: BatchView::fresh; a one-token step's is its pos,
-// so that block stops after kArgmax).
+// so that block stops after kMax). kArgmax and kMax are the step's outputs: each row's
+// argmax over the stage's vocabulary rows and (float bits) its logit, one array after the
+// other, as select() writes them.
 struct StepIds {
-    enum Field { kTokens, kPos, kSeq, kOutIdx, kArgmax, kFresh, kFields };
+    enum Field { kTokens, kPos, kSeq, kOutIdx, kArgmax, kMax, kFresh, kFields };
     int32_t* base = nullptr;
     int stride = 1;
     int32_t* at(Field f) const { return base + int(f) * stride; }
@@ -26,8 +29,7 @@ struct StepIds {
 struct Session::Impl {
     // One stage of the model (Model::stages()): its backend, its layers' KV cache, and
     // copies of each batch's metadata in its memory (every stage's attention reads the
-    // positions and sequences). The last stage also holds the output rows, logits,
-    // argmax and top-k buffers.
+    // positions and sequences).
     struct Stage {
         Backend* be = nullptr;
         std::unique_ptr<KvCache> cache;
@@ -36,17 +38,28 @@ struct Session::Impl {
         int32_t* d_bstep = nullptr;  // StepIds, stride kMaxBucket
     };
     std::vector<Stage> st;
-    size_t out_stage = 0;                    // the stage that computes the logits
+    // One share of the vocabulary's logits (Model::output_stages(): the last stage's whole
+    // vocabulary, or each tensor-parallel device's rows): its stage, its rows [first,
+    // first + n), and one chunk's output rows, logits and reductions in that stage's
+    // memory. With several shares the host merges their rows, argmaxes or top-k.
+    struct OutShard {
+        size_t stage = 0;
+        int64_t first = 0, n = 0;
+        int32_t* d_out_idx = nullptr;  // [n_batch]
+        int32_t* d_argmax = nullptr;   // [2][n_batch]: argmax, then (float bits) its logit
+        float* d_logits = nullptr;     // [n_batch][n]
+        int32_t* d_topk_ids = nullptr; // [n_batch][kTopKMax]
+        float* d_topk_vals = nullptr;
+    };
+    std::vector<OutShard> outs;
     std::unique_ptr<Collective> collective;  // tensor parallel's all-reduce
     std::unique_ptr<Forward> fwd;
     int n_batch = 0;
     int n_vocab = 0;
-    // Last-stage buffers for one chunk's output rows and logits.
-    int32_t *d_out_idx = nullptr, *d_argmax = nullptr;
-    float* d_logits = nullptr;
-    // Host staging, sized once.
-    std::vector<int32_t> h_tokens, h_pos, h_seq, h_out_idx, h_argmax;
-    std::vector<float> logits;
+    // Host staging, sized once (h_shard: one share's rows or reductions, as they arrive).
+    std::vector<int32_t> h_tokens, h_pos, h_seq, h_out_idx;
+    std::vector<float> logits, h_shard;
+    std::vector<int32_t> h_shard_ids;
     std::vector<int32_t> greedy;
     // The wanted rows of the last decode whose logits are still in d_logits: rows
     // [last_first, last_first + last_rows) of its batch order (logits_of()).
@@ -71,12 +84,15 @@ struct Session::Impl {
     Graph bgraph[7][3];  // [bucket][Select]
     std::vector<int32_t> h_bstep;
     int n_replays = 0;  // batched steps replayed
-    // Device-side top-k: ids/vals [n_batch][kTopKMax] on the last stage, and host copies.
-    int32_t* d_topk_ids = nullptr;
-    float* d_topk_vals = nullptr;
     TopK topk;
 
-    Backend& out() const { return *st[out_stage].be; }  // the output stage's backend
+    Backend& be_of(const OutShard& o) const { return *st[o.stage].be; }
+    const OutShard* shard_of(size_t stage) const {
+        for (const OutShard& o : outs)
+            if (o.stage == stage) return &o;
+        return nullptr;
+    }
+    bool merged() const { return outs.size() > 1; }
     // Whether decode steps can be recorded: every backend captures, and the collective
     // (tensor parallel) can be recorded (the host's all-reduce cannot).
     bool can_capture() const {
@@ -86,10 +102,90 @@ struct Session::Impl {
     }
     int n_stages() const { return int(st.size()); }
 
-    // Reduces the logits of `rows` rows on the last stage: argmax into out, or top-k into d_topk_*.
-    void select(Select sel, int rows, int k, int32_t* argmax_out) {
-        if (sel == Select::Argmax) out().argmax(d_logits, rows, n_vocab, argmax_out);
-        if (sel == Select::TopK) out().top_k(d_logits, rows, n_vocab, k, d_topk_ids, d_topk_vals);
+    // Reduces the logits of `rows` rows of share o on its stage: the argmax of each into
+    // argmax_out [rows] and, where shares are merged, its logit into argmax_out + stride
+    // (float bits); or the top-k into d_topk_* (a share narrower than k: all its rows).
+    void select(const OutShard& o, Select sel, int rows, int k, int32_t* argmax_out, int stride) {
+        Backend& be = be_of(o);
+        if (sel == Select::Argmax)
+            be.argmax(o.d_logits, rows, o.n, argmax_out, merged() ? reinterpret_cast<float*>(argmax_out + stride) : nullptr);
+        if (sel == Select::TopK) be.top_k(o.d_logits, rows, o.n, int(std::min<int64_t>(k, o.n)), o.d_topk_ids, o.d_topk_vals);
+    }
+    // Where each stage puts its logits in a captured step (batched: the bucket's ids block).
+    std::vector<StageLogits> step_logits(bool batched) const {
+        std::vector<StageLogits> out(st.size());
+        for (const OutShard& o : outs) out[o.stage] = {ids_of(int(o.stage), batched).at(StepIds::kOutIdx), o.d_logits};
+        return out;
+    }
+    // Whole rows: rows [row0, row0 + n) of the chunk's logits into dst [n][n_vocab], each
+    // share's columns from its stage.
+    void download_logits(float* dst, size_t row0, size_t n) {
+        const size_t V = size_t(n_vocab);
+        if (!merged()) {
+            be_of(outs[0]).download(dst, outs[0].d_logits + row0 * V, n * V * sizeof(float));
+            return;
+        }
+        for (const OutShard& o : outs) {
+            const size_t w = size_t(o.n);
+            h_shard.resize(n * w);
+            be_of(o).download(h_shard.data(), o.d_logits + row0 * w, n * w * sizeof(float));
+            for (size_t r = 0; r < n; ++r)
+                std::copy_n(h_shard.data() + r * w, w, dst + r * V + size_t(o.first));
+        }
+    }
+    // The argmax of n rows (select()'s output at argmax_of(o), `stride` apart), appended
+    // to out: over several shares, the largest logit, the lowest id on ties (shares in
+    // vocabulary order, each with its own lowest).
+    void fetch_argmax(int n, const std::function<int32_t*(const OutShard&)>& argmax_of, int stride,
+                      std::vector<int32_t>& out) {
+        const size_t base = out.size();
+        out.resize(base + size_t(n));
+        if (!merged()) {
+            be_of(outs[0]).download(out.data() + base, argmax_of(outs[0]), size_t(n) * sizeof(int32_t));
+            return;
+        }
+        std::vector<float> best(static_cast<size_t>(n));
+        h_shard_ids.resize(size_t(stride) + size_t(n));
+        for (size_t i = 0; i < outs.size(); ++i) {
+            const OutShard& o = outs[i];
+            be_of(o).download(h_shard_ids.data(), argmax_of(o), (size_t(stride) + size_t(n)) * sizeof(int32_t));
+            for (size_t r = 0; r < size_t(n); ++r) {
+                float v;
+                std::memcpy(&v, &h_shard_ids[size_t(stride) + r], sizeof v);
+                if (i == 0 || v > best[r]) best[r] = v, out[base + r] = int32_t(o.first) + h_shard_ids[r];
+            }
+        }
+    }
+    // The top-k of n rows, appended to t: over several shares, the k best of their
+    // candidates (best first, ties by lowest id).
+    void fetch_top_k(int n, int k, TopK& t) {
+        const size_t old = t.ids.size(), add = size_t(n) * size_t(k);
+        t.ids.resize(old + add);
+        t.logits.resize(old + add);
+        if (!merged()) {
+            be_of(outs[0]).download(t.ids.data() + old, outs[0].d_topk_ids, add * sizeof(int32_t));
+            be_of(outs[0]).download(t.logits.data() + old, outs[0].d_topk_vals, add * sizeof(float));
+            return;
+        }
+        std::vector<std::vector<std::pair<float, int32_t>>> cand(static_cast<size_t>(n));
+        for (const OutShard& o : outs) {
+            const size_t ks = size_t(std::min<int64_t>(k, o.n));
+            h_shard_ids.resize(size_t(n) * ks);
+            h_shard.resize(size_t(n) * ks);
+            be_of(o).download(h_shard_ids.data(), o.d_topk_ids, h_shard_ids.size() * sizeof(int32_t));
+            be_of(o).download(h_shard.data(), o.d_topk_vals, h_shard.size() * sizeof(float));
+            for (size_t r = 0; r < size_t(n); ++r)
+                for (size_t j = 0; j < ks; ++j)
+                    cand[r].push_back({h_shard[r * ks + j], int32_t(o.first) + h_shard_ids[r * ks + j]});
+        }
+        for (size_t r = 0; r < size_t(n); ++r) {
+            auto& c = cand[r];
+            std::partial_sort(c.begin(), c.begin() + k, c.end(), [](const auto& a, const auto& b) {
+                return a.first > b.first || (a.first == b.first && a.second < b.second);
+            });
+            for (size_t j = 0; j < size_t(k); ++j)
+                t.ids[old + r * size_t(k) + j] = c[j].second, t.logits[old + r * size_t(k) + j] = c[j].first;
+        }
     }
     void synchronize() {
         for (Stage& s : st) s.be->synchronize();
@@ -104,9 +200,10 @@ struct Session::Impl {
         for (auto& per_bucket : bgraph)
             for (Graph& g : per_bucket) release(g);
         fwd.reset();
-        Backend* last = st.empty() ? nullptr : st[out_stage].be;
-        for (void* p : {(void*)d_out_idx, (void*)d_argmax, (void*)d_logits, (void*)d_topk_ids, (void*)d_topk_vals})
-            if (p && last) last->release(p);
+        for (const OutShard& o : outs)
+            for (void* p : {(void*)o.d_out_idx, (void*)o.d_argmax, (void*)o.d_logits, (void*)o.d_topk_ids,
+                            (void*)o.d_topk_vals})
+                if (p) be_of(o).release(p);
         for (Stage& s : st)
             for (void* p : {(void*)s.d_tokens, (void*)s.d_pos, (void*)s.d_seq, (void*)s.d_step, (void*)s.d_bstep})
                 if (p) s.be->release(p);
@@ -133,8 +230,12 @@ struct Session::Impl {
     // block (see above), one graph per stage. A failure turns the path off (`enabled`)
     // and propagates.
     void capture(Graph& g, bool batched, int rows, int n_ctx, Select sel, int k, bool& enabled) {
-        const StepIds out_ids = ids_of(int(out_stage), batched);
         const std::vector<BatchView> views = step_views(batched, rows, n_ctx);
+        const std::vector<StageLogits> out = step_logits(batched);
+        auto select_on = [&](int s) {  // stage s's reduction of its share, if it holds one
+            const StepIds ids = ids_of(s, batched);
+            if (const OutShard* o = shard_of(size_t(s))) select(*o, sel, rows, k, ids.at(StepIds::kArgmax), ids.stride);
+        };
         auto abandon = [&](int first, int end) {  // ends stages [first, end)'s captures, drops the graphs
             for (int s = first; s < end; ++s) try {
                     st[size_t(s)].be->release_graph(st[size_t(s)].be->capture_end());
@@ -148,13 +249,13 @@ struct Session::Impl {
             // each device's part on its own thread, which records its own graph of it.
             std::vector<int> ids(st.size(), -1);
             try {
-                fwd->run(views, out_ids.at(StepIds::kOutIdx), rows, d_logits,
+                fwd->run(views, out, rows,
                          [&](int s, const std::function<void()>& pass) {
                              Backend& be = *st[size_t(s)].be;
                              be.capture_begin();
                              try {
                                  pass();
-                                 if (size_t(s) == out_stage) select(sel, rows, k, out_ids.at(StepIds::kArgmax));
+                                 select_on(s);
                              } catch (...) {
                                  try {
                                      be.release_graph(be.capture_end());
@@ -178,8 +279,8 @@ struct Session::Impl {
             Backend& be = *st[size_t(s)].be;
             be.capture_begin();
             try {
-                fwd->run_stage(s, views[size_t(s)], out_ids.at(StepIds::kOutIdx), rows, d_logits);
-                if (s + 1 == n_stages()) select(sel, rows, k, out_ids.at(StepIds::kArgmax));
+                fwd->run_stage(s, views[size_t(s)], out[size_t(s)], rows);
+                select_on(s);
             } catch (...) {
                 abandon(s, s + 1);
                 throw;
@@ -241,7 +342,7 @@ struct Session::Impl {
                 if (seq[j] == seq[i]) lo = std::min(lo, pos[j]);
             host.at(StepIds::kFresh)[i] = lo;
         }
-        // Tokens .. out_idx in one upload (argmax is the step's output), then fresh.
+        // Tokens .. out_idx in one upload (argmax and max are the step's output), then fresh.
         for (int s = 0; s < n_stages(); ++s) {
             const StepIds dev = ids_of(s, true);
             Backend& be = *st[size_t(s)].be;
@@ -275,7 +376,6 @@ Session::Session(const Model& model, const ContextParams& p)
     p_.n_batch = std::min(p_.n_batch, p_.n_ctx * p_.n_seq);
 
     Impl& I = *impl_;
-    I.out_stage = model.output_stage();
     if (model.split_mode() == SplitMode::kTensor) {
         std::vector<Backend*> devices;
         for (const ModelStage& ms : model.stages()) devices.push_back(ms.backend);
@@ -327,25 +427,32 @@ Session::Session(const Model& model, const ContextParams& p)
             s.d_bstep = static_cast<int32_t*>(
                 be.alloc(StepIds::kFields * Impl::kMaxBucket * sizeof(int32_t), "batched step ids"));
     }
-    Backend& last = I.out();
-    I.d_out_idx = static_cast<int32_t*>(last.alloc(B * sizeof(int32_t), "batch output rows"));
-    I.d_argmax = static_cast<int32_t*>(last.alloc(B * sizeof(int32_t), "argmax output"));
-    I.d_logits = static_cast<float*>(last.alloc(B * size_t(I.n_vocab) * sizeof(float), "logits"));
+    const size_t KB = B * size_t(Backend::kTopKMax);
+    for (const size_t s : model.output_stages()) {
+        const ModelStage& ms = model.stages()[s];
+        Impl::OutShard o;
+        o.stage = s, o.first = ms.first_vocab, o.n = ms.n_vocab;
+        Backend& be = *ms.backend;
+        I.outs.push_back(o);  // (owned by Impl before anything else can throw: released with it)
+        Impl::OutShard& so = I.outs.back();
+        so.d_out_idx = static_cast<int32_t*>(be.alloc(B * sizeof(int32_t), "batch output rows"));
+        so.d_argmax = static_cast<int32_t*>(be.alloc(2 * B * sizeof(int32_t), "argmax output"));
+        so.d_logits = static_cast<float*>(be.alloc(B * size_t(o.n) * sizeof(float), "logits"));
+        so.d_topk_ids = static_cast<int32_t*>(be.alloc(KB * sizeof(int32_t), "top-k ids"));
+        so.d_topk_vals = static_cast<float*>(be.alloc(KB * sizeof(float), "top-k values"));
+    }
+    if (I.outs.empty()) fail("session: no stage of {} computes logits", model.describe_placement());
     I.graphs = I.can_capture();
     if (I.batch_graphs) {
         I.pad_seq = p_.n_seq;
         I.h_bstep.assign(StepIds::kFields * Impl::kMaxBucket, 0);
     }
-    const size_t KB = B * size_t(Backend::kTopKMax);
-    I.d_topk_ids = static_cast<int32_t*>(last.alloc(KB * sizeof(int32_t), "top-k ids"));
-    I.d_topk_vals = static_cast<float*>(last.alloc(KB * sizeof(float), "top-k values"));
     I.topk.ids.reserve(KB);
     I.topk.logits.reserve(KB);
     I.h_tokens.resize(B);
     I.h_pos.resize(B);
     I.h_seq.resize(B);
     I.h_out_idx.resize(B);
-    I.h_argmax.resize(B);
 }
 
 Session::~Session() = default;
@@ -432,23 +539,23 @@ void Session::decode_reduced(const std::vector<BatchToken>& batch, int mode, int
         for (const auto& t : batch) n_wanted += t.want_logits;
         I.logits.resize(n_wanted * size_t(I.n_vocab));
     }
-    auto fetch = [&](int n_out, const int32_t* d_argmax) {
+    // The chunk's results; its argmax (with each share's max, `stride` ints after) in a
+    // captured step's ids block (graph: 0 one-token, 1 batched) or the shares' buffers.
+    auto fetch = [&](int n_out, int graph) {
         I.last_first = fetched, I.last_rows = size_t(n_out);
         fetched += size_t(n_out);
         if (sel == Select::Logits) {
-            I.out().download(I.logits.data() + written * size_t(I.n_vocab), I.d_logits,
-                         size_t(n_out) * size_t(I.n_vocab) * sizeof(float));
+            I.download_logits(I.logits.data() + written * size_t(I.n_vocab), 0, size_t(n_out));
             written += size_t(n_out);
         } else if (sel == Select::Argmax) {
-            I.h_argmax.resize(std::max<size_t>(I.h_argmax.size(), size_t(n_out)));
-            I.out().download(I.h_argmax.data(), d_argmax, size_t(n_out) * 4);
-            I.greedy.insert(I.greedy.end(), I.h_argmax.begin(), I.h_argmax.begin() + n_out);
+            const int stride = graph < 0 ? I.n_batch : graph == 0 ? 1 : Impl::kMaxBucket;
+            I.fetch_argmax(n_out,
+                           [&](const Impl::OutShard& o) {
+                               return graph < 0 ? o.d_argmax : I.ids_of(int(o.stage), graph == 1).at(StepIds::kArgmax);
+                           },
+                           stride, I.greedy);
         } else {
-            const size_t old = I.topk.ids.size(), add = size_t(n_out) * size_t(k);
-            I.topk.ids.resize(old + add);
-            I.topk.logits.resize(old + add);
-            I.out().download(I.topk.ids.data() + old, I.d_topk_ids, add * sizeof(int32_t));
-            I.out().download(I.topk.logits.data() + old, I.d_topk_vals, add * sizeof(float));
+            I.fetch_top_k(n_out, k, I.topk);
         }
     };
     // Graphs replay decode steps: generated rows only (prompt rows take the tiled attention).
@@ -456,7 +563,7 @@ void Session::decode_reduced(const std::vector<BatchToken>& batch, int mode, int
         int n_kv = 0;
         stage_chunk(batch, 0, 1, p_, I.n_vocab, I.h_tokens, I.h_pos, I.h_seq, I.h_out_idx, n_kv);  // validates
         I.step(batch[0], p_.n_ctx, sel, k);
-        fetch(1, I.ids_of(int(I.out_stage), false).at(StepIds::kArgmax));
+        fetch(1, 0);
         return;
     }
     // A decode step of 2..64 sequences: every row wants logits.
@@ -465,7 +572,7 @@ void Session::decode_reduced(const std::vector<BatchToken>& batch, int mode, int
         int n_kv = 0;
         stage_chunk(batch, 0, batch.size(), p_, I.n_vocab, I.h_tokens, I.h_pos, I.h_seq, I.h_out_idx, n_kv);  // validates
         I.batch_step(batch, p_.n_ctx, sel, k);
-        fetch(int(batch.size()), I.ids_of(int(I.out_stage), true).at(StepIds::kArgmax));
+        fetch(int(batch.size()), 1);
         I.synchronize();
         return;
     }
@@ -486,11 +593,15 @@ void Session::decode_reduced(const std::vector<BatchToken>& batch, int mode, int
             bv.tokens = s.d_tokens, bv.pos = s.d_pos, bv.seq = s.d_seq;
             I.views.push_back(bv);
         }
-        I.out().upload(I.d_out_idx, I.h_out_idx.data(), size_t(n_out) * 4);
-        I.fwd->run(I.views, I.d_out_idx, n_out, I.d_logits);
+        std::vector<StageLogits> out(I.st.size());
+        for (const Impl::OutShard& o : I.outs) {
+            I.be_of(o).upload(o.d_out_idx, I.h_out_idx.data(), size_t(n_out) * 4);
+            out[o.stage] = {o.d_out_idx, o.d_logits};
+        }
+        I.fwd->run(I.views, out, n_out);
         if (!keep) continue;
-        I.select(sel, n_out, k, I.d_argmax);
-        fetch(n_out, I.d_argmax);
+        for (const Impl::OutShard& o : I.outs) I.select(o, sel, n_out, k, o.d_argmax, I.n_batch);
+        fetch(n_out, -1);
     }
     I.synchronize();
 }
@@ -507,9 +618,7 @@ const std::vector<float>& Session::logits_of(const std::vector<int>& rows) {
         // One download for each run of consecutive rows.
         size_t run = 1;
         while (i + run < rows.size() && rows[i + run] == rows[i] + int(run)) ++run;
-        const int r = rows[i];
-        I.out().download(I.logits.data() + i * n_vocab, I.d_logits + (size_t(r) - I.last_first) * n_vocab,
-                         run * n_vocab * sizeof(float));
+        I.download_logits(I.logits.data() + i * n_vocab, size_t(rows[i]) - I.last_first, run);
         i += run;
     }
     return I.logits;

@@ -17,7 +17,7 @@ Forward::Forward(const Model& model, const std::vector<KvCache*>& caches, int ma
     for (size_t i = 0; i < ms.size(); ++i) {
         Stage& st = stages_[i];
         st.be = ms[i].backend, st.cache = caches[i], st.first = ms[i].first_layer, st.end = ms[i].end_layer;
-        alloc_scratch(st, ms[i], i == m_.output_stage());
+        alloc_scratch(st, ms[i], ms[i].n_vocab > 0);
         describe_blocks(st, m_.weights(i), ms[i]);
     }
 }
@@ -204,16 +204,18 @@ void Forward::record_routes_split(int rows) {
     }
 }
 
-// Logits only for the rows that want them.
-void Forward::logits_of(Stage& st, const int32_t* out_idx, int n_out, float* logits) {
+// Logits only for the rows that want them, and only of the stage's vocabulary rows.
+void Forward::logits_of(int s, const StageLogits& out, int n_out) {
+    Stage& st = stages_[size_t(s)];
     const HParams& hp = m_.hparams();
-    const ModelWeights& w = m_.weights(m_.output_stage());
-    st.be->gather_rows(st.x, out_idx, n_out, hp.n_embd, st.xo);
+    const ModelWeights& w = m_.weights(size_t(s));
+    if (!out.out_idx || !out.logits) fail("forward: stage {} computes logits but was given nowhere to put them", s);
+    st.be->gather_rows(st.x, out.out_idx, n_out, hp.n_embd, st.xo);
     st.be->matmul_input_rms_norm(st.xo, w.output_norm, hp.rms_eps, n_out, hp.n_embd);
-    st.be->matmul(w.output, logits);
+    st.be->matmul(w.output, out.logits);
 }
 
-void Forward::run_stage(int s, const BatchView& b, const int32_t* out_idx, int n_out, float* logits) {
+void Forward::run_stage(int s, const BatchView& b, const StageLogits& out, int n_out) {
     Stage& st = stages_[size_t(s)];
     Backend& be = *st.be;
     if (s == 0) be.embed(m_.weights(0).token_embd, b.tokens, b.n_tokens, st.x);
@@ -223,7 +225,7 @@ void Forward::run_stage(int s, const BatchView& b, const int32_t* out_idx, int n
         be.ffn_block(st.ffn[i], st.x, b.n_tokens, st.buf, st.ffn_link[i]);
         record_routes(st, il, st.ffn[i], b.n_tokens);
     }
-    if (s + 1 == n_stages()) logits_of(st, out_idx, n_out, logits);
+    if (m_.stages()[size_t(s)].n_vocab > 0) logits_of(s, out, n_out);
 }
 
 void Forward::hand_off(int s, int rows) {
@@ -248,7 +250,7 @@ RankLinks tensor_parallel_links(const BlockLink& attn_linked, const BlockLink& f
 // block's output sums its part over the devices itself (BlockLink::sum_output) and
 // leaves the next block's input, as on one device, and no all-reduce runs between
 // blocks; the last block's part stays an all-reduce.
-void Forward::run_rank(int s, const BatchView& b, const int32_t* out_idx, int n_out, float* logits) {
+void Forward::run_rank(int s, const BatchView& b, const StageLogits& out, int n_out) {
     Stage& st = stages_[size_t(s)];
     Backend& be = *st.be;
     const int T = b.n_tokens;
@@ -265,9 +267,9 @@ void Forward::run_rank(int s, const BatchView& b, const int32_t* out_idx, int n_
         keep_routes(s, il, T);
         if (!fused || il + 1 == L) collective_->all_reduce_sum(s, st.buf.tmp, n);
     }
-    if (size_t(s) != m_.output_stage()) return;
+    if (m_.stages()[size_t(s)].n_vocab == 0) return;
     be.add(st.x, st.buf.tmp, n);
-    logits_of(st, out_idx, n_out, logits);
+    logits_of(s, out, n_out);
 }
 
 void Forward::on_each_device(const std::function<void(int)>& fn) {
@@ -275,8 +277,9 @@ void Forward::on_each_device(const std::function<void(int)>& fn) {
     launchers_->run(fn);
 }
 
-void Forward::run(const std::vector<BatchView>& b, const int32_t* out_idx, int n_out, float* logits,
+void Forward::run(const std::vector<BatchView>& b, const std::vector<StageLogits>& out, int n_out,
                   const RankWrap& around) {
+    if (out.size() != stages_.size()) fail("forward: logits destinations for {} of {} stages", out.size(), stages_.size());
     if (tensor_parallel()) {
         if (route_trace_ && route_trace_->recording()) {
             rank_ids_.assign(stages_.size(), std::vector<std::vector<int32_t>>(size_t(m_.hparams().n_layer)));
@@ -285,7 +288,7 @@ void Forward::run(const std::vector<BatchView>& b, const int32_t* out_idx, int n
         }
         collective_->reset();
         on_each_device([&](int s) {
-            auto pass = [&] { run_rank(s, b[size_t(s)], out_idx, n_out, logits); };
+            auto pass = [&] { run_rank(s, b[size_t(s)], out[size_t(s)], n_out); };
             try {
                 if (around) around(s, pass);
                 else pass();
@@ -300,7 +303,7 @@ void Forward::run(const std::vector<BatchView>& b, const int32_t* out_idx, int n
     }
     if (around) fail("forward: a per-device wrap is for tensor parallel only");
     for (int s = 0; s < n_stages(); ++s) {
-        run_stage(s, b[size_t(s)], out_idx, n_out, logits);
+        run_stage(s, b[size_t(s)], out[size_t(s)], n_out);
         if (s + 1 < n_stages()) hand_off(s, b[size_t(s)].n_tokens);
     }
 }

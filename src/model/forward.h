@@ -28,6 +28,14 @@ struct RankLinks {
 RankLinks tensor_parallel_links(const BlockLink& attn_linked, const BlockLink& ffn_linked, const BlockLink& attn_part,
                                 const BlockLink& ffn_part, const FusedSum* fused);
 
+// Where stage s puts its logits: the batch rows that want them, out_idx [n_out], and
+// logits [n_out][ModelStage::n_vocab] (its rows of the output matrix), both in its
+// memory. Null for a stage that computes none.
+struct StageLogits {
+    const int32_t* out_idx = nullptr;
+    float* logits = nullptr;
+};
+
 class Forward {
 public:
     // caches[s]: the KV cache of stage s, on its backend, holding its layers
@@ -42,19 +50,19 @@ public:
     bool tensor_parallel() const { return m_.split_mode() == SplitMode::kTensor; }
     // Layer split: stage s of the pass over the batch b (its metadata in stage s's
     // memory): the first stage embeds the tokens, each stage runs its layers (writing
-    // their K/V), and the last computes logits [n_out][n_vocab] for the batch rows
-    // listed in out_idx (both in the last stage's memory).
-    void run_stage(int s, const BatchView& b, const int32_t* out_idx, int n_out, float* logits);
+    // their K/V), and the last computes logits (out: where) for the n_out rows.
+    void run_stage(int s, const BatchView& b, const StageLogits& out, int n_out);
     // Layer split: passes the residual stream [rows][n_embd] from stage s to stage s + 1.
     void hand_off(int s, int rows);
-    // The whole pass; b[s]: the batch in stage s's memory; out_idx and logits in the
-    // output stage's memory (Model::output_stage()). Tensor parallel: every device runs
-    // every block on its heads and FFN rows, each device on its own host thread, and an
-    // all-reduce per block sums the parts. `around` (tensor parallel only) wraps each
+    // The whole pass; b[s]: the batch in stage s's memory; out[s]: where stage s puts its
+    // logits (Model::output_stages()). Tensor parallel: every device runs every block on
+    // its heads and FFN rows, each device on its own host thread, and an all-reduce per
+    // block sums the parts; each then computes its share of the vocabulary's logits.
+    // `around` (tensor parallel only) wraps each
     // device's pass on that device's thread: around(s, pass) must call pass() once (the
     // session records each device's graph of it).
     using RankWrap = std::function<void(int s, const std::function<void()>& pass)>;
-    void run(const std::vector<BatchView>& b, const int32_t* out_idx, int n_out, float* logits,
+    void run(const std::vector<BatchView>& b, const std::vector<StageLogits>& out, int n_out,
              const RankWrap& around = nullptr);
     // Tensor parallel: fn(s) for every device s, each on its device's thread, all at once
     // (launching graphs whose sums wait for one another).
@@ -72,7 +80,7 @@ private:
         KvCache* cache = nullptr;
         int first = 0, end = 0;  // layers [first, end)
         float* x = nullptr;      // residual stream
-        float* xo = nullptr;     // output rows (output stage)
+        float* xo = nullptr;     // output rows (a stage that computes logits)
         BlockBuffers buf;
         // Layer first + i's two block ops, described once, and how each meets the next.
         std::vector<AttentionBlock> attn;
@@ -90,9 +98,10 @@ private:
     // from the device that holds its expert, as a global id.
     void keep_routes(int s, int il, int rows);
     void record_routes_split(int rows);
-    void logits_of(Stage& st, const int32_t* out_idx, int n_out, float* logits);
+    // Stage s's logits (its rows of the output matrix) for the rows out.out_idx.
+    void logits_of(int s, const StageLogits& out, int n_out);
     // Tensor parallel: device s's pass (on its own thread).
-    void run_rank(int s, const BatchView& b, const int32_t* out_idx, int n_out, float* logits);
+    void run_rank(int s, const BatchView& b, const StageLogits& out, int n_out);
 
     const Model& m_;
     int max_tokens_;

@@ -8,6 +8,7 @@
 #include <cstring>
 #include <set>
 
+#include "core/env.h"
 #include "core/error.h"
 #include "quant/quant.h"
 
@@ -37,9 +38,14 @@ public:
     }
     // This part's rows of W (q, k, v, gate, up: its heads or FFN rows).
     Weight rows(const std::string& name, int64_t n_in, int64_t n_out) {
+        if (parts_ == 1) return matrix(name, n_in, n_out);
+        const int64_t count = n_out / parts_;
+        return row_range(name, n_in, n_out, count * part_, count);
+    }
+    // Rows [first, first + count) of W (a vocabulary share of the output matrix).
+    Weight row_range(const std::string& name, int64_t n_in, int64_t n_out, int64_t first, int64_t count) {
         const gguf::TensorInfo& t = *find_matrix(name, n_in, n_out, true);
-        if (parts_ == 1) return upload(t);
-        const int64_t count = n_out / parts_, first = count * part_;
+        if (first == 0 && count == n_out) return upload(t);
         const size_t row = quant::row_bytes(t.type, n_in);
         gguf::TensorInfo s = t;
         s.ne[1] = count;
@@ -191,6 +197,24 @@ void check_tensor_types(const gguf::File& f, const Backend& be) {
 
 }  // namespace
 
+std::vector<int64_t> split_vocab(int64_t n_vocab, int parts) {
+    if (parts < 1) fail("a vocabulary split needs at least one part (got {})", parts);
+    // Part i starts at n_vocab * i / parts rounded down to 64 rows (so no part is empty
+    // while each gets 64 or more); a vocabulary too small for that splits by rows.
+    const int64_t unit = n_vocab >= int64_t(parts) * 64 ? 64 : 1;
+    std::vector<int64_t> first;
+    for (int i = 0; i < parts; ++i) first.push_back(n_vocab * i / parts / unit * unit);
+    first.push_back(n_vocab);
+    return first;
+}
+
+std::vector<size_t> Model::output_stages() const {
+    std::vector<size_t> out;
+    for (size_t s = 0; s < stages_.size(); ++s)
+        if (stages_[s].n_vocab > 0) out.push_back(s);
+    return out;
+}
+
 std::vector<int> split_layers(int n_layer, const std::vector<double>& shares) {
     if (shares.empty()) fail("a layer split needs at least one device");
     double total = 0;
@@ -250,6 +274,7 @@ std::unique_ptr<Model> Model::load(const std::string& path, const Placement& pla
     const bool tp = place.mode == SplitMode::kTensor && devices.size() > 1;
     const int R = tp ? int(devices.size()) : 1;  // tensor-parallel parts
     if (tp) {
+        const bool vocab_split = env::flag("VEGA_TP_VOCAB_SPLIT", true);
         if (!place.shares.empty()) fail("--tensor-split weighs a layer split; tensor parallel splits evenly");
         if (hp.n_head % R || hp.n_head_kv % R || (!hp.moe() && hp.n_ff % R))
             fail("{}: tensor parallel over {} devices needs the heads ({}), the KV heads ({}) and the FFN rows ({}) "
@@ -264,6 +289,9 @@ std::unique_ptr<Model> Model::load(const std::string& path, const Placement& pla
             st.backend = devices[i], st.first_layer = 0, st.end_layer = hp.n_layer;
             st.n_head = hp.n_head / R, st.n_head_kv = hp.n_head_kv / R, st.n_ff = hp.moe() ? 0 : hp.n_ff / R;
             if (hp.moe()) st.n_expert = hp.n_expert / R, st.first_expert = st.n_expert * int(i);
+            // VEGA_TP_VOCAB_SPLIT=0 (an A/B switch): device 0 computes every logit.
+            const std::vector<int64_t> vocab = split_vocab(hp.n_vocab, vocab_split ? R : 1);
+            if (i + 1 < vocab.size()) st.first_vocab = vocab[i], st.n_vocab = vocab[i + 1] - vocab[i];
             m->stages_.push_back(st);
         }
     } else {
@@ -287,6 +315,7 @@ std::unique_ptr<Model> Model::load(const std::string& path, const Placement& pla
             st.backend = devices[i], st.first_layer = bounds[i], st.end_layer = bounds[i + 1];
             st.n_head = hp.n_head, st.n_head_kv = hp.n_head_kv, st.n_ff = hp.n_ff;
             if (hp.moe()) st.n_expert = hp.n_expert;
+            if (i + 1 == devices.size()) st.n_vocab = hp.n_vocab;
             m->stages_.push_back(st);
         }
     }
@@ -296,19 +325,22 @@ std::unique_ptr<Model> Model::load(const std::string& path, const Placement& pla
     const bool has_output = f.tensor("output.weight") != nullptr;
     hp.tied_output = !has_output;
     // The ends: the embedding on the first stage (tensor parallel: on every one, each
-    // embeds), the output norm and matrix on the output stage (a tied output reads the
-    // embedding table: a second copy when that is another device).
-    const size_t out_stage = tp ? 0 : m->stages_.size() - 1;
+    // embeds), the output norm and the output matrix's rows of its logits on each stage
+    // that computes some (a tied output reads the embedding table: the same tensor on
+    // the first stage when it takes every row, else a copy of its rows).
     m->shards_.resize(tp ? size_t(R) : 0);
     auto weights_of = [&](size_t s) -> ModelWeights& { return tp ? m->shards_[s] : m->w_; };
     for (size_t s = 0; s < m->stages_.size(); ++s) {
         ModelWeights& w = weights_of(s);
+        const ModelStage& st = m->stages_[s];
         L.use(m->stages_[s]);
-        if (tp || s == 0) w.token_embd = L.matrix("token_embd.weight", E, hp.n_vocab);
-        if (s != out_stage) continue;
+        const bool embeds = tp || s == 0;  // (a layer split's stages share w: only stage 0's embedding is its own)
+        if (embeds) w.token_embd = L.matrix("token_embd.weight", E, hp.n_vocab);
+        if (st.n_vocab == 0) continue;
         w.output_norm = L.vector("output_norm.weight", E);
-        if (has_output) w.output = L.matrix("output.weight", E, hp.n_vocab);
-        else w.output = s == 0 ? w.token_embd : L.matrix("token_embd.weight", E, hp.n_vocab);
+        if (!has_output && embeds && st.n_vocab == hp.n_vocab) w.output = w.token_embd;
+        else w.output = L.row_range(has_output ? "output.weight" : "token_embd.weight", E, hp.n_vocab, st.first_vocab,
+                                    st.n_vocab);
     }
 
     const int total = hp.n_layer;
@@ -365,9 +397,12 @@ std::string Model::describe_placement() const {
                                           : fmt::format("{} of {} FFN rows", s0.n_ff, hp_.n_ff);
         std::string out = fmt::format("{} devices (tensor parallel, {} of {} heads and {} each): ", stages_.size(),
                                       s0.n_head, hp_.n_head, ffn);
-        for (size_t i = 0; i < stages_.size(); ++i)
-            out += fmt::format("{}{} ({:.2f} GB)", i ? "; " : "", stages_[i].backend->name(),
-                               double(stages_[i].weight_bytes) / 1e9);
+        for (size_t i = 0; i < stages_.size(); ++i) {
+            const ModelStage& st = stages_[i];
+            out += fmt::format("{}{} ({:.2f} GB", i ? "; " : "", st.backend->name(), double(st.weight_bytes) / 1e9);
+            if (st.n_vocab > 0) out += fmt::format(", logits {}-{}", st.first_vocab, st.first_vocab + st.n_vocab - 1);
+            out += ")";
+        }
         return out;
     }
     std::string out = fmt::format("{} devices (layer split): ", stages_.size());

@@ -39,7 +39,9 @@ struct ModelWeights {
 // the o projection; KV heads with their query groups) and of the FFN rows (gate and up by
 // rows, down by columns); norms whole. Each device's blocks add its part, and an all-reduce
 // per block (backend/collective.h) sums the parts into every device's residual stream.
-// Every device embeds the tokens itself; the first computes the logits.
+// Every device embeds the tokens itself, and computes the logits of its share of the
+// vocabulary (the output matrix split by rows); the session merges the shares on the host
+// (whole rows, or each share's argmax / top-k, so only those leave the devices).
 enum class SplitMode { kLayer, kTensor };
 
 struct ModelStage {
@@ -50,6 +52,10 @@ struct ModelStage {
     // Its experts [first_expert, first_expert + n_expert) (a mixture of experts; tensor
     // parallel: its share, whole experts), else 0 and 0.
     int first_expert = 0, n_expert = 0;
+    // The logits it computes: rows [first_vocab, first_vocab + n_vocab) of the output matrix
+    // (the last stage of a layer split: all; tensor parallel: its share of the vocabulary,
+    // contiguous, in device order), else 0 and 0.
+    int64_t first_vocab = 0, n_vocab = 0;
     size_t weight_bytes = 0;             // bytes of the tensors uploaded to this stage
 };
 
@@ -59,6 +65,10 @@ struct Placement {
     SplitMode mode = SplitMode::kLayer;
     std::vector<double> shares;  // layer split: each device's share of the layers (empty: free memory)
 };
+
+// The split of a vocabulary of n_vocab rows over `parts` devices: first row of each
+// part, then n_vocab: even shares, their starts rounded down to 64 rows.
+std::vector<int64_t> split_vocab(int64_t n_vocab, int parts);
 
 // The layer ranges of a split of n_layer layers over shares.size() devices in proportion
 // to shares (--tensor-split 3,1, or each device's free memory): first layer of each
@@ -88,8 +98,9 @@ public:
     const ModelWeights& weights(size_t stage) const { return shards_.empty() ? w_ : shards_[stage]; }
     // kTensor only for a tensor-parallel split over several devices (one device: kLayer).
     SplitMode split_mode() const { return shards_.empty() ? SplitMode::kLayer : SplitMode::kTensor; }
-    // The stage that holds the output norm and matrix and computes the logits.
-    size_t output_stage() const { return shards_.empty() ? stages_.size() - 1 : 0; }
+    // The stages that compute logits (ModelStage::n_vocab > 0), in vocabulary order: the
+    // last of a layer split, every device of tensor parallel.
+    std::vector<size_t> output_stages() const;
     const gguf::File& file() const { return *file_; }
     size_t weight_bytes() const { return weight_bytes_; }  // bytes of all weight tensors (each once)
     const std::vector<ModelStage>& stages() const { return stages_; }

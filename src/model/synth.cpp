@@ -11,6 +11,7 @@
 
 #include "core/error.h"
 #include "gguf/gguf.h"
+#include "model/model.h"
 #include "quant/quant.h"
 
 namespace vega {
@@ -215,6 +216,9 @@ SynthShape tensor_parallel_share(const SynthShape& s, int n) {
     SynthShape r = s;
     r.head_dim = s.head_size();
     r.n_head = s.n_head / n, r.n_head_kv = s.n_head_kv / n, r.n_ff = s.n_ff / n;
+    // Rank 0's logits (its embedding: the same rows), at least the 260 tokens a synth
+    // vocabulary needs (only tiny shapes are below).
+    r.n_vocab = std::max(260, int(split_vocab(s.n_vocab, n)[1]));
     r.name = s.name + "/tp" + std::to_string(n);
     return r;
 }

@@ -69,7 +69,9 @@ public:
     void gather_rows(const float* x, const int32_t* idx, int n_idx, int64_t n, float* y) override {
         op([=, this] { in_->gather_rows(x, idx, n_idx, n, y); });
     }
-    void argmax(const float* logits, int rows, int64_t n, int32_t* out) override { op([=, this] { in_->argmax(logits, rows, n, out); }); }
+    void argmax(const float* logits, int rows, int64_t n, int32_t* out, float* max_out = nullptr) override {
+        op([=, this] { in_->argmax(logits, rows, n, out, max_out); });
+    }
     void top_k(const float* logits, int rows, int64_t n, int k, int32_t* ids, float* vals) override {
         op([=, this] { in_->top_k(logits, rows, n, k, ids, vals); });
     }

@@ -8,6 +8,7 @@
 #include <gtest/gtest.h>
 
 #include <cmath>
+#include <cstring>
 #include <filesystem>
 #include <random>
 #include <string>
@@ -127,6 +128,106 @@ TEST(TensorParallel, RanksWithHostAllReduceEqualTheUnsplitModel) {
     }
 }
 
+// The rows of stories260K's output matrix all made row 0's: every logit of a row equal,
+// so every share's argmax ties with every other's.
+std::string flat_output_copy(const std::string& src, const std::string& name) {
+    auto f = gguf::File::open(src);
+    gguf::Writer w;
+    for (const gguf::KeyValue& kv : f->metadata())
+        if (kv.key != "general.alignment") w.set_value(kv.key, kv.value);
+    std::vector<uint8_t> flat;
+    for (const gguf::TensorInfo& t : f->tensors()) {
+        const uint8_t* data = t.data;
+        if (t.name == "output.weight") {
+            const size_t row = size_t(t.n_bytes) / size_t(t.ne[1]);
+            flat.resize(size_t(t.n_bytes));
+            for (int64_t r = 0; r < t.ne[1]; ++r) std::memcpy(flat.data() + size_t(r) * row, t.data, row);
+            data = flat.data();
+        }
+        w.add_tensor(t.name, t.type, std::vector<int64_t>(t.ne, t.ne + t.n_dims), data, size_t(t.n_bytes));
+    }
+    const std::string path = ::testing::TempDir() + name;
+    w.write(path);
+    return path;
+}
+
+// Each rank computes the logits of its share of the vocabulary (the output matrix split
+// by rows, contiguous, in rank order); the session merges the shares on the host. Whole
+// rows, argmaxes and top-k equal one device's, and ties across shares go to the lowest id
+// as on one device.
+TEST(TensorParallel, VocabularySharesMergeAsOneDevice) {
+    VEGA_REQUIRE_TEST_DATA();
+    EXPECT_EQ(split_vocab(128256, 2), (std::vector<int64_t>{0, 64128, 128256}));
+    EXPECT_EQ(split_vocab(151936, 4), (std::vector<int64_t>{0, 37952, 75968, 113920, 151936}));
+    EXPECT_EQ(split_vocab(200, 3), (std::vector<int64_t>{0, 64, 128, 200}));  // starts on 64 rows
+    EXPECT_EQ(split_vocab(100, 4), (std::vector<int64_t>{0, 25, 50, 75, 100}));
+    for (const char* rel : {"models/stories260K.gguf", "models/synth-qwen3-f32.gguf"}) {
+        auto one = make_cpu_backend(2);
+        auto m1 = Model::load(data_file(rel), *one, nullptr);
+        const int V = m1->hparams().n_vocab;
+        for (int ranks : {2, 4}) {
+            if (m1->hparams().n_head_kv % ranks) continue;
+            std::vector<std::unique_ptr<Backend>> owned;
+            auto m = Model::load(data_file(rel), cpu_tensor_placement(ranks, owned), nullptr);
+            int64_t next = 0;
+            for (size_t r = 0; r < m->stages().size(); ++r) {
+                const ModelStage& st = m->stages()[r];
+                EXPECT_EQ(st.first_vocab, next) << rel << " rank " << r;
+                EXPECT_GT(st.n_vocab, 0) << rel << " rank " << r;
+                EXPECT_EQ(m->weights(r).output.n_out, st.n_vocab) << rel << " rank " << r;
+                next = st.first_vocab + st.n_vocab;
+            }
+            EXPECT_EQ(next, V) << rel;
+            EXPECT_EQ(m->output_stages().size(), size_t(ranks));
+            EXPECT_NE(m->describe_placement().find("logits 0-"), std::string::npos) << m->describe_placement();
+            Session s1(*m1, *one, params()), s(*m, params());
+            std::vector<BatchToken> prompt;
+            for (int i = 0; i < 12; ++i) prompt.push_back({int32_t(3 + (i * 37) % (V - 3)), i, 0, true, true});
+            const std::string what = std::string(rel) + " over " + std::to_string(ranks) + " ranks";
+            EXPECT_EQ(s.decode_greedy(prompt), s1.decode_greedy(prompt)) << what;
+            // logits_of after a reduced decode: the rows from every share.
+            const std::vector<int> rows{0, 4, 5, 11};
+            const std::vector<float> want_rows = s1.logits_of(rows), got_rows = s.logits_of(rows);
+            EXPECT_LT(nmse(got_rows, want_rows), 1e-8) << what;
+            for (int k : {1, 7, 64}) {
+                const Session::TopK want = s1.decode_top_k(prompt, k), got = s.decode_top_k(prompt, k);
+                EXPECT_EQ(got.ids, want.ids) << what << " k=" << k;
+                ASSERT_EQ(got.logits.size(), want.logits.size());
+                for (size_t i = 0; i < got.logits.size(); ++i)
+                    ASSERT_NEAR(got.logits[i], want.logits[i], 1e-4 * std::max(1.f, std::fabs(want.logits[i])))
+                        << what << " k=" << k << " entry " << i;
+            }
+        }
+    }
+    // VEGA_TP_VOCAB_SPLIT=0 (the A/B switch): device 0 computes every logit, the same ones.
+    {
+        auto one = make_cpu_backend(2);
+        auto m1 = Model::load(data_file("models/stories260K.gguf"), *one, nullptr);
+        ::setenv("VEGA_TP_VOCAB_SPLIT", "0", 1);
+        std::vector<std::unique_ptr<Backend>> owned;
+        auto m = Model::load(data_file("models/stories260K.gguf"), cpu_tensor_placement(2, owned), nullptr);
+        ::unsetenv("VEGA_TP_VOCAB_SPLIT");
+        EXPECT_EQ(m->stages()[0].n_vocab, m1->hparams().n_vocab);
+        EXPECT_EQ(m->stages()[1].n_vocab, 0);
+        EXPECT_EQ(m->output_stages(), std::vector<size_t>{0});
+        Session s1(*m1, *one, params()), s(*m, params());
+        const std::vector<BatchToken> prompt{{1, 0, 0, true, true}, {300, 1, 0, true, true}, {42, 2, 0, true, true}};
+        EXPECT_EQ(s.decode_greedy(prompt), s1.decode_greedy(prompt));
+        EXPECT_LT(nmse(s.decode(prompt), s1.decode(prompt)), 1e-8);
+    }
+    // Every logit of a row equal: the argmax is 0 and the top-k 0..k-1, over any split.
+    const std::string flat = flat_output_copy(data_file("models/stories260K.gguf"), "stories260K-flat.gguf");
+    for (int ranks : {1, 2, 4}) {
+        std::vector<std::unique_ptr<Backend>> owned;
+        auto m = Model::load(flat, cpu_tensor_placement(ranks, owned), nullptr);
+        Session s(*m, params());
+        const std::vector<BatchToken> prompt{{1, 0, 0, true, true}, {7, 1, 0, true, true}};
+        EXPECT_EQ(s.decode_greedy(prompt), (std::vector<int32_t>{0, 0})) << ranks << " ranks";
+        const Session::TopK t = s.decode_top_k(prompt, 64);
+        for (size_t i = 0; i < t.ids.size(); ++i) ASSERT_EQ(t.ids[i], int32_t(i % 64)) << ranks << " ranks, entry " << i;
+    }
+}
+
 // vega eval --routes-out under tensor parallel: every slot's expert comes from the rank
 // that holds it, as a global id. Replayed on one device, the trace's experts are that
 // device's rule applied to the recorded logits, and the run follows it to the end.
@@ -200,7 +301,8 @@ TEST(TensorParallel, ShareFileHoldsWhatARankHolds) {
         const SynthShape share = tensor_parallel_share(full, ranks);
         EXPECT_EQ(share.name, "tiny/tp2");
         EXPECT_EQ(share.n_embd, full.n_embd);
-        EXPECT_EQ(share.n_vocab, full.n_vocab);
+        // Rank 0's logits (tiny: 256 of 512, raised to a synth vocabulary's 260 tokens).
+        EXPECT_EQ(share.n_vocab, std::max<int64_t>(260, split_vocab(full.n_vocab, ranks)[1]));
         const std::string fp = (dir / "full.gguf").string(), sp = (dir / "share.gguf").string();
         write_synth_model(full, GgmlType::Q8_0, fp, 3);
         write_synth_model(share, GgmlType::Q8_0, sp, 3);
@@ -216,6 +318,7 @@ TEST(TensorParallel, ShareFileHoldsWhatARankHolds) {
         EXPECT_EQ(h.n_ff, r0.n_ff);
         EXPECT_EQ(h.head_dim, split->hparams().head_dim);
         EXPECT_EQ(h.n_embd, split->hparams().n_embd);
+        EXPECT_EQ(h.n_vocab, std::max<int64_t>(260, r0.n_vocab));
         const LayerWeights &a = alone->weights(0).layers[0], &b = split->weights(0).layers[0];
         for (auto [x, y, what] : {std::tuple{&a.wq, &b.wq, "wq"}, {&a.wk, &b.wk, "wk"}, {&a.wv, &b.wv, "wv"},
                                   {&a.wo, &b.wo, "wo"}, {&a.ffn_gate, &b.ffn_gate, "ffn_gate"},

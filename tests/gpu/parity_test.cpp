@@ -502,14 +502,21 @@ TEST_F(Parity, ArgmaxWithTies) {
     auto lp = pair(l);
     std::vector<int32_t> zero(rows, -1);
     auto [og, oc] = ints(zero);
-    gpu_->argmax(lp.g, rows, n, og);
-    cpu_->argmax(lp.c, rows, n, oc);
+    auto mp = pair(std::vector<float>(rows, 0.f));  // each row's maximum (a vocabulary split's merge)
+    gpu_->argmax(lp.g, rows, n, og, mp.g);
+    cpu_->argmax(lp.c, rows, n, oc, mp.c);
     std::vector<int32_t> a(rows), b(rows);
     gpu_->download(a.data(), og, rows * 4);
     cpu_->download(b.data(), oc, rows * 4);
     EXPECT_EQ(a, b);
     EXPECT_EQ(a[1], 100);
     EXPECT_EQ(a[2], n - 1);
+    std::vector<float> ma(rows), mb(rows);
+    gpu_->download(ma.data(), mp.g, rows * 4);
+    cpu_->download(mb.data(), mp.c, rows * 4);
+    EXPECT_EQ(ma, mb);
+    EXPECT_EQ(ma[1], 50.f);
+    EXPECT_EQ(ma[2], 60.f);
     // A llama3-sized vocabulary (float4 loads) and an odd one (one float at a time), a
     // tie between indexes a block's threads reach in different rounds.
     for (const int64_t m : {int64_t(128256), int64_t(128257)}) {

@@ -329,10 +329,11 @@ public:
         for (int j = 0; j < n_idx; ++j) std::memmove(y + size_t(j) * n, x + size_t(idx[j]) * n, size_t(n) * sizeof(float));
     }
 
-    void argmax(const float* logits, int rows, int64_t n, int32_t* out) override {
+    void argmax(const float* logits, int rows, int64_t n, int32_t* out, float* max_out = nullptr) override {
         for (int r = 0; r < rows; ++r) {
             const float* l = logits + size_t(r) * n;
             out[r] = int32_t(std::max_element(l, l + n) - l);  // first maximum: lowest index wins
+            if (max_out) max_out[r] = l[out[r]];
         }
     }
 

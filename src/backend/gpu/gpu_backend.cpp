@@ -324,9 +324,9 @@ public:
         ops::gather_rows(x, idx, n_idx, n, y, stream_);
         rt::check("gather_rows");
     }
-    void argmax(const float* logits, int rows, int64_t n, int32_t* out) override {
+    void argmax(const float* logits, int rows, int64_t n, int32_t* out, float* max_out = nullptr) override {
         on();
-        ops::argmax(logits, rows, n, out, stream_);
+        ops::argmax(logits, rows, n, out, max_out, stream_);
         rt::check("argmax");
     }
     void top_k(const float* logits, int rows, int64_t n, int k, int32_t* ids, float* vals) override {

@@ -375,8 +375,9 @@ void peer_sum_norm(const PeerSum& p, float* x, const float* part, const float* w
 
 // y[j][:] = x[idx[j]][:], n floats per row.
 void gather_rows(const float* x, const int32_t* idx, int n_idx, int64_t n, float* y, void* s);
-// out[r] = argmax_j logits[r][j], lowest index on ties.
-void argmax(const float* logits, int rows, int64_t n, int32_t* out, void* s);
+// out[r] = argmax_j logits[r][j], lowest index on ties; max_out[r] = that logit (max_out
+// may be null).
+void argmax(const float* logits, int rows, int64_t n, int32_t* out, float* max_out, void* s);
 // ids/vals [rows][k] = the k largest of each row, best first, ties by lowest index,
 // NaN as -inf (k <= 64).
 void top_k(const float* logits, int rows, int64_t n, int k, int32_t* ids, float* vals, void* s);

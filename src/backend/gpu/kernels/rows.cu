@@ -183,10 +183,10 @@ __global__ void gather_k(const float* __restrict__ x, const int32_t* __restrict_
 }
 
 // One block per row (arch::kArgmaxThreads); (value, index) pairs reduced with the lowest
-// index winning ties.
+// index winning ties. out [rows], max_out [rows] (optional): the index and its logit.
 constexpr int kArgmaxThreads = arch::kArgmaxThreads;
 __global__ void __launch_bounds__(kArgmaxThreads) argmax_k(const float* __restrict__ logits, int64_t n,
-                                                           int32_t* __restrict__ out) {
+                                                           int32_t* __restrict__ out, float* __restrict__ max_out) {
     pdl_wait();
     pdl_trigger();
     __shared__ float lv[kArgmaxThreads / kWave];
@@ -228,6 +228,7 @@ __global__ void __launch_bounds__(kArgmaxThreads) argmax_k(const float* __restri
         for (int k = 1; k < kArgmaxThreads / kWave; ++k)
             if (lv[k] > bv || (lv[k] == bv && li[k] < bidx)) bv = lv[k], bidx = li[k];
         out[blockIdx.x] = bidx >= n ? 0 : bidx;
+        if (max_out) max_out[blockIdx.x] = bv;
     }
 }
 
@@ -303,8 +304,8 @@ void ops::head_rms_norm(float* x, const float* w, int rows, int n_head, int hd, 
 void ops::gather_rows(const float* x, const int32_t* idx, int n_idx, int64_t n, float* y, void* s) {
     if (n_idx > 0) launch(gather_k, dim3(grid_for(n, kEltThreads), unsigned(n_idx)), dim3(kEltThreads), s, x, idx, n, y);
 }
-void ops::argmax(const float* logits, int rows, int64_t n, int32_t* out, void* s) {
-    if (rows > 0) launch(argmax_k, dim3(unsigned(rows)), dim3(kArgmaxThreads), s, logits, n, out);
+void ops::argmax(const float* logits, int rows, int64_t n, int32_t* out, float* max_out, void* s) {
+    if (rows > 0) launch(argmax_k, dim3(unsigned(rows)), dim3(kArgmaxThreads), s, logits, n, out, max_out);
 }
 
 }  // namespace vega::gpu
