@@ -206,7 +206,8 @@ def tp_token_time(quant, audit, lat, gap, ranks, sum_s):
     q, k, v and gate/up by output rows, o and down by input columns as plain matvecs (their
     device's part, no epilogue), then per block one all-reduce (RCCL on gfx906: the peer
     sums are off there, arch/gfx906.h kPeerSums) of sum_s and the next block's input kernel
-    (x += sum, norm, q8: a small kernel); the output matrix on stage 0 alone, whole."""
+    (x += sum, norm, q8: a small kernel); the output matrix split by vocabulary rows, each
+    device its share (the host merges the argmaxes)."""
     t = 0.0
     small = 2 * lat + gap
 
@@ -225,7 +226,7 @@ def tp_token_time(quant, audit, lat, gap, ranks, sum_s):
         mv(E, F // ranks, down, 0)               # down: this device's part
         t += sum_s + small
     t += small
-    mv(VOCAB, E, "Q6_K", 0)
+    mv(VOCAB // ranks, E, "Q6_K", 0)             # output: this device's vocabulary rows
     t += small
     return t
 

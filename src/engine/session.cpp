@@ -107,9 +107,10 @@ struct Session::Impl {
     // (float bits); or the top-k into d_topk_* (a share narrower than k: all its rows).
     void select(const OutShard& o, Select sel, int rows, int k, int32_t* argmax_out, int stride) {
         Backend& be = be_of(o);
-        if (sel == Select::Argmax)
-            be.argmax(o.d_logits, rows, o.n, argmax_out, merged() ? reinterpret_cast<float*>(argmax_out + stride) : nullptr);
-        if (sel == Select::TopK) be.top_k(o.d_logits, rows, o.n, int(std::min<int64_t>(k, o.n)), o.d_topk_ids, o.d_topk_vals);
+        float* max_out = merged() ? reinterpret_cast<float*>(argmax_out + stride) : nullptr;
+        if (sel == Select::Argmax) be.argmax(o.d_logits, rows, o.n, argmax_out, max_out);
+        if (sel == Select::TopK)
+            be.top_k(o.d_logits, rows, o.n, int(std::min<int64_t>(k, o.n)), o.d_topk_ids, o.d_topk_vals);
     }
     // Where each stage puts its logits in a captured step (batched: the bucket's ids block).
     std::vector<StageLogits> step_logits(bool batched) const {

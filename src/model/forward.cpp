@@ -279,7 +279,8 @@ void Forward::on_each_device(const std::function<void(int)>& fn) {
 
 void Forward::run(const std::vector<BatchView>& b, const std::vector<StageLogits>& out, int n_out,
                   const RankWrap& around) {
-    if (out.size() != stages_.size()) fail("forward: logits destinations for {} of {} stages", out.size(), stages_.size());
+    if (out.size() != stages_.size())
+        fail("forward: logits destinations for {} of {} stages", out.size(), stages_.size());
     if (tensor_parallel()) {
         if (route_trace_ && route_trace_->recording()) {
             rank_ids_.assign(stages_.size(), std::vector<std::vector<int32_t>>(size_t(m_.hparams().n_layer)));

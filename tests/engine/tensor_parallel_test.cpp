@@ -224,7 +224,8 @@ TEST(TensorParallel, VocabularySharesMergeAsOneDevice) {
         const std::vector<BatchToken> prompt{{1, 0, 0, true, true}, {7, 1, 0, true, true}};
         EXPECT_EQ(s.decode_greedy(prompt), (std::vector<int32_t>{0, 0})) << ranks << " ranks";
         const Session::TopK t = s.decode_top_k(prompt, 64);
-        for (size_t i = 0; i < t.ids.size(); ++i) ASSERT_EQ(t.ids[i], int32_t(i % 64)) << ranks << " ranks, entry " << i;
+        for (size_t i = 0; i < t.ids.size(); ++i)
+            ASSERT_EQ(t.ids[i], int32_t(i % 64)) << ranks << " ranks, entry " << i;
     }
 }
 
