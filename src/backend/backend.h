@@ -8,6 +8,7 @@
 #include <array>
 #include <cstddef>
 #include <cstdint>
+#include <functional>
 #include <memory>
 #include <string>
 #include <vector>
@@ -318,6 +319,12 @@ public:
     virtual int capture_end() { return -1; }  // graph id
     virtual void replay(int graph) {}
     virtual void release_graph(int graph) {}
+    // Host work in this backend's op order (the host all-reduce's part of a rank): run
+    // now, or, on a backend that records host work into its graphs (records_host_calls(),
+    // such as the tests' recording backend), recorded while capturing and run at each
+    // replay. So the host collective is capturable where every rank's backend records it.
+    virtual bool records_host_calls() const { return false; }
+    virtual void host_call(const std::function<void()>& fn) { fn(); }
 
     // ---- which kernels served attention (tests check the path a batch took) ----
     struct AttentionStats {

@@ -16,7 +16,30 @@ public:
     HostCollective(std::vector<Backend*> b, std::string why)
         : be_(std::move(b)), why_(std::move(why)), bufs_(be_.size(), nullptr) {}
     std::string name() const override { return why_.empty() ? "host memory" : "host memory (" + why_ + ")"; }
+    // Where every rank's backend records host work into its graphs (the tests' recording
+    // backend), the sums replay with them.
+    bool capturable() const override {
+        for (const Backend* b : be_)
+            if (!b->records_host_calls()) return false;
+        return true;
+    }
     void all_reduce_sum(int r, float* buf, int64_t n) override {
+        be_[size_t(r)]->host_call([this, r, buf, n] { meet(r, buf, n); });
+    }
+    void abort(int) override {
+        std::lock_guard<std::mutex> lock(mu_);
+        broken_ = true;
+        cv_.notify_all();
+    }
+    void reset() override {
+        std::lock_guard<std::mutex> lock(mu_);
+        broken_ = false;
+        arrived_ = 0;
+    }
+
+private:
+    // Rank r's buffer joins the sum; the last to arrive sums in rank order and uploads.
+    void meet(int r, float* buf, int64_t n) {
         std::unique_lock<std::mutex> lock(mu_);
         if (broken_) fail("all-reduce: another device's pass failed");
         bufs_[size_t(r)] = buf;
@@ -39,18 +62,7 @@ public:
         ++gen_;
         cv_.notify_all();
     }
-    void abort(int) override {
-        std::lock_guard<std::mutex> lock(mu_);
-        broken_ = true;
-        cv_.notify_all();
-    }
-    void reset() override {
-        std::lock_guard<std::mutex> lock(mu_);
-        broken_ = false;
-        arrived_ = 0;
-    }
 
-private:
     std::vector<Backend*> be_;
     std::string why_;
     std::vector<float*> bufs_;

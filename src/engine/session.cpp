@@ -1,6 +1,7 @@
 #include "engine/session.h"
 
 #include <algorithm>
+#include <cmath>
 #include <cstdio>
 #include <cstring>
 #include <functional>
@@ -56,10 +57,11 @@ struct Session::Impl {
     std::unique_ptr<Forward> fwd;
     int n_batch = 0;
     int n_vocab = 0;
-    // Host staging, sized once (h_shard: one share's rows or reductions, as they arrive).
+    // Host staging, sized once; h_shard* / h_best / h_cand: merging several shares (grown as needed).
     std::vector<int32_t> h_tokens, h_pos, h_seq, h_out_idx;
-    std::vector<float> logits, h_shard;
+    std::vector<float> logits, h_shard, h_best;
     std::vector<int32_t> h_shard_ids;
+    std::vector<std::vector<std::pair<float, int32_t>>> h_cand;
     std::vector<int32_t> greedy;
     // The wanted rows of the last decode whose logits are still in d_logits: rows
     // [last_first, last_first + last_rows) of its batch order (logits_of()).
@@ -145,7 +147,8 @@ struct Session::Impl {
             be_of(outs[0]).download(out.data() + base, argmax_of(outs[0]), size_t(n) * sizeof(int32_t));
             return;
         }
-        std::vector<float> best(static_cast<size_t>(n));
+        std::vector<float>& best = h_best;
+        best.resize(size_t(n));
         h_shard_ids.resize(size_t(stride) + size_t(n));
         for (size_t i = 0; i < outs.size(); ++i) {
             const OutShard& o = outs[i];
@@ -153,6 +156,7 @@ struct Session::Impl {
             for (size_t r = 0; r < size_t(n); ++r) {
                 float v;
                 std::memcpy(&v, &h_shard_ids[size_t(stride) + r], sizeof v);
+                if (std::isnan(v)) v = -INFINITY;  // (the backends never choose NaN; kept so)
                 if (i == 0 || v > best[r]) best[r] = v, out[base + r] = int32_t(o.first) + h_shard_ids[r];
             }
         }
@@ -168,7 +172,9 @@ struct Session::Impl {
             be_of(outs[0]).download(t.logits.data() + old, outs[0].d_topk_vals, add * sizeof(float));
             return;
         }
-        std::vector<std::vector<std::pair<float, int32_t>>> cand(static_cast<size_t>(n));
+        std::vector<std::vector<std::pair<float, int32_t>>>& cand = h_cand;  // [row][candidate]
+        cand.resize(size_t(n));
+        for (auto& c : cand) c.clear();
         for (const OutShard& o : outs) {
             const size_t ks = size_t(std::min<int64_t>(k, o.n));
             h_shard_ids.resize(size_t(n) * ks);

@@ -245,7 +245,7 @@ RankLinks tensor_parallel_links(const BlockLink& attn_linked, const BlockLink& f
 
 // Every device holds x (the same bits on each: the same sums are added to it). Each
 // block leaves its device's part in buf.tmp; the all-reduce sums the parts on every
-// device, and the next block (or, after the last, the output stage) adds the sum to x.
+// device, and the next block (or, after the last, each device before its logits) adds the sum to x.
 // Where the collective offers it for this batch (decode: Collective::fused_sum), each
 // block's output sums its part over the devices itself (BlockLink::sum_output) and
 // leaves the next block's input, as on one device, and no all-reduce runs between

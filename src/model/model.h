@@ -24,7 +24,10 @@ struct LayerWeights {
 };
 
 struct ModelWeights {
-    Weight token_embd, output_norm, output;  // token_embd on the first stage, the output on the last
+    // token_embd on the first stage (tensor parallel: on every one); output_norm and the
+    // output matrix's rows of the stage's logits (ModelStage::first_vocab/n_vocab) on each
+    // stage that computes some.
+    Weight token_embd, output_norm, output;
     std::vector<LayerWeights> layers;
 };
 

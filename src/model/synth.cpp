@@ -216,9 +216,12 @@ SynthShape tensor_parallel_share(const SynthShape& s, int n) {
     SynthShape r = s;
     r.head_dim = s.head_size();
     r.n_head = s.n_head / n, r.n_head_kv = s.n_head_kv / n, r.n_ff = s.n_ff / n;
-    // Rank 0's logits (its embedding: the same rows), at least the 260 tokens a synth
-    // vocabulary needs (only tiny shapes are below).
-    r.n_vocab = std::max(260, int(split_vocab(s.n_vocab, n)[1]));
+    // The widest rank's logits (the slowest rank sets the step; its embedding: the same
+    // rows), at least the 260 tokens a synth vocabulary needs (only tiny shapes are below).
+    const std::vector<int64_t> vocab = split_vocab(s.n_vocab, n);
+    int64_t widest = 0;
+    for (int i = 0; i < n; ++i) widest = std::max(widest, vocab[size_t(i) + 1] - vocab[size_t(i)]);
+    r.n_vocab = std::max(260, int(widest));
     r.name = s.name + "/tp" + std::to_string(n);
     return r;
 }

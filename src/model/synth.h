@@ -53,9 +53,9 @@ const std::vector<SynthShape>& synth_shapes();
 const SynthShape& find_synth_shape(const std::string& name);
 // One device's share of a dense shape under tensor parallel over n devices, as a model
 // of its own: n_head / n heads and n_head_kv / n KV heads of the same head_dim (written
-// as attention.key_length), n_ff / n FFN rows, and rank 0's share of the vocabulary
-// (split_vocab: the output matrix's rows it computes; the embedding, one row a token,
-// shrinks with it; at least the 260 tokens of a synth vocabulary). Its decode on one device is a rank's
+// as attention.key_length), n_ff / n FFN rows, and the widest rank's share of the
+// vocabulary (split_vocab: the output matrix's rows it computes; the embedding, one row a
+// token, shrinks with it; at least the 260 tokens of a synth vocabulary). Its decode on one device is a rank's
 // step with free all-reduces: the ceiling of tensor parallel's decode, measured on one
 // GPU. Named "<shape>/tp<n>". Throws vega::Error for a mixture of experts (its experts
 // split by expert, with routing over all of them) and for counts that do not divide.

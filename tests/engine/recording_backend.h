@@ -87,6 +87,8 @@ public:
     }
 
     bool supports_capture() const override { return true; }
+    bool records_host_calls() const override { return true; }
+    void host_call(const std::function<void()>& fn) override { op(fn); }
     void capture_begin() override { capturing_ = true, graphs_.emplace_back(); }
     int capture_end() override {
         capturing_ = false;

@@ -2,6 +2,7 @@
 // top_k op returns them) draws exactly the tokens sample() draws on the full row.
 #include <gtest/gtest.h>
 
+#include <cmath>
 #include <random>
 #include <vector>
 
@@ -81,6 +82,27 @@ TEST(BackendTopK, CpuMatchesSortWithTiesAndNan) {
     }
     EXPECT_EQ(ids[k], 3);  // row 1's outlier first
     EXPECT_THROW(be->top_k(l.data(), 1, n, Backend::kTopKMax + 1, ids.data(), vals.data()), Error);
+}
+
+
+// The CPU's argmax and its maximum, as the GPU's: the lowest index of the largest value,
+// NaN never chosen (also where it comes first), a row with nothing above -inf gives 0 and
+// -inf. (A vocabulary split merges the shares' maxima: a NaN must not hide one.)
+TEST(BackendArgmax, CpuSkipsNanAndGivesTheMaximum) {
+    auto be = make_cpu_backend(1);
+    const float nan = std::nanf(""), inf = INFINITY;
+    const std::vector<float> l = {nan, 1, 9, 9,     // 2, 9: NaN first, a tie
+                                  1, 2, nan, 9,     // 3, 9
+                                  -inf, -inf, nan, nan,  // 0, -inf
+                                  -3, -1, -2, -1};  // 1, -1
+    std::vector<int32_t> ids(4, -7);
+    std::vector<float> max(4, 0.f);
+    be->argmax(l.data(), 4, 4, ids.data(), max.data());
+    EXPECT_EQ(ids, (std::vector<int32_t>{2, 3, 0, 1}));
+    EXPECT_EQ(max, (std::vector<float>{9, 9, -inf, -1}));
+    std::vector<int32_t> only(4, -7);
+    be->argmax(l.data(), 4, 4, only.data());  // without max_out
+    EXPECT_EQ(only, ids);
 }
 
 }  // namespace

@@ -24,6 +24,7 @@
 #include "model/model.h"
 #include "model/route_trace.h"
 #include "model/synth.h"
+#include "recording_backend.h"
 #include "test_data.h"
 
 namespace vega::test {
@@ -203,10 +204,16 @@ TEST(TensorParallel, VocabularySharesMergeAsOneDevice) {
     {
         auto one = make_cpu_backend(2);
         auto m1 = Model::load(data_file("models/stories260K.gguf"), *one, nullptr);
-        ::setenv("VEGA_TP_VOCAB_SPLIT", "0", 1);
+        struct Switch {  // set for the load only, unset however it ends
+            Switch() { ::setenv("VEGA_TP_VOCAB_SPLIT", "0", 1); }
+            ~Switch() { ::unsetenv("VEGA_TP_VOCAB_SPLIT"); }
+        };
         std::vector<std::unique_ptr<Backend>> owned;
-        auto m = Model::load(data_file("models/stories260K.gguf"), cpu_tensor_placement(2, owned), nullptr);
-        ::unsetenv("VEGA_TP_VOCAB_SPLIT");
+        std::unique_ptr<Model> m;
+        {
+            const Switch off;
+            m = Model::load(data_file("models/stories260K.gguf"), cpu_tensor_placement(2, owned), nullptr);
+        }
         EXPECT_EQ(m->stages()[0].n_vocab, m1->hparams().n_vocab);
         EXPECT_EQ(m->stages()[1].n_vocab, 0);
         EXPECT_EQ(m->output_stages(), std::vector<size_t>{0});
@@ -227,6 +234,100 @@ TEST(TensorParallel, VocabularySharesMergeAsOneDevice) {
         for (size_t i = 0; i < t.ids.size(); ++i)
             ASSERT_EQ(t.ids[i], int32_t(i % 64)) << ranks << " ranks, entry " << i;
     }
+}
+
+// A copy of `src` without output.weight: its output is tied to the embedding.
+std::string tied_output_copy(const std::string& src, const std::string& name) {
+    auto f = gguf::File::open(src);
+    gguf::Writer w;
+    for (const gguf::KeyValue& kv : f->metadata())
+        if (kv.key != "general.alignment") w.set_value(kv.key, kv.value);
+    for (const gguf::TensorInfo& t : f->tensors())
+        if (t.name != "output.weight")
+            w.add_tensor(t.name, t.type, std::vector<int64_t>(t.ne, t.ne + t.n_dims), t.data, size_t(t.n_bytes));
+    const std::string path = ::testing::TempDir() + name;
+    w.write(path);
+    return path;
+}
+
+// Whole rows, argmaxes and top-k (k = 64 too, wider than a share of 37 rows) of prompts,
+// one-token steps and batched steps (3 rows in a bucket of 4, and 4): `graphs` the
+// session's captured steps, else op by op.
+struct Drive {
+    std::vector<std::vector<float>> logits;
+    std::vector<std::vector<int32_t>> ids;
+};
+Drive drive_steps(Session& s, int n_vocab) {
+    Drive out;
+    std::mt19937 rng(3);
+    std::uniform_int_distribution<int32_t> tok(3, n_vocab - 1);
+    std::vector<int> len(4, 0);
+    for (int q = 0; q < 4; ++q) {
+        std::vector<BatchToken> b;
+        for (int i = 0; i < 5 + q; ++i) b.push_back({tok(rng), i, q, i % 3 == 0, true});
+        len[size_t(q)] = int(b.size());
+        out.logits.push_back(s.decode(b));
+    }
+    for (int step = 0; step < 9; ++step) {
+        std::vector<BatchToken> b;
+        const int rows = step % 3 == 0 ? 1 : step % 3 == 1 ? 3 : 4;
+        for (int q = 0; q < rows; ++q) b.push_back({tok(rng), len[size_t(q)]++, q, true});
+        out.ids.push_back(s.decode_greedy(b));
+        const Session::TopK& t = s.decode_top_k(b, step % 2 ? 64 : 5);
+        out.ids.push_back(t.ids);
+        out.logits.push_back(t.logits);
+        out.logits.push_back(s.logits_of({0, rows - 1}));  // (after the top-k: its rows)
+    }
+    return out;
+}
+
+// The decode graphs under tensor parallel (captured one-token and bucket steps: each
+// device's argmax, its logit and its top-k written into the step's ids block) give the same
+// bits as the same split run op by op: on the tests' recording backends, whose graphs the
+// host all-reduce replays with (Backend::records_host_calls). A model of 300 tokens over 8
+// ranks has shares of 37 and 38 rows, narrower than a top-64; stories260K is also run with
+// its output tied to the embedding (each rank a copy of its rows of the table).
+TEST(TensorParallel, DecodeGraphsMergeTheSharesAsOpByOp) {
+    VEGA_REQUIRE_TEST_DATA();
+    namespace fs = std::filesystem;
+    const fs::path dir = fs::path(::testing::TempDir()) / ("vega-tp-graphs-" + std::to_string(::getpid()));
+    fs::create_directories(dir);
+    SynthShape narrow = find_synth_shape("tiny");
+    narrow.name = "tiny-8kv-300", narrow.n_head = 8, narrow.n_head_kv = 8, narrow.n_vocab = 300;
+    const std::string narrow_path = (dir / "narrow.gguf").string();
+    write_synth_model(narrow, GgmlType::F32, narrow_path, 5);
+    const std::string stories = data_file("models/stories260K.gguf");
+    const std::string tied = tied_output_copy(stories, "stories260K-tied-tp.gguf");
+    for (const auto& [path, ranks] : {std::pair{stories, 2}, {stories, 4}, {tied, 2}, {narrow_path, 8}}) {
+        const std::string what = path + " over " + std::to_string(ranks) + " ranks";
+        ContextParams cp;
+        cp.n_ctx = 64, cp.n_seq = 4, cp.n_batch = 64, cp.batch_graphs = true;
+        std::vector<std::unique_ptr<Backend>> owned;
+        auto m_ops = Model::load(path, cpu_tensor_placement(ranks, owned), nullptr);
+        Session ops(*m_ops, cp);
+        ASSERT_FALSE(ops.use_graphs()) << what;
+        std::vector<std::unique_ptr<RecordingBackend>> rec;
+        Placement p;
+        p.mode = SplitMode::kTensor;
+        for (int r = 0; r < ranks; ++r) {
+            rec.push_back(std::make_unique<RecordingBackend>(1));
+            p.devices.push_back(rec.back().get());
+        }
+        auto m = Model::load(path, p, nullptr);
+        if (path == tied) EXPECT_TRUE(m->hparams().tied_output);
+        Session graphs(*m, cp);
+        ASSERT_TRUE(graphs.use_graphs()) << what;
+        const int V = m->hparams().n_vocab;
+        const Drive want = drive_steps(ops, V), got = drive_steps(graphs, V);
+        EXPECT_GT(rec[0]->replays(), 0) << what;
+        EXPECT_GT(graphs.batch_graph_replays(), 0) << what;
+        ASSERT_EQ(got.ids.size(), want.ids.size());
+        for (size_t i = 0; i < got.ids.size(); ++i) EXPECT_EQ(got.ids[i], want.ids[i]) << what << ", ids call " << i;
+        ASSERT_EQ(got.logits.size(), want.logits.size());
+        for (size_t i = 0; i < got.logits.size(); ++i)
+            EXPECT_EQ(got.logits[i], want.logits[i]) << what << ", logits call " << i;
+    }
+    fs::remove_all(dir);
 }
 
 // vega eval --routes-out under tensor parallel: every slot's expert comes from the rank
@@ -302,8 +403,11 @@ TEST(TensorParallel, ShareFileHoldsWhatARankHolds) {
         const SynthShape share = tensor_parallel_share(full, ranks);
         EXPECT_EQ(share.name, "tiny/tp2");
         EXPECT_EQ(share.n_embd, full.n_embd);
-        // Rank 0's logits (tiny: 256 of 512, raised to a synth vocabulary's 260 tokens).
-        EXPECT_EQ(share.n_vocab, std::max<int64_t>(260, split_vocab(full.n_vocab, ranks)[1]));
+        // The widest rank's logits (tiny: 256 of 512, raised to a synth vocabulary's 260 tokens).
+        EXPECT_EQ(share.n_vocab, 260);
+        SynthShape wide = find_synth_shape("llama3-8b");
+        wide.n_vocab = 151936;  // split_vocab over 4: 37952, 38016, 37952, 38016 rows
+        EXPECT_EQ(tensor_parallel_share(wide, 4).n_vocab, 38016);
         const std::string fp = (dir / "full.gguf").string(), sp = (dir / "share.gguf").string();
         write_synth_model(full, GgmlType::Q8_0, fp, 3);
         write_synth_model(share, GgmlType::Q8_0, sp, 3);

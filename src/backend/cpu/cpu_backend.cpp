@@ -330,10 +330,16 @@ public:
     }
 
     void argmax(const float* logits, int rows, int64_t n, int32_t* out, float* max_out = nullptr) override {
+        // As the GPU's: the first maximum (lowest index wins), NaN never chosen; a row
+        // with no value above -inf gives 0 and -inf.
         for (int r = 0; r < rows; ++r) {
             const float* l = logits + size_t(r) * n;
-            out[r] = int32_t(std::max_element(l, l + n) - l);  // first maximum: lowest index wins
-            if (max_out) max_out[r] = l[out[r]];
+            float best = -INFINITY;
+            int64_t bi = 0;
+            for (int64_t j = 0; j < n; ++j)
+                if (l[j] > best) best = l[j], bi = j;
+            out[r] = int32_t(bi);
+            if (max_out) max_out[r] = best;
         }
     }
 
