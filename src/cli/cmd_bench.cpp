@@ -91,14 +91,26 @@ void bench(const BenchOptions& o) {
     Session& s = *l.session;
 
     // The roofline: vega probe's global read study (16-byte loads over 1 GiB), what a
-    // decode step does with its weights.
+    // decode step does with its weights. Tensor parallel's devices read their shares at
+    // once: the sum of theirs (a layer split's read one after the other: the first's).
     double read_gbs = 0;
+    const bool together = model.split_mode() == SplitMode::kTensor;
 #ifdef VEGA_HAVE_GPU
-    if (be.device_index() >= 0) read_gbs = gpu::probe::read_bandwidth_gbs(be.device_index());
+    for (const ModelStage& st : model.stages()) {
+        const int dev = st.backend->device_index();
+        if (dev < 0) {
+            read_gbs = 0;  // (a CPU rank: no roofline)
+            break;
+        }
+        read_gbs += gpu::probe::read_bandwidth_gbs(dev);
+        if (!together) break;
+    }
 #endif
     if (!quiet) {
         std::fprintf(stderr, "vega: backend %s\n", be.name().c_str());
-        if (read_gbs > 0) std::fprintf(stderr, "vega: read bandwidth %.0f GB/s (vega probe's global_read_dwordx4)\n", read_gbs);
+        if (read_gbs > 0)
+            std::fprintf(stderr, "vega: read bandwidth %.0f GB/s (vega probe's global_read_dwordx4%s)\n", read_gbs,
+                         together ? fmt::format(", {} devices together", model.stages().size()).c_str() : "");
     }
 
     // Weight bytes one forward call reads: every matrix once; the embedding table

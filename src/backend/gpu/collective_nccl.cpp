@@ -43,7 +43,7 @@ constexpr const char* kLibName = "NCCL";
 // Loads the library and its symbols; false with the reason in why.
 bool load_api(NcclApi& a, std::string& why) {
     std::vector<std::string> names;
-    if (const char* p = std::getenv("VEGA_NCCL"); p && *p) names.push_back(p);
+    if (const char* p = env::get("VEGA_NCCL")) names.push_back(p);
     for (const char* n : kLibs) names.push_back(n);
     for (const std::string& n : names)
         if ((a.lib = dlopen(n.c_str(), RTLD_NOW | RTLD_LOCAL))) break;
