@@ -437,16 +437,15 @@ Session::Session(const Model& model, const ContextParams& p)
     const size_t KB = B * size_t(Backend::kTopKMax);
     for (const size_t s : model.output_stages()) {
         const ModelStage& ms = model.stages()[s];
-        Impl::OutShard o;
-        o.stage = s, o.first = ms.first_vocab, o.n = ms.n_vocab;
         Backend& be = *ms.backend;
-        I.outs.push_back(o);  // (owned by Impl before anything else can throw: released with it)
-        Impl::OutShard& so = I.outs.back();
-        so.d_out_idx = static_cast<int32_t*>(be.alloc(B * sizeof(int32_t), "batch output rows"));
-        so.d_argmax = static_cast<int32_t*>(be.alloc(2 * B * sizeof(int32_t), "argmax output"));
-        so.d_logits = static_cast<float*>(be.alloc(B * size_t(o.n) * sizeof(float), "logits"));
-        so.d_topk_ids = static_cast<int32_t*>(be.alloc(KB * sizeof(int32_t), "top-k ids"));
-        so.d_topk_vals = static_cast<float*>(be.alloc(KB * sizeof(float), "top-k values"));
+        // (Impl owns each buffer as soon as it exists: released with it if a later one throws.)
+        Impl::OutShard& o = I.outs.emplace_back();
+        o.stage = s, o.first = ms.first_vocab, o.n = ms.n_vocab;
+        o.d_out_idx = static_cast<int32_t*>(be.alloc(B * sizeof(int32_t), "batch output rows"));
+        o.d_argmax = static_cast<int32_t*>(be.alloc(2 * B * sizeof(int32_t), "argmax output"));
+        o.d_logits = static_cast<float*>(be.alloc(B * size_t(o.n) * sizeof(float), "logits"));
+        o.d_topk_ids = static_cast<int32_t*>(be.alloc(KB * sizeof(int32_t), "top-k ids"));
+        o.d_topk_vals = static_cast<float*>(be.alloc(KB * sizeof(float), "top-k values"));
     }
     if (I.outs.empty()) fail("session: no stage of {} computes logits", model.describe_placement());
     I.graphs = I.can_capture();
@@ -555,7 +554,7 @@ void Session::decode_reduced(const std::vector<BatchToken>& batch, int mode, int
             I.download_logits(I.logits.data() + written * size_t(I.n_vocab), 0, size_t(n_out));
             written += size_t(n_out);
         } else if (sel == Select::Argmax) {
-            const int stride = graph < 0 ? I.n_batch : graph == 0 ? 1 : Impl::kMaxBucket;
+            const int stride = graph < 0 ? I.n_batch : I.ids_of(0, graph == 1).stride;
             I.fetch_argmax(n_out,
                            [&](const Impl::OutShard& o) {
                                return graph < 0 ? o.d_argmax : I.ids_of(int(o.stage), graph == 1).at(StepIds::kArgmax);

@@ -274,7 +274,6 @@ std::unique_ptr<Model> Model::load(const std::string& path, const Placement& pla
     const bool tp = place.mode == SplitMode::kTensor && devices.size() > 1;
     const int R = tp ? int(devices.size()) : 1;  // tensor-parallel parts
     if (tp) {
-        const bool vocab_split = env::flag("VEGA_TP_VOCAB_SPLIT", true);
         if (!place.shares.empty()) fail("--tensor-split weighs a layer split; tensor parallel splits evenly");
         if (hp.n_head % R || hp.n_head_kv % R || (!hp.moe() && hp.n_ff % R))
             fail("{}: tensor parallel over {} devices needs the heads ({}), the KV heads ({}) and the FFN rows ({}) "
@@ -284,13 +283,14 @@ std::unique_ptr<Model> Model::load(const std::string& path, const Placement& pla
             fail("{}: tensor parallel over {} devices splits the {} experts by device: they must divide by {}; use "
                  "--split-mode layer",
                  path, R, hp.n_expert, R);
+        // Each device's logits: its share of the vocabulary (VEGA_TP_VOCAB_SPLIT=0, an A/B
+        // switch: device 0 computes every logit).
+        const std::vector<int64_t> vocab = split_vocab(hp.n_vocab, env::flag("VEGA_TP_VOCAB_SPLIT", true) ? R : 1);
         for (size_t i = 0; i < devices.size(); ++i) {
             ModelStage st;
             st.backend = devices[i], st.first_layer = 0, st.end_layer = hp.n_layer;
             st.n_head = hp.n_head / R, st.n_head_kv = hp.n_head_kv / R, st.n_ff = hp.moe() ? 0 : hp.n_ff / R;
             if (hp.moe()) st.n_expert = hp.n_expert / R, st.first_expert = st.n_expert * int(i);
-            // VEGA_TP_VOCAB_SPLIT=0 (an A/B switch): device 0 computes every logit.
-            const std::vector<int64_t> vocab = split_vocab(hp.n_vocab, vocab_split ? R : 1);
             if (i + 1 < vocab.size()) st.first_vocab = vocab[i], st.n_vocab = vocab[i + 1] - vocab[i];
             m->stages_.push_back(st);
         }

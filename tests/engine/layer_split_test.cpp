@@ -16,6 +16,7 @@
 #include "engine/session.h"
 #include "gguf/gguf.h"
 #include "model/model.h"
+#include "model_copy.h"
 #include "recording_backend.h"
 #include "run_vega.h"
 #include "test_data.h"
@@ -146,20 +147,6 @@ TEST(LayerSplit, StageGraphsEqualOneBackend) {
         EXPECT_GT(r0.replays(), 0) << rel;
         EXPECT_GT(s2.batch_graph_replays(), 0) << rel;
     }
-}
-
-// A copy of `src` without output.weight: its output is tied to the embedding.
-std::string tied_copy(const std::string& src, const std::string& name) {
-    auto f = gguf::File::open(src);
-    gguf::Writer w;
-    for (const gguf::KeyValue& kv : f->metadata())
-        if (kv.key != "general.alignment") w.set_value(kv.key, kv.value);
-    for (const gguf::TensorInfo& t : f->tensors())
-        if (t.name != "output.weight")
-            w.add_tensor(t.name, t.type, std::vector<int64_t>(t.ne, t.ne + t.n_dims), t.data, size_t(t.n_bytes));
-    const std::string path = ::testing::TempDir() + name;
-    w.write(path);
-    return path;
 }
 
 TEST(LayerSplit, WeightsAndCachesSitOnTheirStage) {

@@ -24,6 +24,7 @@
 #include "model/model.h"
 #include "model/route_trace.h"
 #include "model/synth.h"
+#include "model_copy.h"
 #include "recording_backend.h"
 #include "test_data.h"
 
@@ -132,24 +133,16 @@ TEST(TensorParallel, RanksWithHostAllReduceEqualTheUnsplitModel) {
 // The rows of stories260K's output matrix all made row 0's: every logit of a row equal,
 // so every share's argmax ties with every other's.
 std::string flat_output_copy(const std::string& src, const std::string& name) {
-    auto f = gguf::File::open(src);
-    gguf::Writer w;
-    for (const gguf::KeyValue& kv : f->metadata())
-        if (kv.key != "general.alignment") w.set_value(kv.key, kv.value);
     std::vector<uint8_t> flat;
-    for (const gguf::TensorInfo& t : f->tensors()) {
-        const uint8_t* data = t.data;
+    return model_copy(src, name, [&](const gguf::TensorInfo& t, const uint8_t*& data) {
         if (t.name == "output.weight") {
             const size_t row = size_t(t.n_bytes) / size_t(t.ne[1]);
             flat.resize(size_t(t.n_bytes));
             for (int64_t r = 0; r < t.ne[1]; ++r) std::memcpy(flat.data() + size_t(r) * row, t.data, row);
             data = flat.data();
         }
-        w.add_tensor(t.name, t.type, std::vector<int64_t>(t.ne, t.ne + t.n_dims), data, size_t(t.n_bytes));
-    }
-    const std::string path = ::testing::TempDir() + name;
-    w.write(path);
-    return path;
+        return true;
+    });
 }
 
 // Each rank computes the logits of its share of the vocabulary (the output matrix split
@@ -236,20 +229,6 @@ TEST(TensorParallel, VocabularySharesMergeAsOneDevice) {
     }
 }
 
-// A copy of `src` without output.weight: its output is tied to the embedding.
-std::string tied_output_copy(const std::string& src, const std::string& name) {
-    auto f = gguf::File::open(src);
-    gguf::Writer w;
-    for (const gguf::KeyValue& kv : f->metadata())
-        if (kv.key != "general.alignment") w.set_value(kv.key, kv.value);
-    for (const gguf::TensorInfo& t : f->tensors())
-        if (t.name != "output.weight")
-            w.add_tensor(t.name, t.type, std::vector<int64_t>(t.ne, t.ne + t.n_dims), t.data, size_t(t.n_bytes));
-    const std::string path = ::testing::TempDir() + name;
-    w.write(path);
-    return path;
-}
-
 // Whole rows, argmaxes and top-k (k = 64 too, wider than a share of 37 rows) of prompts,
 // one-token steps and batched steps (3 rows in a bucket of 4, and 4): `graphs` the
 // session's captured steps, else op by op.
@@ -297,7 +276,7 @@ TEST(TensorParallel, DecodeGraphsMergeTheSharesAsOpByOp) {
     const std::string narrow_path = (dir / "narrow.gguf").string();
     write_synth_model(narrow, GgmlType::F32, narrow_path, 5);
     const std::string stories = data_file("models/stories260K.gguf");
-    const std::string tied = tied_output_copy(stories, "stories260K-tied-tp.gguf");
+    const std::string tied = tied_copy(stories, "stories260K-tied-tp.gguf");
     for (const auto& [path, ranks] : {std::pair{stories, 2}, {stories, 4}, {tied, 2}, {narrow_path, 8}}) {
         const std::string what = path + " over " + std::to_string(ranks) + " ranks";
         ContextParams cp;
