@@ -77,14 +77,16 @@ private:
         std::vector<void*> data;
         std::vector<uint32_t*> flags, rounds;
     };
-    Exchange alloc_exchange(size_t data_bytes, size_t flag_bytes, size_t round_bytes) {
+    // (flag_bytes 0: no flags; zero_data: the data zeroed too, for round words.)
+    Exchange alloc_exchange(size_t data_bytes, size_t flag_bytes, size_t round_bytes, bool zero_data = false) {
         Exchange x;
         for (size_t r = 0; r < devs_.size(); ++r) {
             rt::set_device(devs_[r]);
             x.data.push_back(alloc(data_bytes, r));
-            x.flags.push_back(static_cast<uint32_t*>(alloc(flag_bytes, r)));
+            x.flags.push_back(flag_bytes ? static_cast<uint32_t*>(alloc(flag_bytes, r)) : nullptr);
             x.rounds.push_back(static_cast<uint32_t*>(alloc(round_bytes, r)));
-            rt::memset(x.flags[r], 0, flag_bytes, streams_[r]);
+            if (zero_data) rt::memset(x.data[r], 0, data_bytes, streams_[r]);
+            if (flag_bytes) rt::memset(x.flags[r], 0, flag_bytes, streams_[r]);
             rt::memset(x.rounds[r], 0, round_bytes, streams_[r]);
             rt::stream_sync(streams_[r]);
         }
@@ -113,18 +115,18 @@ private:
             shared.stage[r] = static_cast<float*>(x.data[r]), shared.flags[r] = x.flags[r];
         return per_rank(shared, x.rounds);
     }
-    // The residual epilogue's exchange (ops::PeerChunks): per rank its receive slots,
-    // flags and rounds on its device (zeroed), every rank seeing every rank's.
+    // The residual epilogue's exchange (ops::PeerChunks): per rank its receive words (a part
+    // and its round in one word, so no flags) and rounds on its device (zeroed), every rank
+    // seeing every rank's.
     std::vector<ops::PeerChunks> make_chunk_states() {
         const size_t n = devs_.size();
-        const Exchange x = alloc_exchange(2 * n * size_t(ops::kPeerChunks) * 32 * sizeof(float),
-                                          size_t(ops::kPeerChunks) * ops::kPeerMaxRanks * sizeof(uint32_t),
-                                          size_t(ops::kPeerChunks) * sizeof(uint32_t));
+        const Exchange x = alloc_exchange(2 * n * size_t(ops::kPeerChunks) * 32 * sizeof(uint64_t), 0,
+                                          size_t(ops::kPeerChunks) * sizeof(uint32_t), true);
         ops::PeerChunks shared;
         shared.n_ranks = int(n);
         shared.max_chunks = ops::kPeerChunks;
         for (int d : devs_) shared.max_chunks = std::min(shared.max_chunks, rt::device_info(d).n_sm);
-        for (size_t r = 0; r < n; ++r) shared.recv[r] = static_cast<float*>(x.data[r]), shared.flags[r] = x.flags[r];
+        for (size_t r = 0; r < n; ++r) shared.recv[r] = static_cast<uint64_t*>(x.data[r]);
         return per_rank(shared, x.rounds);
     }
     static constexpr size_t kFlagBytes = size_t(ops::kPeerBlocks) * ops::kPeerMaxRanks * sizeof(uint32_t);

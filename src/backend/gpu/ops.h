@@ -79,13 +79,11 @@ constexpr int kQkvHeadCounters = 1024;
 constexpr int kPeerMaxRanks = 8;   // ranks of a peer-memory sum (PeerChunks, PeerSum)
 constexpr int kPeerChunks = 256;  // 32-row chunks one exchange serves (outputs of up to 8192 rows)
 struct PeerChunks {
-    // Rank q's receive buffer [2][n_ranks][kPeerChunks * 32] floats in q's memory:
-    // [e & 1][p] = rank p's part in round e.
-    float* recv[kPeerMaxRanks] = {};
-    // Rank q's flags [kPeerChunks][kPeerMaxRanks] in q's memory: [c][p] = the last
-    // round rank p has pushed chunk c (counting up from 1; zeroed at start).
-    uint32_t* flags[kPeerMaxRanks] = {};
-    uint32_t* rounds = nullptr;  // this rank's [kPeerChunks]: the last round of each chunk
+    // Rank q's receive words [2][n_ranks][kPeerChunks * 32] in q's memory: [e & 1][p] =
+    // rank p's part in round e with e itself in one 8-byte word (peer_memory.h's
+    // round_word: a reader that sees the round sees the part, so no fence and no flag).
+    uint64_t* recv[kPeerMaxRanks] = {};
+    uint32_t* rounds = nullptr;  // this rank's [kPeerChunks]: the last round of each chunk (counting up from 1; zeroed at start)
     int rank = 0, n_ranks = 0;
     // The most chunks (blocks) one exchange may have: the fewest SMs of the ranks' devices
     // (at most kPeerChunks), so that every rank makes the same choice of kernels.

@@ -82,15 +82,40 @@ constexpr uint64_t kPeerWaitSeconds = 60;
 // every unfinished wait started: B=16 tensor-parallel decode of the 8B on 2 x H200 fell
 // from 5051-5071 t/s to 4772-4808, and came back to 5012-5086 with this loop; tg128 did
 // not move. docs/PERFORMANCE.md, thirty-sixth session.)
-__device__ __forceinline__ void wait_flag(const uint32_t* watch, uint32_t e) {
+// The loop of both waits below: polls `arrived` until it says so, and traps as above.
+template <class Arrived>
+__device__ __forceinline__ void wait_until(Arrived arrived) {
     constexpr uint32_t kPollsPerRead = 1u << 14;
     uint64_t start = 0;
-    for (uint32_t polls = 1; int32_t(poll_flag(watch) - e) < 0; ++polls) {
+    for (uint32_t polls = 1; !arrived(); ++polls) {
         if (polls % kPollsPerRead) continue;
         const uint64_t now = wait_clock_ns();
         if (start == 0) start = now;  // (a count that wraps leaves start where it was)
         else if (now - start > kPeerWaitSeconds * 1000000000ull) trap_kernel();
     }
+}
+
+__device__ __forceinline__ void wait_flag(const uint32_t* watch, uint32_t e) {
+    wait_until([&] { return int32_t(poll_flag(watch) - e) >= 0; });
+}
+
+// A value and its round in one naturally aligned 8-byte word (float bits low, round high),
+// stored and polled as one access: a reader that sees the round sees the value with it,
+// so neither a fence nor a flag is needed (the link never splits an aligned 8-byte store;
+// NCCL's LL protocol rests on the same property).
+__device__ __forceinline__ uint64_t round_word(float v, uint32_t e) {
+    return uint64_t(__float_as_uint(v)) | uint64_t(e) << 32;
+}
+__device__ __forceinline__ void store_word(uint64_t* w, uint64_t v) { *reinterpret_cast<volatile uint64_t*>(w) = v; }
+// Waits until *w holds round e (an exact match: the slot held round e - 2 before) and
+// returns its value. The load bypasses L1, as poll_flag's.
+__device__ __forceinline__ float wait_word(const uint64_t* w, uint32_t e) {
+    uint64_t v = 0;
+    wait_until([&] {
+        v = *reinterpret_cast<const volatile uint64_t*>(w);
+        return uint32_t(v >> 32) == e;
+    });
+    return __uint_as_float(uint32_t(v));
 }
 
 }  // namespace vega::gpu

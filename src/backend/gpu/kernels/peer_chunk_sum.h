@@ -1,18 +1,22 @@
 // Tensor parallel's decode sum of one 32-row chunk, inside the o / down matvec's residual
-// epilogue (matvec.cu, kEpiPeerResidualNorm; the protocol: ops::PeerChunks). Wave 0 of the
+// epilogue (matvec.cu, kEpiPeerResidualNorm; the state: ops::PeerChunks). Wave 0 of the
 // chunk's block calls it, lane l holding row l's part (lanes from kEpiRows on: none):
-//   1. push: store the part into every peer's receive slot [e & 1][rank] (remote stores);
-//   2. a wave barrier, then lane q raises flag [c][rank] = e in peer q's memory behind a
-//      system fence (cumulative: the other lanes' stores, ordered before it by the
-//      barrier, are visible to a device that sees the flag);
-//   3. lane q waits until peer q has raised flag [c][q] >= e in this rank's memory;
-//   4. every lane reads the peers' parts from its own memory (past L1: the slot held
-//      round e - 2's parts) and adds the ranks' parts in rank order.
-// The round e is rounds[c] + 1, written back by lane 0. Pushing, not pulling: the only
-// traffic over the link is posted stores; the reads are local (the pull form of
-// peer_sum.cu waits one remote read round trip more). A peer that never arrives traps the
-// kernel after kPeerWaitSeconds (peer_memory.h) instead of hanging the device. Only
-// targets with peer sums (arch::kPeerSums) instantiate it.
+//   1. push: lane l stores its part and the round e as one 8-byte word (round_word) into
+//      every peer's receive slot [e & 1][rank] (remote stores);
+//   2. lane l waits, peer by peer in rank order, until its word in its own memory holds
+//      round e, and adds the ranks' parts in rank order.
+// The round e is rounds[c] + 1, written back by lane 0. A word carries its own round, so
+// there is no fence and no flag: a part is usable one link latency after its store. (The
+// first form stored the parts, fenced at system scope and raised a flag: the fence waited
+// for the remote stores' acknowledgement, a round trip, before the flag could travel.
+// The words made tensor parallel's 8B decode 9.5% faster on 2 x H200, docs/PERFORMANCE.md,
+// thirty-eighth session.) Two slots by round parity: a rank can be at most one round
+// ahead of a peer on a chunk (round e + 1's wait needs the peer's round e + 1 push, which
+// the peer makes after it has read round e), so round e + 2 never lands on an unread
+// round e. Pushing, not pulling: the only traffic over the link is posted stores; the
+// polls are local. A peer that never arrives traps the kernel after kPeerWaitSeconds
+// (peer_memory.h) instead of hanging the device. Only targets with peer sums
+// (arch::kPeerSums) instantiate it.
 #pragma once
 #include <cstdint>
 
@@ -26,27 +30,19 @@ namespace vega::gpu {
 // p is read in place (a kernel parameter, never through a reference that escapes).
 template <int kRows>
 __device__ __forceinline__ float peer_chunk_sum(const ops::PeerChunks& p, int64_t c, int lane, float part) {
-    constexpr int64_t kPer = int64_t(ops::kPeerChunks) * kRows;  // floats of one rank's part in a slot
-    const bool in = lane < kRows;
+    constexpr int64_t kPer = int64_t(ops::kPeerChunks) * kRows;  // words of one rank's part in a slot
     const uint32_t e = p.rounds[c] + 1;
     const int64_t slot = int64_t(e & 1u) * p.n_ranks * kPer, at = c * kRows + lane;
-    if (in)
-        for (int q = 0; q < p.n_ranks; ++q)
-            if (q != p.rank) p.recv[q][slot + p.rank * kPer + at] = part;
-    wave_lds_sync();
-    const bool peer = lane < p.n_ranks && lane != p.rank;
-    if (peer) {
-        publish_flag(p.flags[lane] + c * ops::kPeerMaxRanks + p.rank, e);
-        const uint32_t* watch = p.flags[p.rank] + c * ops::kPeerMaxRanks + lane;
-        wait_flag(watch, e);
-        __threadfence_system();
-    }
-    wave_lds_sync();
     float sum = part;
-    if (in) {
-        const float* mine = p.recv[p.rank] + slot + at;
-        if (p.rank != 0) sum = load_fresh(mine);
-        for (int q = 1; q < p.n_ranks; ++q) sum += q == p.rank ? part : load_fresh(mine + q * kPer);
+    if (lane < kRows) {
+        const uint64_t w = round_word(part, e);
+        for (int q = 0; q < p.n_ranks; ++q)
+            if (q != p.rank) store_word(p.recv[q] + slot + p.rank * kPer + at, w);
+        const uint64_t* mine = p.recv[p.rank] + slot + at;
+        for (int q = 0; q < p.n_ranks; ++q) {
+            const float v = q == p.rank ? part : wait_word(mine + q * kPer, e);
+            sum = q == 0 ? v : sum + v;
+        }
     }
     if (lane == 0) p.rounds[c] = e;
     return sum;
