@@ -8,7 +8,7 @@
 #   FILES="llama3-8b:Q4_0 llama2-7b:Q4_0"         shape:type pairs
 #   SETTINGS="base VEGA_GPU_FUSE=0 A=1+B=2"        "base" = none; '+' joins variables
 #   BASES=".devdata/ab-C.tgz ..."                  older commits, run with no setting
-#   PARITY_FILTER=...  ROUNDS=2  TESTS="-p 0 -n 128"  CHECK_IDS=1 (greedy ids of every binary)
+#   PARITY_FILTER=... (PARITY_ENV="A=1 B=2": its settings)  ROUNDS=2  TESTS="-p 0 -n 128"  CHECK_IDS=1 (greedy ids of every binary)
 W=${W:-/tmp/env_ab}
 . "$(dirname "$0")/device_run_start.sh" 80 "$@"
 SYNTH_DIR=${SYNTH_DIR:-/tmp/synth}
@@ -38,7 +38,7 @@ build . build-h200 ON vega vega_gpu_parity_tests || { touch $W/finished; exit 1;
 for p in "${pids[@]}"; do wait $p; done
 if [ -n "${PARITY_FILTER:-}" ] && [ ! -f $W/parity.done ]; then
   log "parity: $PARITY_FILTER"
-  timeout 300 build-h200/tests/gpu/vega_gpu_parity_tests --gtest_filter="$PARITY_FILTER" > $W/parity.log 2>&1; echo "rc=$?" >> $W/parity.log
+  env ${PARITY_ENV:-} timeout 300 build-h200/tests/gpu/vega_gpu_parity_tests --gtest_filter="$PARITY_FILTER" > $W/parity.log 2>&1; echo "rc=$?" >> $W/parity.log
   grep -E "^\[  (PASSED|FAILED)|Failure|Expected|which is|rc=" $W/parity.log | head -30
   touch $W/parity.done
 fi
