@@ -7,6 +7,8 @@
 # background run like device_types_run.sh.
 #   start: setsid scripts/device_token_profile.sh &      poll: scripts/device_token_profile.sh poll SECONDS
 #   PROFILE_TYPES="IQ4_XS IQ4_NL Q4_0"  SHAPE=llama3-8b  W=/tmp/token_profile
+#   SHARES="1 2": also each type's one-rank share of 2 (vega synth --tp-share 2: a tensor-
+#   parallel rank's decode with free sums), 1 being the whole model (the default)
 W=${W:-/tmp/token_profile}
 . "$(dirname "$0")/device_run_start.sh" 80 "$@"
 SHAPE=${SHAPE:-llama3-8b}
@@ -24,21 +26,28 @@ fi
 NCU=$(command -v ncu || ls /usr/local/cuda/bin/ncu 2>/dev/null)
 [ -n "$NCU" ] || { log "no ncu on this machine"; touch $W/finished; exit 1; }
 # Every file first (the quantizer takes every core; nothing is timed beside it).
+file_of() { [ "$2" = 1 ] && echo $SYNTH_DIR/$SHAPE-$1.gguf || echo $SYNTH_DIR/$SHAPE-$1-share$2.gguf; }
 for t in ${PROFILE_TYPES:-IQ4_XS IQ4_NL Q4_0}; do
-  m=$SYNTH_DIR/$SHAPE-$t.gguf
-  [ -f $m ] || { log "synth $SHAPE $t"; timeout 400 $B/vega synth --shape $SHAPE --type $t -o $m > $W/synth-$t.log 2>&1; }
+  for n in ${SHARES:-1}; do
+    m=$(file_of $t $n)
+    [ -f $m ] && continue
+    log "synth $SHAPE $t (share of $n)"
+    timeout 400 $B/vega synth --shape $SHAPE --type $t $([ $n = 1 ] || echo --tp-share $n) -o $m > $W/synth-$t-$n.log 2>&1
+  done
 done
 for t in ${PROFILE_TYPES:-IQ4_XS IQ4_NL Q4_0}; do
-  m=$SYNTH_DIR/$SHAPE-$t.gguf
-  [ -f $W/done.$t ] && continue
-  log "$SHAPE $t: tg128 (replayed)"
-  timeout 200 $B/vega bench -m $m --device gpu -r 3 -p 0 -n 128 2>&1 | grep -E "^\|.*tg" | awk -F'|' '{ print $7, $8 }'
-  log "$SHAPE $t: ncu, every kernel of bench -p 0 -n 16"
-  timeout 400 $NCU --clock-control none --cache-control none --csv \
-    --metrics gpu__time_duration.sum,dram__bytes_read.sum \
-    $B/vega bench -m $m --device gpu -r 1 -p 0 -n 16 > $W/ncu-$t.csv 2> $W/ncu-$t.err
-  python3 scripts/token_profile.py $W/ncu-$t.csv
-  touch $W/done.$t
+  for n in ${SHARES:-1}; do
+    m=$(file_of $t $n) tag=$t-$n
+    [ -f $W/done.$tag ] && continue
+    log "$SHAPE $t, share of $n: tg128 (replayed)"
+    timeout 200 $B/vega bench -m $m --device gpu -r 3 -p 0 -n 128 2>&1 | grep -E "^\|.*tg" | awk -F'|' '{ print $7, $8 }'
+    log "$SHAPE $t, share of $n: ncu, every kernel of bench -p 0 -n 16"
+    timeout 400 $NCU --clock-control none --cache-control none --csv \
+      --metrics gpu__time_duration.sum,dram__bytes_read.sum \
+      $B/vega bench -m $m --device gpu -r 1 -p 0 -n 16 > $W/ncu-$tag.csv 2> $W/ncu-$tag.err
+    python3 scripts/token_profile.py $W/ncu-$tag.csv
+    touch $W/done.$tag
+  done
 done
 log "finished"
 touch $W/finished
