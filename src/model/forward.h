@@ -58,9 +58,8 @@ public:
     // logits (Model::output_stages()). Tensor parallel: every device runs every block on
     // its heads and FFN rows, each device on its own host thread, and an all-reduce per
     // block sums the parts; each then computes its share of the vocabulary's logits.
-    // `around` (tensor parallel only) wraps each
-    // device's pass on that device's thread: around(s, pass) must call pass() once (the
-    // session records each device's graph of it).
+    // `around` (tensor parallel only) wraps each device's pass on that device's thread:
+    // around(s, pass) must call pass() once (the session records each device's graph of it).
     using RankWrap = std::function<void(int s, const std::function<void()>& pass)>;
     void run(const std::vector<BatchView>& b, const std::vector<StageLogits>& out, int n_out,
              const RankWrap& around = nullptr);
