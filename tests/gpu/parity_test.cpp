@@ -846,7 +846,13 @@ TEST_F(Parity, BlockOpsMatchReferenceCompositions) {
     // qwen3's decode steps take the q+k+v kernel with its per-head norm + rope tail.
     cases.push_back({GgmlType::Q4_0, GgmlType::Q4_0, GgmlType::Q4_0, 2});
     cases.push_back({GgmlType::Q8_0, GgmlType::Q8_0, GgmlType::Q8_0, 2});
+    // v of its own type (Q4_K_M's Q6_K attn_v, IQ4_XS's Q5_K): decode steps take the one
+    // q+k+v rope launch with v's blocks on v's type (VEGA_GPU_QKV_MIXED_TYPES), with and
+    // without qwen3's head norms; Q4_0 with a Q8_0 v is no listed pair (three kernels).
     cases.push_back({GgmlType::Q4_K, GgmlType::Q6_K, GgmlType::Q4_K, 0});
+    cases.push_back({GgmlType::Q4_K, GgmlType::Q6_K, GgmlType::Q4_K, 2});
+    cases.push_back({GgmlType::IQ4_XS, GgmlType::Q5_K, GgmlType::IQ4_XS, 0});
+    cases.push_back({GgmlType::Q4_0, GgmlType::Q8_0, GgmlType::Q4_0, 0});
     cases.push_back({GgmlType::Q4_0, GgmlType::Q4_0, GgmlType::F16, 0});
     const int n_head = 8, n_kv_head = 2, hd = 64, n_layer = 2;
     const int64_t E = 512, Dq = int64_t(n_head) * hd, Dkv = int64_t(n_kv_head) * hd, F = 768;

@@ -382,7 +382,9 @@ public:
         const bool no_bias = !a.bq && !a.bk && !a.bv;  // (q/k head norms: the kernel's per-head tail)
         bool stored = false;
         // (q8_0 caches: rope_store quantizes whole blocks of a head; the epilogue stores element by element.)
-        if (fuse_qkv_rope_ && no_bias && a.wq.type == a.wk.type && a.wq.type == a.wv.type && L.elem != KvElem::Q8_0) {
+        // (v may have a type of its own: Q4_K_M's Q6_K attn_v, see VEGA_GPU_QKV_MIXED_TYPES.)
+        if (fuse_qkv_rope_ && no_bias && a.wq.type == a.wk.type && qkv_v_type_ok(a.wq.type, a.wv.type) &&
+            L.elem != KvElem::Q8_0) {
             check_input(a.wq), check_input(a.wk), check_input(a.wv);
             const GpuMat W[3] = {mat(a.wq), mat(a.wk), mat(a.wv)};
             float* const y[3] = {buf.q, buf.k, buf.v};

@@ -105,6 +105,21 @@ constexpr GpuFormat gpu_format(GgmlType t) {
 #define VEGA_GPU_QUANT_TYPES(X) \
     X(Q4_0) X(Q4_1) X(Q5_0) X(Q5_1) X(Q8_0) X(Q2_K) X(Q3_K) X(Q4_K) X(Q5_K) X(Q6_K) X(IQ4_NL) X(IQ4_XS) X(MXFP4)
 
+// X(QK, V): the decode q+k+v launches with the rope epilogue whose v has a type of its
+// own, from llama.cpp's quantization mixes: Q4_K_M and Q5_K_M give about half the
+// layers a Q6_K attn_v, Q4_K_S and IQ4_XS / IQ4_NL (with GQA) a Q5_K one, Q3_K_M a Q4_K
+// or Q5_K one. Other pairs run q+k, v and the rope + store as three kernels.
+#define VEGA_GPU_QKV_MIXED_TYPES(X) \
+    X(Q4_K, Q6_K) X(Q5_K, Q6_K) X(Q4_K, Q5_K) X(IQ4_XS, Q5_K) X(IQ4_NL, Q5_K) X(Q3_K, Q4_K) X(Q3_K, Q5_K)
+constexpr bool qkv_v_type_ok(GgmlType qk, GgmlType v) {
+    if (qk == v) return true;
+#define VEGA_QKV_PAIR(QK, V) \
+    if (qk == GgmlType::QK && v == GgmlType::V) return true;
+    VEGA_GPU_QKV_MIXED_TYPES(VEGA_QKV_PAIR)
+#undef VEGA_QKV_PAIR
+    return false;
+}
+
 constexpr PlaneSizes plane_sizes(GgmlType t) { return gpu_format(t).ps; }
 
 // A codebook's 16 int8 values as four little-endian words (byte j of word w is entry

@@ -152,8 +152,10 @@ bool matvec_peer_epi_ok(const GpuMat& W, int rows, const PeerChunks& p);
 // same kernel, rope(q) and rope(k) in place and k, v into the cache at (seq[0],
 // pos[0]): what matvec3 + rope_store do, without the second kernel (each wave owns
 // the two rows of a rotated pair). Returns false, having launched nothing, when it
-// cannot serve these shapes (needs the 3-matrix launch (NVIDIA), quantized weights
-// of one type, Wq [n_head * hd], Wk, Wv [n_kv_head * hd], even hd and n_rot <= hd).
+// cannot serve these shapes (quantized weights, q and k of one type and v of the same
+// or a pair of VEGA_GPU_QKV_MIXED_TYPES, Wq [n_head * hd], Wk, Wv [n_kv_head * hd],
+// even hd and n_rot <= hd). One launch where the target has the 3-matrix launch
+// (NVIDIA), else one per matrix.
 bool matvec_qkv_rope(const GpuMat* W, float* const* y, const Act& a, const QkvRope& e, int n_head, void* s);
 // Whether matvec_qkv_rope may serve these weights and input at all (the rest is
 // checked by the call).

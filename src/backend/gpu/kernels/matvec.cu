@@ -144,8 +144,10 @@ bool block_epi_ok(const GpuMat& W, int rows) {
 // A deferred-norm input (a.ss, NB == 1) scales each result by 1/rms.
 // EPI: kEpi* above (block epilogues: block = the 32-row chunk, arch::epi_waves(R) waves).
 // U: 16-byte-load chunks in flight per lane, row and matrix.
+// The rows of one block of the selected matrix (sel), weights of type T.
 template <GgmlType T, int NB, bool SWIGLU, int EPI, int R, int U>
-__global__ void __launch_bounds__(block_waves(EPI, R) * kWave) VEGA_WAVES(arch::matvec_waves(NB, SWIGLU, T), arch::matvec_waves_max(NB, SWIGLU, T)) matvec_q(Job job, ops::Act a, ops::Epi e, PeerArg<EPI> peer) {
+__device__ __forceinline__ void matvec_q_rows(const Sel& sel, const Job& job, const ops::Act& a, const ops::Epi& e,
+                                              const PeerArg<EPI>& peer) {
     constexpr int kWaves = block_waves(EPI, R);
     // Row sets a wave computes one after another: a block epilogue's block owns a
     // 32-row chunk with fewer than 32 / R waves where the target says so (gfx906:
@@ -157,7 +159,6 @@ __global__ void __launch_bounds__(block_waves(EPI, R) * kWave) VEGA_WAVES(arch::
                   "block epilogue: a 32-row chunk per block");
     static_assert(!residual_epi(EPI) || !SWIGLU, "residual epilogue: one matrix");
     static_assert(!rope_epi(EPI) || (R % 2 == 0 && !SWIGLU), "rope epilogue: whole pairs per wave");
-    const Sel sel = select(job);
     const GpuMat W = sel.W;
     const GpuMat& V = job.W1;  // the up matrix (SWIGLU)
     float* __restrict__ y = sel.y;
@@ -221,8 +222,21 @@ __global__ void __launch_bounds__(block_waves(EPI, R) * kWave) VEGA_WAVES(arch::
     if constexpr (kPdlPrefetch) {
         VEGA_MATVEC_LOAD(lane)
     }
+    // Residual epilogues: wave 0's lane i < 32 takes row i of the block's chunk: its norm
+    // weight now (a weight), its residual right after the wait, into LDS (no registers
+    // held over the main loop), so neither is a memory round trip after the block's sums
+    // (A/B on the H200: +2.6% tg128 on llama3-8b Q4_K_M, +4.8% on a tensor-parallel
+    // rank's share). Wave 0 alone writes and reads them.
+    [[maybe_unused]] __shared__ float early_w[residual_epi(EPI) ? kEpiRows : 1], early_x[residual_epi(EPI) ? kEpiRows : 1];
+    [[maybe_unused]] const bool epi_early = residual_epi(EPI) && wi == 0 && lane < kEpiRows;
+    if constexpr (residual_epi(EPI)) {
+        if (epi_early) early_w[lane] = e.w[row0 + lane];  // (wave 0: row0 is the chunk's first row)
+    }
     pdl_wait();
     pdl_trigger();
+    if constexpr (residual_epi(EPI)) {
+        if (epi_early) early_x[lane] = e.x[row0 + lane];
+    }
     // Deferred norm: the per-chunk sums of x^2, one float4 per lane (nc <= 4 * kWave,
     // checked by the host); loaded now, summed after the first pass's main loop.
     float4 ss4 = make_float4(0.f, 0.f, 0.f, 0.f);
@@ -325,10 +339,10 @@ __global__ void __launch_bounds__(block_waves(EPI, R) * kWave) VEGA_WAVES(arch::
                 float v = s;
                 if constexpr (SWIGLU) v = silu(s) * (wave_reduce_sum(accu[r]) * sc);
                 if (lane == 0) {
-                    float xn = v;
-                    if constexpr (EPI == kEpiResidualNorm) xn = e.x[rbase + r] + v, e.x[rbase + r] = xn;  // residual add
-                    else if constexpr (EPI != kEpiPeerResidualNorm) y[rbase + r] = v;  // (peer: the part, summed below)
-                    xs[wi * R * kPasses + pass * R + r] = xn;
+                    // Residual epilogues: v (a rank's part under tensor parallel) goes to
+                    // wave 0's tail, which adds the residual; kEpiQ8 writes it too.
+                    if constexpr (!residual_epi(EPI)) y[rbase + r] = v;
+                    xs[wi * R * kPasses + pass * R + r] = v;
                 }
             }
         } else {
@@ -353,9 +367,11 @@ __global__ void __launch_bounds__(block_waves(EPI, R) * kWave) VEGA_WAVES(arch::
         float xv = in ? xs[lane] : 0.f;
         if constexpr (EPI == kEpiPeerResidualNorm) {  // x += the ranks' parts, summed in rank order
             const float sum = peer_chunk_sum<kEpiRows>(peer, c, lane, xv);
-            if (in) xv = e.x[c * kEpiRows + lane] + sum, e.x[c * kEpiRows + lane] = xv;
+            if (in) xv = early_x[lane] + sum, e.x[c * kEpiRows + lane] = xv;
+        } else if constexpr (EPI == kEpiResidualNorm) {  // x += v
+            if (in) xv = early_x[lane] + xv, e.x[c * kEpiRows + lane] = xv;
         }
-        const float g = residual_epi(EPI) && in ? xv * e.w[c * kEpiRows + lane] : xv;
+        const float g = residual_epi(EPI) && in ? xv * early_w[lane] : xv;
         const float amax = wave_reduce_max(fabsf(g));
         const float d = amax / 127.f, id = d != 0.f ? 1.f / d : 0.f;
         const int q = int(roundf(g * id));
@@ -389,6 +405,18 @@ __global__ void __launch_bounds__(block_waves(EPI, R) * kWave) VEGA_WAVES(arch::
         else
             norm_rope_head<kWaves * kWave, KvElem::F32>(x, hd, nw, e.rope.eps, e.rope.r, p, c, k_dst, lds_f, lds_d);
     }
+}
+
+// The kernel: T for every matrix, except TV for matrix 2 (v of a q+k+v launch whose v has
+// a type of its own, as Q4_K_M's Q6_K attn_v in half of the layers): a block runs one
+// matrix's rows, so it takes that matrix's code; the launch is one kernel either way.
+template <GgmlType T, int NB, bool SWIGLU, int EPI, int R, int U, GgmlType TV = T>
+__global__ void __launch_bounds__(block_waves(EPI, R) * kWave) VEGA_WAVES(arch::matvec_waves(NB, SWIGLU, T), arch::matvec_waves_max(NB, SWIGLU, T)) matvec_q(Job job, ops::Act a, ops::Epi e, PeerArg<EPI> peer) {
+    const Sel sel = select(job);
+    if constexpr (TV != T) {
+        if (sel.m == 2) return matvec_q_rows<TV, NB, SWIGLU, EPI, R, U>(sel, job, a, e, peer);
+    }
+    matvec_q_rows<T, NB, SWIGLU, EPI, R, U>(sel, job, a, e, peer);
 }
 
 // Float weights against the f32 activations; 16-byte loads when n_in % 8 == 0.
@@ -462,7 +490,7 @@ int64_t blocks_for(const GpuMat& W, int rows, int nb, int r) {
 
 // One launch of matvec_q / matvec_f with R rows per wave and U loads in flight.
 // Every path sets j.end0 / j.end1: select() picks each block's matrix by them.
-template <GgmlType T, int NB, bool SW, int EPI, int R, int U>
+template <GgmlType T, int NB, bool SW, int EPI, int R, int U, GgmlType TV = T>
 void launch_nb(const GpuMat* Ws, float* const* ys, int n_mat, const ops::Act& a, const ops::Epi& e, void* s) {
     Job j;
     j.W0 = Ws[0], j.W1 = n_mat > 1 ? Ws[1] : Ws[0], j.W2 = n_mat > 2 ? Ws[2] : Ws[0];
@@ -473,9 +501,12 @@ void launch_nb(const GpuMat* Ws, float* const* ys, int n_mat, const ops::Act& a,
     if constexpr (EPI == kEpiNormRope) {
         if ((e.rope.c.hd / 2) % (kMatvecWaves * R / 2) != 0) gpu_fail("q+k+v norm + rope: a head's pairs must fill whole blocks");
     }
+    // A v of its own type (TV): one kernel with both types' code where the three matrices
+    // share a launch; one matrix per launch launches v's own kernel (below).
+    constexpr GgmlType TK = kMultiMat ? TV : T;
     auto run = [&](const Job& jb, int64_t blocks) {
         if constexpr (is_float_type(T)) launch(matvec_f<T, NB, SW>, dim3(unsigned(blocks)), threads, s, jb, a);
-        else launch(matvec_q<T, NB, SW, EPI, R, U>, dim3(unsigned(blocks)), threads, s, jb, a, e, peer_arg);
+        else launch(matvec_q<T, NB, SW, EPI, R, U, TK>, dim3(unsigned(blocks)), threads, s, jb, a, e, peer_arg);
     };
     if constexpr (block_epi(EPI)) {  // one block per 32-row chunk of the first matrix (SWIGLU: the up rows ride along)
         j.end0 = j.end1 = Ws[0].n_out / kEpiRows;
@@ -486,6 +517,12 @@ void launch_nb(const GpuMat* Ws, float* const* ys, int n_mat, const ops::Act& a,
             Job jm = j;
             jm.W0 = Ws[m], jm.y0 = ys[m], jm.m0 = m;
             jm.end0 = jm.end1 = blocks_for(Ws[m], a.rows, NB, R);
+            if constexpr (TV != T && !is_float_type(TV)) {
+                if (m == 2) {
+                    launch(matvec_q<TV, NB, SW, EPI, R, U>, dim3(unsigned(jm.end0)), threads, s, jm, a, e, peer_arg);
+                    continue;
+                }
+            }
             run(jm, jm.end0);
         }
         return;
@@ -517,7 +554,7 @@ ops::MatvecTuning& tuning() {
     return t;
 }
 
-template <GgmlType T, int NB, bool SW, int EPI>
+template <GgmlType T, int NB, bool SW, int EPI, GgmlType TV = T>
 void launch_shaped(const GpuMat* Ws, float* const* ys, int n_mat, const ops::Act& a, const ops::Epi& e, void* s) {
     constexpr arch::Role role = residual_epi(EPI) ? arch::Role::kResidualNorm
                                 : rope_epi(EPI)         ? arch::Role::kQkvRope
@@ -538,7 +575,7 @@ void launch_shaped(const GpuMat* Ws, float* const* ys, int n_mat, const ops::Act
             // (the rope epilogue: even row counts only)
 #define VEGA_MV_VARIANT(RR, UU)                                                              \
     if constexpr ((!rope_epi(EPI) || RR % 2 == 0) && block_waves(EPI, RR) * kWave <= 1024) { \
-        if (r == RR && u == UU) return launch_nb<T, NB, SW, EPI, RR, UU>(Ws, ys, n_mat, a, e, s); \
+        if (r == RR && u == UU) return launch_nb<T, NB, SW, EPI, RR, UU, TV>(Ws, ys, n_mat, a, e, s); \
     }
             VEGA_MV_VARIANT(1, 1) VEGA_MV_VARIANT(1, 2) VEGA_MV_VARIANT(1, 4) VEGA_MV_VARIANT(2, 1)
             VEGA_MV_VARIANT(2, 2) VEGA_MV_VARIANT(2, 4) VEGA_MV_VARIANT(4, 1) VEGA_MV_VARIANT(4, 2)
@@ -546,7 +583,7 @@ void launch_shaped(const GpuMat* Ws, float* const* ys, int n_mat, const ops::Act
             gpu_fail("matvec tuning: no compiled variant " + std::to_string(r) + "," + std::to_string(u));
         }
     }
-    launch_nb<T, NB, SW, EPI, d.rows, d.unroll>(Ws, ys, n_mat, a, e, s);
+    launch_nb<T, NB, SW, EPI, d.rows, d.unroll, TV>(Ws, ys, n_mat, a, e, s);
 }
 
 template <GgmlType T, bool SW>
@@ -590,9 +627,20 @@ void dispatch_epi(const GpuMat* Ws, float* const* ys, int n_mat, const ops::Act&
 }
 
 // q+k+v with the rope epilogue (one activation row): one launch for the three
-// matrices (kMultiMat), else one per matrix (launch_nb).
+// matrices (kMultiMat), else one per matrix (launch_nb). v of its own type: the pairs
+// of VEGA_GPU_QKV_MIXED_TYPES only (q and k's shape; the others take three kernels).
 template <int EPI>
 bool dispatch_qkv_rope(const GpuMat* W, float* const* y, const ops::Act& a, const ops::Epi& e, void* s) {
+    if (W[2].type != W[0].type) {
+#define VEGA_ROPE_MIXED_CASE(TQK, TV)                                                 \
+    if (W[0].type == GgmlType::TQK && W[2].type == GgmlType::TV) {                   \
+        launch_shaped<GgmlType::TQK, 1, false, EPI, GgmlType::TV>(W, y, 3, a, e, s); \
+        return true;                                                                 \
+    }
+        VEGA_GPU_QKV_MIXED_TYPES(VEGA_ROPE_MIXED_CASE)
+#undef VEGA_ROPE_MIXED_CASE
+        return false;
+    }
     switch (W[0].type) {
 #define VEGA_ROPE_CASE(TT) \
     case GgmlType::TT: launch_shaped<GgmlType::TT, 1, false, EPI>(W, y, 3, a, e, s); return true;
@@ -643,7 +691,7 @@ bool ops::matvec_swiglu(const GpuMat& G, const GpuMat& U, const Act& a, float* h
 }
 
 bool ops::matvec_qkv_rope_ok(const GpuMat* W, int rows) {
-    return rows == 1 && !is_float_type(W[0].type) && W[1].type == W[0].type && W[2].type == W[0].type &&
+    return rows == 1 && !is_float_type(W[0].type) && W[1].type == W[0].type && qkv_v_type_ok(W[0].type, W[2].type) &&
            W[1].n_in == W[0].n_in && W[2].n_in == W[0].n_in && W[0].n_chunk > 0;
 }
 
