@@ -5,7 +5,8 @@
 # tree (vega + the GPU parity tests) and each base at once, runs PARITY_FILTER, makes
 # every synth file, then benches.
 #   start: setsid scripts/device_env_ab.sh &      poll: scripts/device_env_ab.sh poll SECONDS
-#   FILES="llama3-8b:Q4_0 llama2-7b:Q4_0"         shape:type pairs
+#   FILES="llama3-8b:Q4_0 llama3-8b:Q4_K_M:2"      shape:type pairs, or shape:type:N for one
+#                                                  tensor-parallel rank's share of N (synth --tp-share N)
 #   SETTINGS="base VEGA_GPU_FUSE=0 A=1+B=2"        "base" = none; '+' joins variables
 #   BASES=".devdata/ab-C.tgz ..."                  older commits, run with no setting
 #   PARITY_FILTER=... (PARITY_ENV="A=1 B=2": its settings)  ROUNDS=2  TESTS="-p 0 -n 128"  CHECK_IDS=1 (greedy ids of every binary)
@@ -42,15 +43,17 @@ if [ -n "${PARITY_FILTER:-}" ] && [ ! -f $W/parity.done ]; then
   grep -E "^\[  (PASSED|FAILED)|Failure|Expected|which is|rc=" $W/parity.log | head -30
   touch $W/parity.done
 fi
+# shape:type[:N] -> the synth file (N: one rank's share of N)
+file_of() { local s=${1%%:*} r=${1#*:}; local t=${r%%:*} n=; [ "$t" != "$r" ] && n=${r#*:}; echo $SYNTH_DIR/$s-$t${n:+-share$n}.gguf; }
 for f in ${FILES:-llama3-8b:Q4_0}; do
-  m=$SYNTH_DIR/${f%%:*}-${f#*:}.gguf
-  [ -f $m ] || { log "synth $f"; timeout 400 build-h200/vega synth --shape ${f%%:*} --type ${f#*:} -o $m > $W/synth.log 2>&1 || tail -2 $W/synth.log; }
+  m=$(file_of $f) s=${f%%:*} r=${f#*:}; t=${r%%:*} n=; [ "$t" != "$r" ] && n=${r#*:}
+  [ -f $m ] || { log "synth $f"; timeout 400 build-h200/vega synth --shape $s --type $t ${n:+--tp-share $n} -o $m > $W/synth.log 2>&1 || tail -2 $W/synth.log; }
 done
 # Greedy ids of every binary on every file (CHECK_IDS=1): a base that is a tuning variant
 # must decode the same tokens as the tree (random weights: a broken kernel changes them).
 if [ "${CHECK_IDS:-0}" = 1 ] && [ ! -f $W/ids.done ]; then
   for f in ${FILES:-llama3-8b:Q4_0}; do
-    m=$SYNTH_DIR/${f%%:*}-${f#*:}.gguf
+    m=$(file_of $f)
     for lb in "${bins[@]}"; do
       h=$(timeout 120 ${lb#*:} run -m $m --device gpu -p "The quick brown fox" -n 48 --temp 0 2>/dev/null | md5sum | cut -c1-12)
       echo "ids $f ${lb%%:*}: $h"
@@ -60,7 +63,7 @@ if [ "${CHECK_IDS:-0}" = 1 ] && [ ! -f $W/ids.done ]; then
 fi
 for i in $(seq ${ROUNDS:-2}); do
   for f in ${FILES:-llama3-8b:Q4_0}; do
-    m=$SYNTH_DIR/${f%%:*}-${f#*:}.gguf
+    m=$(file_of $f)
     for s in ${SETTINGS:-base}; do
       [ -f "$W/done.$i.$f.$s" ] && continue
       envs=$(echo "$s" | tr '+' ' '); [ "$s" = base ] && envs=
