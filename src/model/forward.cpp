@@ -17,7 +17,7 @@ Forward::Forward(const Model& model, const std::vector<KvCache*>& caches, int ma
     for (size_t i = 0; i < ms.size(); ++i) {
         Stage& st = stages_[i];
         st.be = ms[i].backend, st.cache = caches[i], st.first = ms[i].first_layer, st.end = ms[i].end_layer;
-        alloc_scratch(st, ms[i], ms[i].n_vocab > 0);
+        alloc_scratch(st, ms[i], ms[i].computes_logits());
         describe_blocks(st, m_.weights(i), ms[i]);
     }
 }
@@ -225,7 +225,7 @@ void Forward::run_stage(int s, const BatchView& b, const StageLogits& out, int n
         be.ffn_block(st.ffn[i], st.x, b.n_tokens, st.buf, st.ffn_link[i]);
         record_routes(st, il, st.ffn[i], b.n_tokens);
     }
-    if (m_.stages()[size_t(s)].n_vocab > 0) logits_of(s, out, n_out);
+    if (m_.stages()[size_t(s)].computes_logits()) logits_of(s, out, n_out);
 }
 
 void Forward::hand_off(int s, int rows) {
@@ -267,7 +267,7 @@ void Forward::run_rank(int s, const BatchView& b, const StageLogits& out, int n_
         keep_routes(s, il, T);
         if (!fused || il + 1 == L) collective_->all_reduce_sum(s, st.buf.tmp, n);
     }
-    if (m_.stages()[size_t(s)].n_vocab == 0) return;
+    if (!m_.stages()[size_t(s)].computes_logits()) return;
     be.add(st.x, st.buf.tmp, n);
     logits_of(s, out, n_out);
 }

@@ -211,7 +211,7 @@ std::vector<int64_t> split_vocab(int64_t n_vocab, int parts) {
 std::vector<size_t> Model::output_stages() const {
     std::vector<size_t> out;
     for (size_t s = 0; s < stages_.size(); ++s)
-        if (stages_[s].n_vocab > 0) out.push_back(s);
+        if (stages_[s].computes_logits()) out.push_back(s);
     return out;
 }
 
@@ -336,7 +336,7 @@ std::unique_ptr<Model> Model::load(const std::string& path, const Placement& pla
         L.use(m->stages_[s]);
         const bool embeds = tp || s == 0;  // (a layer split's stages share w: only stage 0's embedding is its own)
         if (embeds) w.token_embd = L.matrix("token_embd.weight", E, hp.n_vocab);
-        if (st.n_vocab == 0) continue;
+        if (!st.computes_logits()) continue;
         w.output_norm = L.vector("output_norm.weight", E);
         if (!has_output && embeds && st.n_vocab == hp.n_vocab) w.output = w.token_embd;
         else w.output = L.row_range(has_output ? "output.weight" : "token_embd.weight", E, hp.n_vocab, st.first_vocab,
@@ -400,7 +400,7 @@ std::string Model::describe_placement() const {
         for (size_t i = 0; i < stages_.size(); ++i) {
             const ModelStage& st = stages_[i];
             out += fmt::format("{}{} ({:.2f} GB", i ? "; " : "", st.backend->name(), double(st.weight_bytes) / 1e9);
-            if (st.n_vocab > 0) out += fmt::format(", logits {}-{}", st.first_vocab, st.first_vocab + st.n_vocab - 1);
+            if (st.computes_logits()) out += fmt::format(", logits {}-{}", st.first_vocab, st.first_vocab + st.n_vocab - 1);
             out += ")";
         }
         return out;

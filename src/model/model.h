@@ -60,6 +60,7 @@ struct ModelStage {
     // contiguous, in device order), else 0 and 0.
     int64_t first_vocab = 0, n_vocab = 0;
     size_t weight_bytes = 0;             // bytes of the tensors uploaded to this stage
+    bool computes_logits() const { return n_vocab > 0; }
 };
 
 // How to place a model: on which devices (in order), and how to split it over several.
@@ -101,7 +102,7 @@ public:
     const ModelWeights& weights(size_t stage) const { return shards_.empty() ? w_ : shards_[stage]; }
     // kTensor only for a tensor-parallel split over several devices (one device: kLayer).
     SplitMode split_mode() const { return shards_.empty() ? SplitMode::kLayer : SplitMode::kTensor; }
-    // The stages that compute logits (ModelStage::n_vocab > 0), in vocabulary order: the
+    // The stages that compute logits (ModelStage::computes_logits), in vocabulary order: the
     // last of a layer split, every device of tensor parallel.
     std::vector<size_t> output_stages() const;
     const gguf::File& file() const { return *file_; }
