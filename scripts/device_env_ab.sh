@@ -43,11 +43,17 @@ if [ -n "${PARITY_FILTER:-}" ] && [ ! -f $W/parity.done ]; then
   grep -E "^\[  (PASSED|FAILED)|Failure|Expected|which is|rc=" $W/parity.log | head -30
   touch $W/parity.done
 fi
-# shape:type[:N] -> the synth file (N: one rank's share of N)
-file_of() { local s=${1%%:*} r=${1#*:}; local t=${r%%:*} n=; [ "$t" != "$r" ] && n=${r#*:}; echo $SYNTH_DIR/$s-$t${n:+-share$n}.gguf; }
+# parse_file shape:type[:N]: its shape, type, share count (N: one rank's share of N, else
+# empty) and synth file in f_shape, f_type, f_share, f_model.
+parse_file() {
+  f_shape=${1%%:*}; local r=${1#*:}; f_type=${r%%:*}; f_share=
+  [ "$f_type" != "$r" ] && f_share=${r#*:}
+  f_model=$SYNTH_DIR/$f_shape-$f_type${f_share:+-share$f_share}.gguf
+}
+file_of() { parse_file "$1"; echo "$f_model"; }
 for f in ${FILES:-llama3-8b:Q4_0}; do
-  m=$(file_of $f) s=${f%%:*} r=${f#*:}; t=${r%%:*} n=; [ "$t" != "$r" ] && n=${r#*:}
-  [ -f $m ] || { log "synth $f"; timeout 400 build-h200/vega synth --shape $s --type $t ${n:+--tp-share $n} -o $m > $W/synth.log 2>&1 || tail -2 $W/synth.log; }
+  parse_file $f
+  [ -f $f_model ] || { log "synth $f"; timeout 400 build-h200/vega synth --shape $f_shape --type $f_type ${f_share:+--tp-share $f_share} -o $f_model > $W/synth.log 2>&1 || tail -2 $W/synth.log; }
 done
 # Greedy ids of every binary on every file (CHECK_IDS=1): a base that is a tuning variant
 # must decode the same tokens as the tree (random weights: a broken kernel changes them).

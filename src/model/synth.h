@@ -56,9 +56,10 @@ const SynthShape& find_synth_shape(const std::string& name);
 // as attention.key_length), n_ff / n FFN rows, and the widest rank's share of the
 // vocabulary (split_vocab: the output matrix's rows it computes; the embedding, one row a
 // token, shrinks with it; at least the 260 tokens of a synth vocabulary). Its decode on
-// one device is a rank's step with free all-reduces: the ceiling of tensor parallel's decode, measured on one
-// GPU. Named "<shape>/tp<n>". Throws vega::Error for a mixture of experts (its experts
-// split by expert, with routing over all of them) and for counts that do not divide.
+// one device is a rank's step with free all-reduces: the ceiling of tensor parallel's
+// decode, measured on one GPU. Named "<shape>/tp<n>". Throws vega::Error for a mixture of
+// experts (its experts split by expert, with routing over all of them) and for counts
+// that do not divide.
 SynthShape tensor_parallel_share(const SynthShape& s, int n);
 
 // How the weight matrices are stored. A plain GgmlType converts implicitly
