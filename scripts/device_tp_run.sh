@@ -27,7 +27,8 @@
 #   tp2_2 / tp2v2 alternate the vocabulary split's A/B),
 #   TYPES_BENCH="IQ4_XS ..." (scripts/types_bench.sh on GPU 0 alone, at the end),
 #   SHARES="2 4" (tg128 / B=16 of the 8B file's one-rank share, vega synth --tp-share N, on
-#   GPU 0 alone: a rank's decode with free sums, the ceiling of tensor parallel over N),
+#   GPU 0 alone, or on each of SHARE_GPUS="0 1" in turn: a rank's decode with free sums, the
+#   ceiling of tensor parallel over N),
 #   E2E1=1 (the end-to-end tests on GPU 0 alone), SWEEP_ONE=1 (every shape x type on the last GPU
 #   alone, in the background, PROMPT=${SWEEP_ONE_PROMPT:-24}),
 #   SWEEP1="shape:type ..." (scripts/gpu_sweep.sh on GPU 0 alone, PROMPT=${SWEEP1_PROMPT:-300}),
@@ -192,7 +193,10 @@ if [ "${BENCH:-1}" = 1 ]; then
       tag=${cfg%%:*} opts=${cfg#*:} ev=X=1
       [ -n "${CONFIG_TAGS:-}" ] && [[ " $CONFIG_TAGS " != *" $tag "* ]] && continue
       case $tag in tp4*) [ $NG -lt 4 ] && continue;; esac
-      case $tag in *v|*v2) ev=VEGA_TP_VOCAB_SPLIT=0;; *n) ev=VEGA_PEER_SUMS=0;; *u) ev=VEGA_PEER_SUM_FUSE=0;; *f) ev=VEGA_PEER_SUM_FUSE=1;; *e) ev=VEGA_PEER_SUM_FUSE=2;; esac
+      case $tag in  # (tensor-parallel tags only: "one" ends in e too)
+        tp*v|tp*v2) ev=VEGA_TP_VOCAB_SPLIT=0;; tp*n) ev=VEGA_PEER_SUMS=0;; tp*u) ev=VEGA_PEER_SUM_FUSE=0;;
+        tp*f) ev=VEGA_PEER_SUM_FUSE=1;; tp*e) ev=VEGA_PEER_SUM_FUSE=2;;
+      esac
       [ -f $W/bench.$n.$tag ] && continue
       log "vega, $n: $tag ($ev $opts)"
       env $ev bash -c "$(declare -f vb); B=$B; vb -m $m $opts -r 3 -p 512 -n 128 -B 1; vb -m $m $opts -r 2 -p 0 -n 128 -d 128 -B 16"
@@ -213,17 +217,21 @@ if [ "${BENCH:-1}" = 1 ]; then
       touch $W/bench.$n.llama
     fi
   done
-  for n in ${SHARES:-}; do  # one rank's share alone, on GPU 0: its decode with free sums
-    [ -f $W/bench.share$n ] && continue
-    tail -n 1 $W/synth_share$n.log
-    for f in $m8 ${m8%.gguf}-share$n.gguf; do
-      [ $f = $m8 ] && [ -f $W/bench.share.whole ] && continue
-      log "vega, GPU 0 alone: $(basename $f)"
-      CUDA_VISIBLE_DEVICES=0 vb -m $f --device 0 -r 3 -p 0 -n 128
-      CUDA_VISIBLE_DEVICES=0 vb -m $f --device 0 -r 2 -p 0 -n 128 -d 128 -B 16
-      [ $f = $m8 ] && touch $W/bench.share.whole
+  # One rank's share alone: its decode with free sums; on each GPU of SHARE_GPUS (default
+  # 0): a tensor-parallel step waits for the slower rank, so each device's own speed counts.
+  for n in ${SHARES:-}; do
+    for g in ${SHARE_GPUS:-0}; do
+      [ -f $W/bench.share$n.gpu$g ] && continue
+      tail -n 1 $W/synth_share$n.log
+      for f in $m8 ${m8%.gguf}-share$n.gguf; do
+        [ $f = $m8 ] && [ -f $W/bench.share.whole.gpu$g ] && continue
+        log "vega, GPU $g alone: $(basename $f)"
+        CUDA_VISIBLE_DEVICES=$g vb -m $f --device 0 -r 3 -p 0 -n 128
+        CUDA_VISIBLE_DEVICES=$g vb -m $f --device 0 -r 2 -p 0 -n 128 -d 128 -B 16
+        [ $f = $m8 ] && touch $W/bench.share.whole.gpu$g
+      done
+      touch $W/bench.share$n.gpu$g
     done
-    touch $W/bench.share$n
   done
 fi
 E2EF=${E2E_FILTER:-AllReferences*:V1AndV3*:ParallelRun*:ParallelBench*:KvCacheQ8.*}
