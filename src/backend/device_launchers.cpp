@@ -1,8 +1,14 @@
 #include "backend/device_launchers.h"
 
+#include <chrono>
+
+#include "core/env.h"
+#include "core/error.h"
+
 namespace vega {
 
-DeviceLaunchers::DeviceLaunchers(int n, int spin) : n_(n < 1 ? 1 : n), spin_(spin) {
+DeviceLaunchers::DeviceLaunchers(int n, int spin, int64_t spin_us)
+    : n_(n < 1 ? 1 : n), spin_(spin), spin_us_(spin_us < 0 ? 0 : spin_us) {
     for (int s = 1; s < n_; ++s) threads_.emplace_back([this, s] { worker(s); });
 }
 
@@ -36,6 +42,19 @@ void DeviceLaunchers::run(const std::function<void(int)>& fn) {
     if (error_) std::rethrow_exception(error_);
 }
 
+int64_t DeviceLaunchers::spin_us_from_env() {
+    constexpr const char* kVar = "VEGA_LAUNCHER_SPIN_US";
+    int v = 0;
+    try {
+        v = env::integer(kVar, 0);
+    } catch (const std::invalid_argument& e) {
+        fail("{} (microseconds an idle device thread spins, 0..10000000)", e.what());
+    }
+    if (v < 0 || v > 10000000)
+        fail("{}={} is out of range (microseconds an idle device thread spins, 0..10000000)", kVar, v);
+    return v;
+}
+
 void DeviceLaunchers::keep_error() {
     std::lock_guard<std::mutex> lock(error_mu_);
     if (!error_) error_ = std::current_exception();
@@ -46,8 +65,16 @@ void DeviceLaunchers::worker(int s) {
     for (;;) {
         // Spin (yielding) for the next generation, then sleep until it comes.
         uint64_t g = seen;
-        for (int i = 0; i < spin_ && (g = generation_.load(std::memory_order_acquire)) == seen; ++i)
-            std::this_thread::yield();
+        if (spin_us_ > 0) {  // by the clock, read every 64 yields
+            const auto until = std::chrono::steady_clock::now() + std::chrono::microseconds(spin_us_);
+            for (int i = 1; (g = generation_.load(std::memory_order_acquire)) == seen; ++i) {
+                if (i % 64 == 0 && std::chrono::steady_clock::now() >= until) break;
+                std::this_thread::yield();
+            }
+        } else {
+            for (int i = 0; i < spin_ && (g = generation_.load(std::memory_order_acquire)) == seen; ++i)
+                std::this_thread::yield();
+        }
         if (g == seen) {
             std::unique_lock<std::mutex> lock(mu_);
             cv_.wait(lock, [&] { return generation_.load(std::memory_order_acquire) != seen; });

@@ -18,9 +18,16 @@ namespace vega {
 
 class DeviceLaunchers {
 public:
-    // n: the devices (n - 1 worker threads). spin: how many times an idle worker yields,
-    // looking for the next launch, before it sleeps (decode steps come back to back).
-    explicit DeviceLaunchers(int n, int spin = 4000);
+    // n: the devices (n - 1 worker threads). An idle worker yields, looking for the next
+    // launch, before it sleeps (decode steps come back to back): spin times, or with
+    // spin_us > 0 for that many microseconds. A worker asleep is woken through the
+    // condition variable, tens of microseconds on a virtual machine's idle core, and device
+    // s's launch waits for that.
+    static constexpr int kSpinYields = 4000;
+    explicit DeviceLaunchers(int n, int spin = kSpinYields, int64_t spin_us = 0);
+    // VEGA_LAUNCHER_SPIN_US (0..10000000; unset: 0, the yield count), for the constructor's
+    // spin_us. Throws vega::Error naming the variable for any other value.
+    static int64_t spin_us_from_env();
     ~DeviceLaunchers();
     DeviceLaunchers(const DeviceLaunchers&) = delete;
     DeviceLaunchers& operator=(const DeviceLaunchers&) = delete;
@@ -39,6 +46,7 @@ private:
 
     int n_;
     int spin_;
+    int64_t spin_us_;
     std::vector<std::thread> threads_;
     std::mutex mu_;
     std::condition_variable cv_;

@@ -13,6 +13,7 @@ Forward::Forward(const Model& model, const std::vector<KvCache*>& caches, int ma
     if (caches.size() != ms.size()) fail("forward: {} KV cache(s) for {} model stage(s)", caches.size(), ms.size());
     const bool tp = tensor_parallel();
     if (tp && !collective_) fail("forward: tensor parallel needs a collective (the all-reduce)");
+    if (tp) launcher_spin_us_ = DeviceLaunchers::spin_us_from_env();  // (a bad value: an error at load)
     stages_.resize(ms.size());
     for (size_t i = 0; i < ms.size(); ++i) {
         Stage& st = stages_[i];
@@ -273,7 +274,7 @@ void Forward::run_rank(int s, const BatchView& b, const StageLogits& out, int n_
 }
 
 void Forward::on_each_device(const std::function<void(int)>& fn) {
-    if (!launchers_) launchers_ = std::make_unique<DeviceLaunchers>(n_stages());
+    if (!launchers_) launchers_ = std::make_unique<DeviceLaunchers>(n_stages(), DeviceLaunchers::kSpinYields, launcher_spin_us_);
     launchers_->run(fn);
 }
 

@@ -113,6 +113,7 @@ private:
     // Tensor parallel: one host thread per device, and (recording) each device's ids and
     // weights [layer][rows * n_used] and device 0's router logits [layer][rows * n_expert].
     std::unique_ptr<DeviceLaunchers> launchers_;
+    int64_t launcher_spin_us_ = 0;  // VEGA_LAUNCHER_SPIN_US (tensor parallel)
     std::vector<std::vector<std::vector<int32_t>>> rank_ids_;
     std::vector<std::vector<std::vector<float>>> rank_w_;
     std::vector<std::vector<float>> rank_logits_;

@@ -12,18 +12,22 @@
 #include <gtest/gtest.h>
 
 #include <atomic>
+#include <cstdlib>
 #include <chrono>
 #include <set>
 #include <stdexcept>
+#include <string>
 #include <thread>
 #include <vector>
 
 namespace vega::test {
 namespace {
 
-TEST(DeviceLaunchers, EveryCallRunsAtOnceOnItsOwnThread) {
+// Every call of 200 rounds at once, each on its own thread, then once more after a pause
+// in which the workers went to sleep. spin_us: 0 = a yield count, else a time to spin.
+void expect_calls_run_at_once(int64_t spin_us) {
     for (int n : {1, 2, 4}) {
-        DeviceLaunchers L(n, /*spin=*/50);
+        DeviceLaunchers L(n, /*spin=*/50, spin_us);
         for (int round = 0; round < 200; ++round) {
             std::atomic<int> arrived{0};
             std::atomic<bool> timed_out{false};
@@ -40,7 +44,7 @@ TEST(DeviceLaunchers, EveryCallRunsAtOnceOnItsOwnThread) {
                         break;
                     }
             });
-            ASSERT_FALSE(timed_out) << n << " devices, round " << round;
+            ASSERT_FALSE(timed_out) << n << " devices, round " << round << ", spin_us " << spin_us;
             EXPECT_EQ(std::set<std::thread::id>(ids.begin(), ids.end()).size(), size_t(n));
             EXPECT_EQ(ids[0], std::this_thread::get_id()) << "device 0 runs on the caller";
         }
@@ -50,6 +54,29 @@ TEST(DeviceLaunchers, EveryCallRunsAtOnceOnItsOwnThread) {
         L.run([&](int) { calls.fetch_add(1); });
         EXPECT_EQ(calls.load(), n);
     }
+}
+
+TEST(DeviceLaunchers, EveryCallRunsAtOnceOnItsOwnThread) { expect_calls_run_at_once(0); }
+
+TEST(DeviceLaunchers, EveryCallRunsAtOnceWithATimedSpin) { expect_calls_run_at_once(/*spin_us=*/300); }
+
+// VEGA_LAUNCHER_SPIN_US: microseconds, 0..10000000; anything else is refused by name.
+TEST(DeviceLaunchers, SpinTimeFromTheEnvironment) {
+    constexpr const char* kVar = "VEGA_LAUNCHER_SPIN_US";
+    unsetenv(kVar);
+    EXPECT_EQ(DeviceLaunchers::spin_us_from_env(), 0);
+    setenv(kVar, "2500", 1);
+    EXPECT_EQ(DeviceLaunchers::spin_us_from_env(), 2500);
+    for (const char* bad : {"-1", "10000001", "abc", "12us"}) {
+        setenv(kVar, bad, 1);
+        try {
+            DeviceLaunchers::spin_us_from_env();
+            ADD_FAILURE() << bad << " was taken";
+        } catch (const Error& e) {
+            EXPECT_NE(std::string(e.what()).find(kVar), std::string::npos) << e.what();
+        }
+    }
+    unsetenv(kVar);
 }
 
 TEST(DeviceLaunchers, AnExceptionReachesTheCaller) {
