@@ -17,7 +17,8 @@
 #   5. benchmarks side by side (BENCH=0: skip): vega one GPU, tensor parallel over 2 (and
 #      4) GPUs with the default peer sums, those in the o / down epilogue (tags ending in e),
 #      in the next input's kernel (tags ending in f), unfused ones (tags ending in u), NCCL's alone (tags ending in n),
-#      the device threads spinning SPIN_US (default 20000) microseconds before they sleep (tags ending in s), the layer split
+#      the device threads spinning SPIN_US (default 20000) microseconds before they sleep (tags ending in s),
+#      each decode graph replayed twice a step (oner, tp2r: the host gap is 2 t(1) - t(2) per token), the layer split
 #      over 2; llama.cpp -sm none / layer / row (LLAMA_MODELS: which files); tg128, pp512 and
 #      B=16 on llama3-8b Q4_K_M, a llama3-70b-shaped synth of $L70 blocks and a
 #      qwen3moe-30b-a3b synth of $LMOE blocks; no bench starts before every synth has
@@ -188,6 +189,7 @@ if [ "${BENCH:-1}" = 1 ]; then
                "tp2v:--devices $D2 --split-mode tensor" "tp2_2:--devices $D2 --split-mode tensor" \
                "tp2v2:--devices $D2 --split-mode tensor" "tp2e:--devices $D2 --split-mode tensor" \
                "tp2f:--devices $D2 --split-mode tensor" "tp2s:--devices $D2 --split-mode tensor" \
+               "oner:--device 0" "tp2r:--devices $D2 --split-mode tensor" \
                "tp2u:--devices $D2 --split-mode tensor" \
                "tp2n:--devices $D2 --split-mode tensor" "tp4:--devices $D4 --split-mode tensor" \
                "tp4u:--devices $D4 --split-mode tensor" "tp4n:--devices $D4 --split-mode tensor" "layer2:--devices $D2"}; do
@@ -197,6 +199,7 @@ if [ "${BENCH:-1}" = 1 ]; then
       case $tag in  # (tensor-parallel tags only: "one" ends in e too)
         tp*v|tp*v2) ev=VEGA_TP_VOCAB_SPLIT=0;; tp*n) ev=VEGA_PEER_SUMS=0;; tp*u) ev=VEGA_PEER_SUM_FUSE=0;;
         tp*f) ev=VEGA_PEER_SUM_FUSE=1;; tp*e) ev=VEGA_PEER_SUM_FUSE=2;; tp*s) ev=VEGA_LAUNCHER_SPIN_US=${SPIN_US:-20000};;
+        oner|tp*r) ev=VEGA_STEP_REPLAYS=2;;
       esac
       [ -f $W/bench.$n.$tag ] && continue
       log "vega, $n: $tag ($ev $opts)"

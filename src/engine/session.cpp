@@ -86,6 +86,10 @@ struct Session::Impl {
     Graph bgraph[7][3];  // [bucket][Select]
     std::vector<int32_t> h_bstep;
     int n_replays = 0;  // batched steps replayed
+    // VEGA_STEP_REPLAYS (1..16): each decode graph replayed this many times a step, a
+    // diagnostic: a step is idempotent (the same KV rows, sums and argmax again), so the
+    // host's gap between steps is 2 t(1) - t(2) from the step times t(N).
+    int step_replays = 1;
     TopK topk;
 
     Backend& be_of(const OutShard& o) const { return *st[o.stage].be; }
@@ -313,13 +317,15 @@ struct Session::Impl {
         }
         if (fwd->tensor_parallel()) {
             say("launch");
-            fwd->on_each_device([&](int s) { st[size_t(s)].be->replay(g.ids[size_t(s)]); });
+            fwd->on_each_device([&](int s) {
+                for (int i = 0; i < step_replays; ++i) st[size_t(s)].be->replay(g.ids[size_t(s)]);
+            });
             say("launched");
             if (trace) synchronize(), say("finished");
             return;
         }
         for (int s = 0; s < n_stages(); ++s) {
-            st[size_t(s)].be->replay(g.ids[size_t(s)]);
+            for (int i = 0; i < step_replays; ++i) st[size_t(s)].be->replay(g.ids[size_t(s)]);
             if (s + 1 < n_stages()) fwd->hand_off(s, rows);
         }
     }
@@ -383,6 +389,9 @@ Session::Session(const Model& model, const ContextParams& p)
     p_.n_batch = std::min(p_.n_batch, p_.n_ctx * p_.n_seq);
 
     Impl& I = *impl_;
+    I.step_replays = env::integer("VEGA_STEP_REPLAYS", 1);
+    if (I.step_replays < 1 || I.step_replays > 16)
+        fail("VEGA_STEP_REPLAYS={} is out of range (decode graph replays a step, 1..16)", I.step_replays);
     if (model.split_mode() == SplitMode::kTensor) {
         std::vector<Backend*> devices;
         for (const ModelStage& ms : model.stages()) devices.push_back(ms.backend);

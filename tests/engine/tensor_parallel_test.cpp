@@ -8,6 +8,7 @@
 #include <gtest/gtest.h>
 
 #include <cmath>
+#include <cstdlib>
 #include <cstring>
 #include <filesystem>
 #include <random>
@@ -307,6 +308,53 @@ TEST(TensorParallel, DecodeGraphsMergeTheSharesAsOpByOp) {
             EXPECT_EQ(got.logits[i], want.logits[i]) << what << ", logits call " << i;
     }
     fs::remove_all(dir);
+}
+
+// VEGA_STEP_REPLAYS=2 (the host-gap diagnostic) replays every decode graph twice a step:
+// a step is idempotent, so the bits equal one replay's, on one device and over 2 ranks,
+// and each backend replays exactly twice as often.
+TEST(TensorParallel, DecodeGraphsReplayedTwiceAStepGiveTheSameBits) {
+    VEGA_REQUIRE_TEST_DATA();
+    const std::string path = data_file("models/stories260K.gguf");
+    struct Run {
+        Drive d;
+        int replays = 0;
+    };
+    auto run = [&](int ranks, const char* replays) {
+        if (replays) ::setenv("VEGA_STEP_REPLAYS", replays, 1);
+        else ::unsetenv("VEGA_STEP_REPLAYS");
+        ContextParams cp;
+        cp.n_ctx = 64, cp.n_seq = 4, cp.n_batch = 64, cp.batch_graphs = true;
+        std::vector<std::unique_ptr<RecordingBackend>> rec;
+        Placement p;
+        p.mode = ranks > 1 ? SplitMode::kTensor : SplitMode::kLayer;
+        for (int r = 0; r < ranks; ++r) {
+            rec.push_back(std::make_unique<RecordingBackend>(1));
+            p.devices.push_back(rec.back().get());
+        }
+        auto m = Model::load(path, p, nullptr);
+        Session s(*m, cp);
+        EXPECT_TRUE(s.use_graphs());
+        Run r;
+        r.d = drive_steps(s, m->hparams().n_vocab);
+        r.replays = rec[0]->replays();
+        ::unsetenv("VEGA_STEP_REPLAYS");
+        return r;
+    };
+    for (int ranks : {1, 2}) {
+        const Run once = run(ranks, nullptr), twice = run(ranks, "2");
+        const std::string what = std::to_string(ranks) + " rank(s)";
+        EXPECT_GT(once.replays, 0) << what;
+        EXPECT_EQ(twice.replays, 2 * once.replays) << what;
+        ASSERT_EQ(twice.d.ids.size(), once.d.ids.size()) << what;
+        for (size_t i = 0; i < once.d.ids.size(); ++i)
+            EXPECT_EQ(twice.d.ids[i], once.d.ids[i]) << what << ", ids call " << i;
+        ASSERT_EQ(twice.d.logits.size(), once.d.logits.size()) << what;
+        for (size_t i = 0; i < once.d.logits.size(); ++i)
+            EXPECT_EQ(twice.d.logits[i], once.d.logits[i]) << what << ", logits call " << i;
+    }
+    EXPECT_THROW(run(1, "0"), Error);  // (out of range: refused by name)
+    ::unsetenv("VEGA_STEP_REPLAYS");
 }
 
 // vega eval --routes-out under tensor parallel: every slot's expert comes from the rank
