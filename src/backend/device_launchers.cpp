@@ -64,16 +64,14 @@ void DeviceLaunchers::worker(int s) {
     uint64_t seen = 0;  // (not the current generation: a run may come before this thread starts)
     for (;;) {
         // Spin (yielding) for the next generation, then sleep until it comes.
+        // spin_ yields, or with spin_us_ until the clock (read every 64 yields) passes it.
         uint64_t g = seen;
-        if (spin_us_ > 0) {  // by the clock, read every 64 yields
-            const auto until = std::chrono::steady_clock::now() + std::chrono::microseconds(spin_us_);
-            for (int i = 1; (g = generation_.load(std::memory_order_acquire)) == seen; ++i) {
-                if (i % 64 == 0 && std::chrono::steady_clock::now() >= until) break;
-                std::this_thread::yield();
-            }
-        } else {
-            for (int i = 0; i < spin_ && (g = generation_.load(std::memory_order_acquire)) == seen; ++i)
-                std::this_thread::yield();
+        using Clock = std::chrono::steady_clock;
+        const Clock::time_point until =
+            spin_us_ > 0 ? Clock::now() + std::chrono::microseconds(spin_us_) : Clock::time_point{};
+        for (int i = 0; (g = generation_.load(std::memory_order_acquire)) == seen; ++i) {
+            if (spin_us_ > 0 ? i % 64 == 63 && Clock::now() >= until : i >= spin_) break;
+            std::this_thread::yield();
         }
         if (g == seen) {
             std::unique_lock<std::mutex> lock(mu_);

@@ -274,7 +274,8 @@ void Forward::run_rank(int s, const BatchView& b, const StageLogits& out, int n_
 }
 
 void Forward::on_each_device(const std::function<void(int)>& fn) {
-    if (!launchers_) launchers_ = std::make_unique<DeviceLaunchers>(n_stages(), DeviceLaunchers::kSpinYields, launcher_spin_us_);
+    if (!launchers_)
+        launchers_ = std::make_unique<DeviceLaunchers>(n_stages(), DeviceLaunchers::kSpinYields, launcher_spin_us_);
     launchers_->run(fn);
 }
 

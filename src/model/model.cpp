@@ -400,7 +400,8 @@ std::string Model::describe_placement() const {
         for (size_t i = 0; i < stages_.size(); ++i) {
             const ModelStage& st = stages_[i];
             out += fmt::format("{}{} ({:.2f} GB", i ? "; " : "", st.backend->name(), double(st.weight_bytes) / 1e9);
-            if (st.computes_logits()) out += fmt::format(", logits {}-{}", st.first_vocab, st.first_vocab + st.n_vocab - 1);
+            if (st.computes_logits())
+                out += fmt::format(", logits {}-{}", st.first_vocab, st.first_vocab + st.n_vocab - 1);
             out += ")";
         }
         return out;
