@@ -127,7 +127,9 @@ private:
         shared.max_chunks = ops::kPeerChunks;
         for (int d : devs_) shared.max_chunks = std::min(shared.max_chunks, rt::device_info(d).n_sm);
         for (size_t r = 0; r < n; ++r) shared.recv[r] = static_cast<uint64_t*>(x.data[r]);
-        return per_rank(shared, x.rounds);
+        std::vector<ops::PeerChunks> states = per_rank(shared, x.rounds);
+        for (ops::PeerChunks& s : states) s.own = s.recv[s.rank];
+        return states;
     }
     static constexpr size_t kFlagBytes = size_t(ops::kPeerBlocks) * ops::kPeerMaxRanks * sizeof(uint32_t);
     static constexpr size_t kRoundBytes = size_t(ops::kPeerBlocks) * sizeof(uint32_t);

@@ -83,6 +83,7 @@ struct PeerChunks {
     // rank p's part in round e with e itself in one 8-byte word (peer_memory.h's
     // round_word: a reader that sees the round sees the part, so no fence and no flag).
     uint64_t* recv[kPeerMaxRanks] = {};
+    uint64_t* own = nullptr;     // recv[rank] (the kernel indexes recv by constants only: see peer_chunk_sum.h)
     uint32_t* rounds = nullptr;  // this rank's [kPeerChunks]: the last round of each chunk (counting up from 1; zeroed at start)
     int rank = 0, n_ranks = 0;
     // The most chunks (blocks) one exchange may have: the fewest SMs of the ranks' devices

@@ -741,7 +741,7 @@ void ops::matvec_residual_norm(const GpuMat& W, const Act& a, const Epi& e, void
     if (!e.peer) return dispatch_epi<false, kEpiResidualNorm>(&W, y, 1, a, e, s);
     const PeerChunks& p = *e.peer;
     if (!matvec_peer_epi_ok(W, a.rows, p) || p.n_ranks > kPeerMaxRanks || p.rank < 0 || p.rank >= p.n_ranks ||
-        !p.rounds)
+        !p.rounds || !p.own || p.own != p.recv[p.rank])
         gpu_fail("matvec_residual_norm: a peer exchange of " + std::to_string(p.n_ranks) + " ranks (rank " +
                  std::to_string(p.rank) + ") over " + std::to_string(W.n_out) + " rows (at most " +
                  std::to_string(std::min(p.max_chunks, kPeerChunks) * kEpiRows) + ")");
