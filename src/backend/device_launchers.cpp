@@ -3,7 +3,6 @@
 #include <chrono>
 
 #include "core/env.h"
-#include "core/error.h"
 
 namespace vega {
 
@@ -43,16 +42,7 @@ void DeviceLaunchers::run(const std::function<void(int)>& fn) {
 }
 
 int64_t DeviceLaunchers::spin_us_from_env() {
-    constexpr const char* kVar = "VEGA_LAUNCHER_SPIN_US";
-    int v = 0;
-    try {
-        v = env::integer(kVar, 0);
-    } catch (const std::invalid_argument& e) {
-        fail("{} (microseconds an idle device thread spins, 0..10000000)", e.what());
-    }
-    if (v < 0 || v > 10000000)
-        fail("{}={} is out of range (microseconds an idle device thread spins, 0..10000000)", kVar, v);
-    return v;
+    return env::integer_in("VEGA_LAUNCHER_SPIN_US", 0, 0, 10000000, "microseconds an idle device thread spins");
 }
 
 void DeviceLaunchers::keep_error() {

@@ -26,7 +26,7 @@ public:
     static constexpr int kSpinYields = 4000;
     explicit DeviceLaunchers(int n, int spin = kSpinYields, int64_t spin_us = 0);
     // VEGA_LAUNCHER_SPIN_US (0..10000000; unset: 0, the yield count), for the constructor's
-    // spin_us. Throws vega::Error naming the variable for any other value.
+    // spin_us. Throws std::invalid_argument naming the variable and the range for any other value.
     static int64_t spin_us_from_env();
     ~DeviceLaunchers();
     DeviceLaunchers(const DeviceLaunchers&) = delete;

@@ -36,6 +36,20 @@ inline int integer(const char* name, int fallback) {
     return int(n);
 }
 
+// An integer in [lo, hi] (fallback: unset or empty); `what` says what it counts. Both a
+// malformed and an out-of-range value throw, naming the variable, what it counts and the range.
+inline int integer_in(const char* name, int fallback, int lo, int hi, const char* what) {
+    const std::string range = std::string(" (") + what + ", " + std::to_string(lo) + ".." + std::to_string(hi) + ")";
+    int n = fallback;
+    try {
+        n = integer(name, fallback);
+    } catch (const std::invalid_argument& e) {
+        throw std::invalid_argument(e.what() + range);
+    }
+    if (n < lo || n > hi) throw std::invalid_argument(std::string(name) + "=" + std::to_string(n) + " is out of range" + range);
+    return n;
+}
+
 // "A,B" (a tuning shape); false when unset, a and b untouched.
 inline bool int_pair(const char* name, int& a, int& b) {
     const char* v = get(name);

@@ -389,9 +389,7 @@ Session::Session(const Model& model, const ContextParams& p)
     p_.n_batch = std::min(p_.n_batch, p_.n_ctx * p_.n_seq);
 
     Impl& I = *impl_;
-    I.step_replays = env::integer("VEGA_STEP_REPLAYS", 1);
-    if (I.step_replays < 1 || I.step_replays > 16)
-        fail("VEGA_STEP_REPLAYS={} is out of range (decode graph replays a step, 1..16)", I.step_replays);
+    I.step_replays = env::integer_in("VEGA_STEP_REPLAYS", 1, 1, 16, "decode graph replays a step");
     if (model.split_mode() == SplitMode::kTensor) {
         std::vector<Backend*> devices;
         for (const ModelStage& ms : model.stages()) devices.push_back(ms.backend);

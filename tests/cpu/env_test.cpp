@@ -61,5 +61,32 @@ TEST(Env, MalformedValuesNameTheVariable) {
     unsetenv(kVar);
 }
 
+TEST(Env, IntegersInARangeSayTheRange) {
+    unsetenv(kVar);
+    EXPECT_EQ(env::integer_in(kVar, 3, 1, 16, "replays"), 3);
+    setenv(kVar, "16", 1);
+    EXPECT_EQ(env::integer_in(kVar, 3, 1, 16, "replays"), 16);
+    setenv(kVar, "1", 1);
+    EXPECT_EQ(env::integer_in(kVar, 3, 1, 16, "replays"), 1);
+    for (const char* bad : {"0", "17", "-3", "4x", "x"}) {
+        setenv(kVar, bad, 1);
+        std::string what = "(no error)";
+        try {
+            env::integer_in(kVar, 3, 1, 16, "replays");
+        } catch (const std::invalid_argument& e) {
+            what = e.what();
+        }
+        EXPECT_NE(what.find(kVar), std::string::npos) << bad << ": " << what;
+        EXPECT_NE(what.find("(replays, 1..16)"), std::string::npos) << bad << ": " << what;
+    }
+    setenv(kVar, "17", 1);
+    try {
+        env::integer_in(kVar, 3, 1, 16, "replays");
+    } catch (const std::invalid_argument& e) {
+        EXPECT_NE(std::string(e.what()).find("=17 is out of range"), std::string::npos) << e.what();
+    }
+    unsetenv(kVar);
+}
+
 }  // namespace
 }  // namespace vega

@@ -196,16 +196,15 @@ std::unique_ptr<Collective> make_peer_collective(const std::vector<int>& devs, c
     // over 4); a library takes the larger ones. On 4 H200s (2026-11-27) 16 rows of 8192
     // (1.5 MB read a rank) were 5% slower than NCCL's sums, 16 rows of 2048 (384 KB) 4.6%
     // faster, a single row 2.5-3.7 us faster a sum.
-    const int kb = env::integer("VEGA_PEER_SUM_KB", 512);
-    if (kb < 16) fail("VEGA_PEER_SUM_KB={} is under 16", kb);
+    const int kb = env::integer_in("VEGA_PEER_SUM_KB", 512, 16, 1 << 20, "KiB a device reads from its peers in one sum");
     const int64_t n_stage = int64_t(kb) * 1024 / 4 / int64_t(devs.size() - 1) / 4 * 4;
     // VEGA_PEER_SUM_FUSE (the A/B of the decode sums): 0, every sum a launch of its own
     // before the next block's input kernel; 1, the sum and the next input one kernel
     // after the part's matvec (ops::peer_sum_norm); 2 (default), the sum inside the o /
     // down kernel's epilogue where it serves, else as 1 (2 x H200, llama3-8b Q4_K_M tg128:
     // 612.49 t/s against 572.97 with 1, docs/PERFORMANCE.md thirty-fourth session).
-    const int fuse = env::integer("VEGA_PEER_SUM_FUSE", 2);
-    if (fuse < 0 || fuse > 2) fail("VEGA_PEER_SUM_FUSE={}: 0, 1 or 2", fuse);
+    const int fuse = env::integer_in("VEGA_PEER_SUM_FUSE", 2, 0, 2,
+                                     "decode sums: 0 own launches, 1 with the next input, 2 in the o / down epilogue");
     return std::make_unique<PeerCollective>(devs, streams, list, std::move(large), n_stage, fuse);
 }
 
