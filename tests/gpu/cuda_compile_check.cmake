@@ -7,7 +7,9 @@
 # run time. Every thread then stores the whole parameter at the kernel's start (the
 # tensor-parallel o / down epilogue's 88-byte frame cost ~6% of a decode step on
 # 2 H200s, docs/PERFORMANCE.md, forty-first session). Register spills (a frame with
-# spill stores) are reported by ptxas as such and are not this check's business.
+# spill stores) are reported by ptxas as such and are not this check's business. Only with
+# STACK_CHECK (the sm_90 build): the gfx906 emulation build's cross-lane emulation keeps a
+# 16-byte frame in most kernels by design (gfx906 itself: the audit fails on any scratch).
 file(MAKE_DIRECTORY ${OUT})
 if(NOT DEFS)
   set(DEFS -DVEGA_GPU_TARGET_NVIDIA=1)
@@ -21,6 +23,9 @@ foreach(f ${FILES})
                   RESULT_VARIABLE rc ERROR_VARIABLE err)
   if(NOT rc EQUAL 0)
     message(FATAL_ERROR "nvcc failed on ${f}:\n${err}")
+  endif()
+  if(NOT STACK_CHECK)
+    continue()
   endif()
   string(REPLACE "\n" ";" lines "${err}")
   set(fn "")
