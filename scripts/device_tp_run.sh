@@ -9,7 +9,8 @@
 #      kernel with the next block's input (VEGA_PEER_SUM_FUSE=1), as launches of their
 #      own (VEGA_PEER_SUM_FUSE=0), NCCL's (VEGA_PEER_SUMS=0),
 #      single-token and batch buckets), op by op (also beside a busy loop on every core:
-#      tp_busy), and over 0,0 (one GPU, two ranks);
+#      tp_busy), and over 0,0 (one GPU, two ranks); ids that differ are checked by
+#      scripts/ids_near_argmax.py (each a near-argmax of one GPU's logits, within IDS_TOL=0.1);
 #   3. the end-to-end tests under tensor parallel over 0,1 (and with 4 GPUs, over 0,1,2,3
 #      in both modes);
 #   4. scripts/gpu_sweep.sh, tensor parallel over 0,1 (and with 4 GPUs, over 0,1,2,3 in
@@ -169,7 +170,11 @@ if [ ! -f $W/ids.done ]; then
     [ -f $W/$t.ids ] || continue
     ref=one; case $t in tp1*) ref=one1;; esac
     [ -f $W/$ref.ids ] || { echo "$t: no $ref run to compare with (IDS)"; continue; }
-    cmp -s $W/$t.ids $W/$ref.ids && echo "$t ids == $ref" || echo "$t ids DIFFER from $ref ($(wc -l < $W/$t.ids 2>/dev/null) lines)"
+    cmp -s $W/$t.ids $W/$ref.ids && { echo "$t ids == $ref"; continue; }
+    # Differing ids: near-ties flipped by another summation order, or wrong tokens? Each
+    # generated id against one GPU's teacher-forced logits (scripts/ids_near_argmax.py).
+    echo "$t ids DIFFER from $ref ($(wc -l < $W/$t.ids 2>/dev/null) lines): $(python3 scripts/ids_near_argmax.py \
+      $B/vega $S $W/$t.ids ${IDS_TOL:-0.1} --device 0 | tail -1)"
   done
   touch $W/ids.done
 fi
