@@ -6,7 +6,9 @@
 # every synth file, then benches.
 #   start: setsid scripts/device_env_ab.sh &      poll: scripts/device_env_ab.sh poll SECONDS
 #   FILES="llama3-8b:Q4_0 llama3-8b:Q4_K_M:2"      shape:type pairs, or shape:type:N for one
-#                                                  tensor-parallel rank's share of N (synth --tp-share N)
+#                                                  tensor-parallel rank's share of N (synth --tp-share N);
+#                                                  a suffix @L keeps L blocks (synth --layers L): llama3-70b:Q4_K_M@16
+#   PLACE="--devices 0,1 --split-mode tensor"      where every bench and ids run goes (default --device gpu)
 #   SETTINGS="base VEGA_GPU_FUSE=0 A=1+B=2"        "base" = none; '+' joins variables
 #   BASES=".devdata/ab-C.tgz ..."                  older commits, run with no setting
 #   PARITY_FILTER=... (PARITY_ENV="A=1 B=2": its settings)  ROUNDS=2  TESTS="-p 0 -n 128"  CHECK_IDS=1 (greedy ids of every binary)
@@ -43,17 +45,20 @@ if [ -n "${PARITY_FILTER:-}" ] && [ ! -f $W/parity.done ]; then
   grep -E "^\[  (PASSED|FAILED)|Failure|Expected|which is|rc=" $W/parity.log | head -30
   touch $W/parity.done
 fi
-# parse_file shape:type[:N]: its shape, type, share count (N: one rank's share of N, else
-# empty) and synth file in f_shape, f_type, f_share, f_model.
+# parse_file shape:type[:N][@L]: its shape, type, share count (N: one rank's share of N, else
+# empty), blocks kept (L, else empty) and synth file in f_shape, f_type, f_share, f_layers, f_model.
 parse_file() {
-  f_shape=${1%%:*}; local r=${1#*:}; f_type=${r%%:*}; f_share=
+  local x=$1; f_layers=
+  [ "${x#*@}" != "$x" ] && f_layers=${x#*@} && x=${x%@*}
+  f_shape=${x%%:*}; local r=${x#*:}; f_type=${r%%:*}; f_share=
   [ "$f_type" != "$r" ] && f_share=${r#*:}
-  f_model=$SYNTH_DIR/$f_shape-$f_type${f_share:+-share$f_share}.gguf
+  f_model=$SYNTH_DIR/$f_shape-$f_type${f_share:+-share$f_share}${f_layers:+-${f_layers}L}.gguf
 }
+place=${PLACE:---device gpu}
 file_of() { parse_file "$1"; echo "$f_model"; }
 for f in ${FILES:-llama3-8b:Q4_0}; do
   parse_file $f
-  [ -f $f_model ] || { log "synth $f"; timeout 400 build-h200/vega synth --shape $f_shape --type $f_type ${f_share:+--tp-share $f_share} -o $f_model > $W/synth.log 2>&1 || tail -2 $W/synth.log; }
+  [ -f $f_model ] || { log "synth $f"; timeout 400 build-h200/vega synth --shape $f_shape --type $f_type ${f_share:+--tp-share $f_share} ${f_layers:+--layers $f_layers} -o $f_model > $W/synth.log 2>&1 || tail -2 $W/synth.log; }
 done
 # Greedy ids of every binary on every file (CHECK_IDS=1): a base that is a tuning variant
 # must decode the same tokens as the tree (random weights: a broken kernel changes them).
@@ -61,7 +66,7 @@ if [ "${CHECK_IDS:-0}" = 1 ] && [ ! -f $W/ids.done ]; then
   for f in ${FILES:-llama3-8b:Q4_0}; do
     m=$(file_of $f)
     for lb in "${bins[@]}"; do
-      h=$(timeout 120 ${lb#*:} run -m $m --device gpu -p "The quick brown fox" -n 48 --temp 0 2>/dev/null | md5sum | cut -c1-12)
+      h=$(timeout 120 ${lb#*:} run -m $m $place -p "The quick brown fox" -n 48 --temp 0 2>/dev/null | md5sum | cut -c1-12)
       echo "ids $f ${lb%%:*}: $h"
     done
   done
@@ -73,13 +78,13 @@ for i in $(seq ${ROUNDS:-2}); do
     for s in ${SETTINGS:-base}; do
       [ -f "$W/done.$i.$f.$s" ] && continue
       envs=$(echo "$s" | tr '+' ' '); [ "$s" = base ] && envs=
-      r=$(env $envs timeout 200 build-h200/vega bench -m $m --device gpu -r 2 ${TESTS:--p 0 -n 128} 2>&1 | grep -E "^\|.*(tg|pp)[0-9]" | awk -F'|' '{ print $7, $8 }' | tr '\n' ' ')
+      r=$(env $envs timeout 200 build-h200/vega bench -m $m $place -r 2 ${TESTS:--p 0 -n 128} 2>&1 | grep -E "^\|.*(tg|pp)[0-9]" | awk -F'|' '{ print $7, $8 }' | tr '\n' ' ')
       echo "round $i $f tree $s: $r"
       touch "$W/done.$i.$f.$s"
     done
     for lb in "${bins[@]:1}"; do
       [ -f "$W/done.$i.$f.${lb%%:*}" ] && continue
-      r=$(timeout 200 ${lb#*:} bench -m $m --device gpu -r 2 ${TESTS:--p 0 -n 128} 2>&1 | grep -E "^\|.*(tg|pp)[0-9]" | awk -F'|' '{ print $7, $8 }' | tr '\n' ' ')
+      r=$(timeout 200 ${lb#*:} bench -m $m $place -r 2 ${TESTS:--p 0 -n 128} 2>&1 | grep -E "^\|.*(tg|pp)[0-9]" | awk -F'|' '{ print $7, $8 }' | tr '\n' ' ')
       echo "round $i $f ${lb%%:*}: $r"
       touch "$W/done.$i.$f.${lb%%:*}"
     done
