@@ -6,9 +6,7 @@
 #include <algorithm>
 #include <cmath>
 #include <cstdlib>
-#include <cstring>
 #include <fstream>
-#include <iterator>
 #include <limits>
 #include <nlohmann/json.hpp>
 #include <sstream>
@@ -69,25 +67,26 @@ double worst_margin_sd(const std::string& model, const std::string& line, const 
         ADD_FAILURE() << "vega eval: " << r.err;
         return std::numeric_limits<double>::infinity();
     }
-    std::ifstream f(logits, std::ios::binary);
-    const std::vector<char> bytes((std::istreambuf_iterator<char>(f)), std::istreambuf_iterator<char>());
-    const size_t rows = prompt.size() + gen.size() - 1, floats = bytes.size() / sizeof(float);
-    if (floats == 0 || floats % rows != 0) {
-        ADD_FAILURE() << bytes.size() << " bytes of logits are not " << rows << " rows";
+    const std::vector<float> all = read_f32(logits);
+    const size_t rows = prompt.size() + gen.size() - 1;
+    if (all.empty() || all.size() % rows != 0) {
+        ADD_FAILURE() << all.size() << " logits are not " << rows << " rows";
         return std::numeric_limits<double>::infinity();
     }
-    const size_t n_vocab = floats / rows;
-    std::vector<float> row(n_vocab);
+    const size_t n_vocab = all.size() / rows;
     double worst = 0.0;
     for (size_t j = 0; j < gen.size(); ++j) {
-        const size_t at = (prompt.size() - 1 + j) * n_vocab;  // the row that predicted gen[j]
-        std::memcpy(row.data(), bytes.data() + at * sizeof(float), n_vocab * sizeof(float));
+        const float* row = all.data() + (prompt.size() - 1 + j) * n_vocab;  // the row that predicted gen[j]
+        if (size_t(gen[j]) >= n_vocab) {
+            ADD_FAILURE() << "generated id " << gen[j] << " is outside a vocabulary of " << n_vocab;
+            return std::numeric_limits<double>::infinity();
+        }
         double mean = 0.0, var = 0.0;
-        for (float x : row) mean += x;
+        for (size_t v = 0; v < n_vocab; ++v) mean += row[v];
         mean /= double(n_vocab);
-        for (float x : row) var += (x - mean) * (x - mean);
+        for (size_t v = 0; v < n_vocab; ++v) var += (row[v] - mean) * (row[v] - mean);
         const double sd = std::sqrt(var / double(n_vocab));
-        const double margin = double(*std::max_element(row.begin(), row.end())) - double(row.at(size_t(gen[j])));
+        const double margin = double(*std::max_element(row, row + n_vocab)) - double(row[gen[j]]);
         worst = std::max(worst, sd > 0.0 ? margin / sd : margin);
     }
     return worst;
