@@ -28,10 +28,13 @@ namespace vega::gpu {
 
 // Returns the sum over the ranks of the parts of row c * 32 + lane (this rank's is part).
 // p is read in place (a kernel parameter, never through a reference that escapes).
+// last_round: p.rounds[c] as the caller read it after its pdl_wait (early, so that no
+// memory round trip sits between the block's sums and its stores to the peers).
 template <int kRows>
-__device__ __forceinline__ float peer_chunk_sum(const ops::PeerChunks& p, int64_t c, int lane, float part) {
+__device__ __forceinline__ float peer_chunk_sum(const ops::PeerChunks& p, int64_t c, int lane, float part,
+                                                uint32_t last_round) {
     constexpr int64_t kPer = int64_t(ops::kPeerChunks) * kRows;  // words of one rank's part in a slot
-    const uint32_t e = p.rounds[c] + 1;
+    const uint32_t e = last_round + 1;
     const int64_t slot = int64_t(e & 1u) * p.n_ranks * kPer, at = c * kRows + lane;
     // Every index into p.recv is a constant (the loop unrolled to kPeerMaxRanks, ranks
     // past n_ranks predicated off; this rank's own words are p.own): a runtime index made
