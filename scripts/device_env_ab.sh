@@ -11,6 +11,7 @@
 #   PLACE="--devices 0,1 --split-mode tensor"      where every bench and ids run goes (default --device gpu)
 #   SETTINGS="base VEGA_GPU_FUSE=0 A=1+B=2"        "base" = none; '+' joins variables
 #   BASES=".devdata/ab-C.tgz ..."                  older commits, run with no setting
+#   TREE_TARGETS="vega_engine_tests"                more targets of this tree's build
 #   PARITY_FILTER=... (PARITY_ENV="A=1 B=2": its settings)  ROUNDS=2  TESTS="-p 0 -n 128"  CHECK_IDS=1 (greedy ids of every binary)
 W=${W:-/tmp/env_ab}
 . "$(dirname "$0")/device_run_start.sh" 80 "$@"
@@ -37,7 +38,7 @@ for base in ${BASES:-}; do
   pids+=($!)
   bins+=("$label:/tmp/env_ab_src/build-$label/vega")
 done
-build . build-h200 ON vega vega_gpu_parity_tests || { touch $W/finished; exit 1; }
+build . build-h200 ON vega vega_gpu_parity_tests ${TREE_TARGETS:-} || { touch $W/finished; exit 1; }
 for p in "${pids[@]}"; do wait $p; done
 if [ -n "${PARITY_FILTER:-}" ] && [ ! -f $W/parity.done ]; then
   log "parity: $PARITY_FILTER"
@@ -72,22 +73,32 @@ if [ "${CHECK_IDS:-0}" = 1 ] && [ ! -f $W/ids.done ]; then
   done
   touch $W/ids.done
 fi
+bench_tree() {  # bench_tree ROUND FILE MODEL: every setting of this tree
+  local s envs r
+  for s in ${SETTINGS:-base}; do
+    [ -f "$W/done.$1.$2.$s" ] && continue
+    envs=$(echo "$s" | tr '+' ' '); [ "$s" = base ] && envs=
+    r=$(env $envs timeout 200 build-h200/vega bench -m $3 $place -r 2 ${TESTS:--p 0 -n 128} 2>&1 | grep -E "^\|.*(tg|pp)[0-9]" | awk -F'|' '{ print $7, $8 }' | tr '\n' ' ')
+    echo "round $1 $2 tree $s: $r"
+    touch "$W/done.$1.$2.$s"
+  done
+}
+bench_bases() {  # bench_bases ROUND FILE MODEL: every base binary
+  local lb r
+  for lb in "${bins[@]:1}"; do
+    [ -f "$W/done.$1.$2.${lb%%:*}" ] && continue
+    r=$(timeout 200 ${lb#*:} bench -m $3 $place -r 2 ${TESTS:--p 0 -n 128} 2>&1 | grep -E "^\|.*(tg|pp)[0-9]" | awk -F'|' '{ print $7, $8 }' | tr '\n' ' ')
+    echo "round $1 $2 ${lb%%:*}: $r"
+    touch "$W/done.$1.$2.${lb%%:*}"
+  done
+}
+# Odd rounds run this tree first, even rounds the bases first (a slow drift of the
+# machine then shows as a difference between rounds, not between binaries).
 for i in $(seq ${ROUNDS:-2}); do
   for f in ${FILES:-llama3-8b:Q4_0}; do
     m=$(file_of $f)
-    for s in ${SETTINGS:-base}; do
-      [ -f "$W/done.$i.$f.$s" ] && continue
-      envs=$(echo "$s" | tr '+' ' '); [ "$s" = base ] && envs=
-      r=$(env $envs timeout 200 build-h200/vega bench -m $m $place -r 2 ${TESTS:--p 0 -n 128} 2>&1 | grep -E "^\|.*(tg|pp)[0-9]" | awk -F'|' '{ print $7, $8 }' | tr '\n' ' ')
-      echo "round $i $f tree $s: $r"
-      touch "$W/done.$i.$f.$s"
-    done
-    for lb in "${bins[@]:1}"; do
-      [ -f "$W/done.$i.$f.${lb%%:*}" ] && continue
-      r=$(timeout 200 ${lb#*:} bench -m $m $place -r 2 ${TESTS:--p 0 -n 128} 2>&1 | grep -E "^\|.*(tg|pp)[0-9]" | awk -F'|' '{ print $7, $8 }' | tr '\n' ' ')
-      echo "round $i $f ${lb%%:*}: $r"
-      touch "$W/done.$i.$f.${lb%%:*}"
-    done
+    if [ $((i % 2)) = 1 ]; then bench_tree $i $f $m; bench_bases $i $f $m
+    else bench_bases $i $f $m; bench_tree $i $f $m; fi
   done
 done
 log "finished"
