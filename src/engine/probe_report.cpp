@@ -48,6 +48,11 @@ const std::vector<Study>& studies() {
          "the same", "us", 0, 0, ""},
         {"phase_kernel_empty", "a phase as its own kernel in a graph, no reads", "the same, with PDL", "us", 0, 0, ""},
         {"phase_barrier_empty", "a grid-wide barrier in one persistent kernel, no reads", "the same", "us", 0, 0, ""},
+        {"phase_kernel_alone",
+         "phase_kernel with no room beside it: no block of the next phase is resident until one of the running "
+         "phase leaves",
+         "the same (over a fifth of an SM's shared memory a block)", "us", 0, 0, ""},
+        {"phase_kernel_alone_empty", "phase_kernel_alone with no reads", "the same", "us", 0, 0, ""},
     };
     return k;
 }

@@ -86,8 +86,10 @@ DeviceInfo device_info(int dev) {
     d.wave = p.warpSize;
 #if defined(VEGA_GPU_HIP)
     d.smem_block = p.sharedMemPerBlock;
+    d.smem_sm = p.maxSharedMemoryPerMultiProcessor;
 #else
     d.smem_block = p.sharedMemPerBlockOptin;
+    d.smem_sm = p.sharedMemPerMultiprocessor;
 #endif
     return d;
 }

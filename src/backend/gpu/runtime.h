@@ -18,6 +18,7 @@ struct DeviceInfo {
     size_t total_mem = 0;
     int n_sm = 0, wave = 0;
     size_t smem_block = 0;  // shared memory one block may take (NVIDIA: with opt-in)
+    size_t smem_sm = 0;     // shared memory of one SM / CU, all its resident blocks together
 };
 DeviceInfo device_info(int dev);
 // Makes dev the calling thread's current device (a no-op when it already is).

@@ -16,7 +16,13 @@
 //                    matvecs issue their weights) against one persistent kernel with a
 //                    grid-wide barrier between phases (the next phase's reads issued
 //                    before the barrier); and both with no reads: what a kernel boundary
-//                    costs against a barrier, the question a persistent decode step asks
+//                    costs against a barrier, the question a persistent decode step asks;
+//                    and the kernel chain again with each block holding over a fifth of
+//                    its SM's shared memory (4 blocks an SM fit, a fifth does not), so no
+//                    block of the next phase is resident beside the running phase (as
+//                    after a decode o / down kernel, which holds its SM's whole register
+//                    file): what the next kernel's reads before its wait are worth when
+//                    they cannot start early
 #include "backend/gpu/launch.h"
 #include "backend/gpu/probe.h"
 #include "backend/gpu/runtime.h"
@@ -159,6 +165,7 @@ __global__ void noop_k(int guard, int* out) {
 // (H200: 528 blocks, 8.65 MB a phase, about a decode o-projection's bytes).
 constexpr int kPhaseBlocksPerSm = 4;
 constexpr int kPhaseLoads = 4;
+constexpr size_t kPhaseDefaultSmem = 48 * 1024;  // dynamic shared memory a block may take without an opt-in
 struct PhaseBarrier {
     unsigned count, gen;
     int stuck;  // set when a block waited too long: the grid was not resident at once
@@ -311,6 +318,36 @@ void phases(Device& d, int n_phase, int reps, Add&& add, Skip&& skip) {
         const char* id = empty ? "phase_barrier_empty" : "phase_barrier";
         if (hb.stuck) skip(id, "the persistent grid was not resident at once");
         else add(id, tb / n_phase * 1e6);
+    }
+    // The kernel chain with no room beside it: each block takes `alone` bytes of dynamic
+    // shared memory (unused), more than a fifth of its SM's, so kPhaseBlocksPerSm blocks
+    // fit and one more does not, checked with the occupancy calculator. A phase's blocks
+    // then start only as the previous phase's leave their SM; above, the next phase's
+    // blocks are resident early and issue their reads before their wait.
+    const rt::DeviceInfo info = rt::device_info(d.dev);
+    const size_t alone = (info.smem_sm / (kPhaseBlocksPerSm + 1) / 256 + 1) * 256;
+    int fit = 0;
+    const char* why = nullptr;
+    if (info.smem_sm == 0) why = "the runtime gave no shared memory size for an SM";
+    else if (alone > kPhaseDefaultSmem)
+        why = "a fifth of an SM's shared memory is more than a block may take without opt-in";
+    else if (gpuOccupancyMaxActiveBlocksPerMultiprocessor(&fit, phase_kernel_k, kThreads, alone) != gpuSuccess)
+        why = "the occupancy calculator failed";
+    else if (fit != kPhaseBlocksPerSm)
+        why = "the shared memory does not leave exactly the chain's blocks an SM resident";
+    for (int empty : {0, 1}) {
+        const char* id = empty ? "phase_kernel_alone_empty" : "phase_kernel_alone";
+        if (why) {
+            skip(id, why);
+            continue;
+        }
+        rt::capture_begin(d.s);
+        for (int ph = 0; ph < n_phase; ++ph)
+            launch_smem(phase_kernel_k, grid, block, alone, d.s, p, empty, ph, hand);
+        void* g = rt::capture_end(d.s);
+        const double tk = best_seconds(d.s, [&] { rt::graph_launch(g, d.s); }, reps);
+        rt::graph_destroy(g);
+        add(id, tk / n_phase * 1e6);
     }
     rt::free(buf), rt::free(hand), rt::free(bar);
 }
