@@ -258,13 +258,15 @@ double best_seconds(void* s, const std::function<void()>& launch, int reps) {
 struct Device {
     int dev;
     int n_sm;
+    size_t smem_sm;  // shared memory of one SM (rt::DeviceInfo::smem_sm)
     void* s;
     int* out;
 };
 
 Device open(int device) {
     rt::set_device(device);
-    Device d{device, rt::device_info(device).n_sm, rt::stream_create(), nullptr};
+    const rt::DeviceInfo info = rt::device_info(device);
+    Device d{device, info.n_sm, info.smem_sm, rt::stream_create(), nullptr};
     d.out = static_cast<int*>(rt::malloc(64));
     if (!d.out) gpu_fail("vega probe: cannot allocate 64 bytes on the device");
     return d;
@@ -302,14 +304,18 @@ void phases(Device& d, int n_phase, int reps, Add&& add, Skip&& skip) {
     rt::memset(hand, 0, size_t(2) * grid.x * sizeof(int), d.s);
     rt::memset(bar, 0, sizeof(PhaseBarrier), d.s);
     const auto* p = static_cast<const int4*>(buf);
-    for (int empty : {0, 1}) {
-        // One kernel a phase, replayed from a graph (as a decode step is).
+    // One kernel a phase, replayed from a graph (as a decode step is), each block taking
+    // smem bytes of dynamic shared memory: microseconds a phase.
+    auto kernel_chain_us = [&](int empty, size_t smem) {
         rt::capture_begin(d.s);
-        for (int ph = 0; ph < n_phase; ++ph) launch(phase_kernel_k, grid, block, d.s, p, empty, ph, hand);
+        for (int ph = 0; ph < n_phase; ++ph) launch_smem(phase_kernel_k, grid, block, smem, d.s, p, empty, ph, hand);
         void* g = rt::capture_end(d.s);
-        const double tk = best_seconds(d.s, [&] { rt::graph_launch(g, d.s); }, reps);
+        const double t = best_seconds(d.s, [&] { rt::graph_launch(g, d.s); }, reps);
         rt::graph_destroy(g);
-        add(empty ? "phase_kernel_empty" : "phase_kernel", tk / n_phase * 1e6);
+        return t / n_phase * 1e6;
+    };
+    for (int empty : {0, 1}) {
+        add(empty ? "phase_kernel_empty" : "phase_kernel", kernel_chain_us(empty, 0));
         const double tb = best_seconds(d.s, [&] { launch(phase_persistent_k, grid, block, d.s, p, empty, n_phase, hand, bar); },
                                        reps);
         PhaseBarrier hb{};
@@ -324,11 +330,10 @@ void phases(Device& d, int n_phase, int reps, Add&& add, Skip&& skip) {
     // fit and one more does not, checked with the occupancy calculator. A phase's blocks
     // then start only as the previous phase's leave their SM; above, the next phase's
     // blocks are resident early and issue their reads before their wait.
-    const rt::DeviceInfo info = rt::device_info(d.dev);
-    const size_t alone = (info.smem_sm / (kPhaseBlocksPerSm + 1) / 256 + 1) * 256;
+    const size_t alone = (d.smem_sm / (kPhaseBlocksPerSm + 1) / 256 + 1) * 256;
     int fit = 0;
     const char* why = nullptr;
-    if (info.smem_sm == 0) why = "the runtime gave no shared memory size for an SM";
+    if (d.smem_sm == 0) why = "the runtime gave no shared memory size for an SM";
     else if (alone > kPhaseDefaultSmem)
         why = "a fifth of an SM's shared memory is more than a block may take without opt-in";
     else if (gpuOccupancyMaxActiveBlocksPerMultiprocessor(&fit, phase_kernel_k, kThreads, alone) != gpuSuccess)
@@ -337,17 +342,8 @@ void phases(Device& d, int n_phase, int reps, Add&& add, Skip&& skip) {
         why = "the shared memory does not leave exactly the chain's blocks an SM resident";
     for (int empty : {0, 1}) {
         const char* id = empty ? "phase_kernel_alone_empty" : "phase_kernel_alone";
-        if (why) {
-            skip(id, why);
-            continue;
-        }
-        rt::capture_begin(d.s);
-        for (int ph = 0; ph < n_phase; ++ph)
-            launch_smem(phase_kernel_k, grid, block, alone, d.s, p, empty, ph, hand);
-        void* g = rt::capture_end(d.s);
-        const double tk = best_seconds(d.s, [&] { rt::graph_launch(g, d.s); }, reps);
-        rt::graph_destroy(g);
-        add(id, tk / n_phase * 1e6);
+        if (why) skip(id, why);
+        else add(id, kernel_chain_us(empty, alone));
     }
     rt::free(buf), rt::free(hand), rt::free(bar);
 }
