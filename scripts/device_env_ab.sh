@@ -73,22 +73,23 @@ if [ "${CHECK_IDS:-0}" = 1 ] && [ ! -f $W/ids.done ]; then
   done
   touch $W/ids.done
 fi
+bench_row() {  # bench_row VEGA MODEL: each result row's test and t/s cells, on one line
+  timeout 200 $1 bench -m $2 $place -r 2 ${TESTS:--p 0 -n 128} 2>&1 | grep -E "^\|.*(tg|pp)[0-9]" | awk -F'|' '{ print $7, $8 }' | tr '\n' ' '
+}
 bench_tree() {  # bench_tree ROUND FILE MODEL: every setting of this tree
-  local s envs r
+  local s envs
   for s in ${SETTINGS:-base}; do
     [ -f "$W/done.$1.$2.$s" ] && continue
     envs=$(echo "$s" | tr '+' ' '); [ "$s" = base ] && envs=
-    r=$(env $envs timeout 200 build-h200/vega bench -m $3 $place -r 2 ${TESTS:--p 0 -n 128} 2>&1 | grep -E "^\|.*(tg|pp)[0-9]" | awk -F'|' '{ print $7, $8 }' | tr '\n' ' ')
-    echo "round $1 $2 tree $s: $r"
+    echo "round $1 $2 tree $s: $(for v in $envs; do export "$v"; done; bench_row build-h200/vega $3)"
     touch "$W/done.$1.$2.$s"
   done
 }
 bench_bases() {  # bench_bases ROUND FILE MODEL: every base binary
-  local lb r
+  local lb
   for lb in "${bins[@]:1}"; do
     [ -f "$W/done.$1.$2.${lb%%:*}" ] && continue
-    r=$(timeout 200 ${lb#*:} bench -m $3 $place -r 2 ${TESTS:--p 0 -n 128} 2>&1 | grep -E "^\|.*(tg|pp)[0-9]" | awk -F'|' '{ print $7, $8 }' | tr '\n' ' ')
-    echo "round $1 $2 ${lb%%:*}: $r"
+    echo "round $1 $2 ${lb%%:*}: $(bench_row ${lb#*:} $3)"
     touch "$W/done.$1.$2.${lb%%:*}"
   done
 }
